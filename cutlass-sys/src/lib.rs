@@ -1,0 +1,39 @@
+//! Raw C ABI over the CUTLASS kernels that this crate's build script generated and compiled.
+//!
+//! Every kernel `NAME` (its `cutlass_library` procedural name) exports three functions:
+//! `NAME_can_implement`, `NAME_workspace_size` and `NAME_run`, over [`cutlass_rs_gemm_args`]. The
+//! registry ([`cutlass_rs_kernel_count`], [`cutlass_rs_kernel_get`]) lists the kernels this build
+//! contains. Statuses are `int`s: [`CUTLASS_RS_OK`], the `cutlass::Status` values, or
+//! [`CUTLASS_RS_ERROR_CUDA_BASE`] plus a `cudaError_t`.
+//!
+//! Which kernels are built is chosen at build time (`CUTLASS_RS_ARCHS`, `CUTLASS_RS_KERNELS`; see
+//! `build.rs`). Use the safe `cutlass` crate unless you need the raw entry points.
+#![allow(non_camel_case_types, non_upper_case_globals, non_snake_case)]
+#![allow(clippy::all)]
+
+include!(concat!(env!("OUT_DIR"), "/bindings.rs"));
+
+/// What the build script built: the kernel count, the architectures, the toolchain versions and the
+/// kernel names, one per line.
+pub const BUILD_REPORT: &str = include_str!(concat!(env!("OUT_DIR"), "/build-report.txt"));
+
+/// The kernels compiled into this library, as a safe slice over the C registry.
+pub fn kernels() -> &'static [cutlass_rs_kernel_entry] {
+    // SAFETY: the registry is a static array of `count` entries followed by a terminator; it lives
+    // for the whole program and is never written.
+    unsafe {
+        let n = cutlass_rs_kernel_count();
+        if n <= 0 {
+            return &[];
+        }
+        std::slice::from_raw_parts(cutlass_rs_kernel_get(0), n as usize)
+    }
+}
+
+/// The name of a registry entry.
+pub fn entry_name(entry: &cutlass_rs_kernel_entry) -> &'static str {
+    // SAFETY: names are static, NUL-terminated ASCII string literals in the generated registry.
+    unsafe { std::ffi::CStr::from_ptr(entry.name) }
+        .to_str()
+        .expect("kernel names are ASCII")
+}

@@ -1,0 +1,103 @@
+//! Element types, mapped onto the catalog's [`DataType`]s through a sealed trait.
+
+use cudarc::driver::DeviceRepr;
+use cutlass_kernels::DataType;
+use half::{bf16, f16};
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for half::f16 {}
+    impl Sealed for half::bf16 {}
+    impl Sealed for f32 {}
+}
+
+/// A Rust type that stands for one of the catalog's element types. Sealed: the set follows the
+/// kernels this crate can build.
+pub trait Element:
+    sealed::Sealed + DeviceRepr + Copy + Send + Sync + std::fmt::Debug + 'static
+{
+    /// The catalog type.
+    const DATA_TYPE: DataType;
+    /// Unit roundoff of the type (half the distance from 1.0 to the next value): the relative error
+    /// of rounding one value to it.
+    const UNIT_ROUNDOFF: f64;
+    /// A NaN bit pattern, used to poison outputs in tests.
+    const POISON: Self;
+    /// Exact widening to `f64`.
+    fn to_f64(self) -> f64;
+    /// Rounds to nearest (ties to even).
+    fn from_f64(v: f64) -> Self;
+    /// The raw bits, for bitwise comparisons.
+    fn to_bits_u64(self) -> u64;
+}
+
+impl Element for f16 {
+    const DATA_TYPE: DataType = DataType::F16;
+    const UNIT_ROUNDOFF: f64 = 1.0 / 2048.0;
+    const POISON: Self = f16::from_bits(0x7fff);
+    fn to_f64(self) -> f64 {
+        f16::to_f64(self)
+    }
+    fn from_f64(v: f64) -> Self {
+        f16::from_f64(v)
+    }
+    fn to_bits_u64(self) -> u64 {
+        self.to_bits() as u64
+    }
+}
+
+impl Element for bf16 {
+    const DATA_TYPE: DataType = DataType::Bf16;
+    const UNIT_ROUNDOFF: f64 = 1.0 / 256.0;
+    const POISON: Self = bf16::from_bits(0x7fff);
+    fn to_f64(self) -> f64 {
+        bf16::to_f64(self)
+    }
+    fn from_f64(v: f64) -> Self {
+        bf16::from_f64(v)
+    }
+    fn to_bits_u64(self) -> u64 {
+        self.to_bits() as u64
+    }
+}
+
+impl Element for f32 {
+    const DATA_TYPE: DataType = DataType::F32;
+    const UNIT_ROUNDOFF: f64 = 1.0 / 16_777_216.0;
+    const POISON: Self = f32::from_bits(0x7fff_ffff);
+    fn to_f64(self) -> f64 {
+        self as f64
+    }
+    fn from_f64(v: f64) -> Self {
+        v as f32
+    }
+    fn to_bits_u64(self) -> u64 {
+        self.to_bits() as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn poison_is_nan_and_roundoff_matches_the_format() {
+        assert!(f16::POISON.is_nan() && bf16::POISON.is_nan() && f32::POISON.is_nan());
+        // 1 + u rounds to 1 (tie to even), 1 + 2u is the next representable value.
+        for (u, one_plus_2u, one_plus_u) in [
+            (
+                f16::UNIT_ROUNDOFF,
+                f16::from_f64(1.0 + 2.0 * f16::UNIT_ROUNDOFF).to_f64(),
+                f16::from_f64(1.0 + f16::UNIT_ROUNDOFF).to_f64(),
+            ),
+            (
+                bf16::UNIT_ROUNDOFF,
+                bf16::from_f64(1.0 + 2.0 * bf16::UNIT_ROUNDOFF).to_f64(),
+                bf16::from_f64(1.0 + bf16::UNIT_ROUNDOFF).to_f64(),
+            ),
+        ] {
+            assert_eq!(one_plus_2u, 1.0 + 2.0 * u);
+            assert_eq!(one_plus_u, 1.0);
+        }
+    }
+}

@@ -1,0 +1,250 @@
+//! The crate's error type.
+
+use std::fmt;
+
+use cutlass_kernels::Arch;
+
+/// Which operand an error is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum OperandName {
+    /// The left input, m x k.
+    A,
+    /// The right input, k x n.
+    B,
+    /// The epilogue source, m x n.
+    C,
+    /// The output, m x n.
+    D,
+    /// The kernel's scratch buffer.
+    Workspace,
+}
+
+impl fmt::Display for OperandName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            OperandName::A => "A",
+            OperandName::B => "B",
+            OperandName::C => "C",
+            OperandName::D => "D",
+            OperandName::Workspace => "workspace",
+        })
+    }
+}
+
+/// Everything that can go wrong. Input errors are found before any call into a kernel; each names
+/// the operand and the rule it breaks.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// The problem itself is malformed: a zero or too-large extent, beta without C, ...
+    InvalidProblem {
+        /// What is wrong.
+        reason: String,
+    },
+    /// A leading dimension is smaller than the contiguous extent of the matrix.
+    LeadingDimension {
+        /// The operand.
+        operand: OperandName,
+        /// The leading dimension given, in elements.
+        ld: usize,
+        /// The smallest allowed leading dimension.
+        min: usize,
+        /// The rule, in words.
+        rule: String,
+    },
+    /// A pointer, leading dimension, batch stride or contiguous extent breaks the kernel's
+    /// alignment rule.
+    Misaligned {
+        /// The operand.
+        operand: OperandName,
+        /// What is misaligned: `pointer`, `leading dimension`, `batch stride` or an extent.
+        what: String,
+        /// The offending value (bytes for pointers, elements otherwise).
+        value: u64,
+        /// The required alignment (bytes for pointers, elements otherwise).
+        required: u64,
+    },
+    /// A batch stride lets consecutive matrices of a batch overlap.
+    BatchStride {
+        /// The operand.
+        operand: OperandName,
+        /// The stride given, in elements.
+        stride: usize,
+        /// The smallest allowed stride: the span of one matrix.
+        min: usize,
+    },
+    /// A buffer is shorter than the extent implied by the shape, leading dimension and batch stride.
+    BufferTooSmall {
+        /// The operand.
+        operand: OperandName,
+        /// Its length, in elements.
+        len: usize,
+        /// The elements the problem reaches.
+        required: usize,
+    },
+    /// Two operands share memory where the kernel cannot allow it (the output may alias C only).
+    Aliasing {
+        /// The output.
+        output: OperandName,
+        /// The input it overlaps.
+        input: OperandName,
+    },
+    /// No kernel of this build serves the problem's types and layouts.
+    NoKernel {
+        /// The request, in words.
+        request: String,
+        /// The kernels this build contains.
+        built: Vec<String>,
+    },
+    /// A kernel was asked for by name and this build does not contain it.
+    KernelNotBuilt {
+        /// The name asked for.
+        name: String,
+    },
+    /// A kernel was asked for by name but does not serve this problem.
+    KernelMismatch {
+        /// The kernel.
+        name: String,
+        /// Why not.
+        reason: String,
+    },
+    /// The kernel targets an architecture this device is not.
+    ArchMismatch {
+        /// The kernel.
+        kernel: String,
+        /// Its architecture.
+        arch: Arch,
+        /// The device's compute capability.
+        device: (i32, i32),
+    },
+    /// A buffer or stream belongs to another device than the plan.
+    DeviceMismatch {
+        /// The operand or `stream`.
+        what: String,
+        /// The plan's device ordinal.
+        expected: usize,
+        /// The ordinal found.
+        found: usize,
+    },
+    /// CUTLASS rejected the arguments (`can_implement`) or failed to run.
+    Cutlass {
+        /// The kernel.
+        kernel: String,
+        /// The C ABI status.
+        status: i32,
+        /// The status in words.
+        message: String,
+    },
+    /// A CUDA driver call failed.
+    Cuda(cudarc::driver::DriverError),
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::InvalidProblem { reason } => write!(f, "invalid GEMM problem: {reason}"),
+            Error::LeadingDimension { operand, ld, min, rule } => write!(
+                f,
+                "operand {operand}: leading dimension {ld} is too small, it must be at least {min} ({rule})"
+            ),
+            Error::Misaligned { operand, what, value, required } => {
+                let unit = if what == "pointer" { "bytes" } else { "elements" };
+                write!(
+                    f,
+                    "operand {operand}: {what} {value:#x} is not a multiple of {required} {unit} \
+                     (TMA needs 16-byte aligned addresses, strides and contiguous extents)"
+                )
+            }
+            Error::BatchStride { operand, stride, min } => write!(
+                f,
+                "operand {operand}: batch stride {stride} is smaller than one matrix ({min} elements); \
+                 matrices of a batch may not overlap"
+            ),
+            Error::BufferTooSmall { operand, len, required } => write!(
+                f,
+                "operand {operand}: buffer holds {len} elements but the shape, leading dimension and \
+                 batch stride reach {required}"
+            ),
+            Error::Aliasing { output, input } => write!(
+                f,
+                "operand {output} overlaps operand {input}; the output may only alias C"
+            ),
+            Error::NoKernel { request, built } => {
+                write!(f, "no kernel of this build serves {request}; ")?;
+                if built.is_empty() {
+                    write!(f, "this build contains no kernels")?;
+                } else {
+                    write!(f, "built: {}", built.join(", "))?;
+                }
+                write!(f, " (choose kernels with CUTLASS_RS_ARCHS and CUTLASS_RS_KERNELS at build time)")
+            }
+            Error::KernelNotBuilt { name } => write!(
+                f,
+                "kernel {name} is not in this build (add it with CUTLASS_RS_KERNELS at build time)"
+            ),
+            Error::KernelMismatch { name, reason } => {
+                write!(f, "kernel {name} does not serve this problem: {reason}")
+            }
+            Error::ArchMismatch { kernel, arch, device } => write!(
+                f,
+                "kernel {kernel} targets {arch} (compute capability {}.{}); this device is {}.{}",
+                arch.compute_capability().0,
+                arch.compute_capability().1,
+                device.0,
+                device.1
+            ),
+            Error::DeviceMismatch { what, expected, found } => write!(
+                f,
+                "{what} is on device {found} but the GEMM was planned for device {expected}"
+            ),
+            Error::Cutlass { kernel, status, message } => {
+                write!(f, "CUTLASS kernel {kernel} returned status {status}: {message}")
+            }
+            Error::Cuda(e) => write!(f, "CUDA driver error: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Cuda(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<cudarc::driver::DriverError> for Error {
+    fn from(e: cudarc::driver::DriverError) -> Self {
+        Error::Cuda(e)
+    }
+}
+
+/// `Result` with this crate's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Words for a C ABI status.
+pub fn status_message(status: i32) -> String {
+    use cutlass_sys as s;
+    match status {
+        s::CUTLASS_RS_OK => "success".into(),
+        s::CUTLASS_RS_ERROR_MISALIGNED_OPERAND => "operand fails alignment requirements".into(),
+        s::CUTLASS_RS_ERROR_INVALID_DATA_TYPE => "invalid data type".into(),
+        s::CUTLASS_RS_ERROR_INVALID_LAYOUT => "invalid layout".into(),
+        s::CUTLASS_RS_ERROR_INVALID_PROBLEM => "problem size not supported by the kernel".into(),
+        s::CUTLASS_RS_ERROR_NOT_SUPPORTED => "not supported on this device".into(),
+        s::CUTLASS_RS_ERROR_WORKSPACE_NULL => "workspace is required but null".into(),
+        s::CUTLASS_RS_ERROR_INTERNAL => "internal CUTLASS error".into(),
+        s::CUTLASS_RS_ERROR_ARCH_MISMATCH => "kernel not compiled for this device".into(),
+        s::CUTLASS_RS_ERROR_INSUFFICIENT_DRIVER => "driver too old".into(),
+        s::CUTLASS_RS_ERROR_MEMORY_ALLOCATION => "insufficient device memory".into(),
+        s::CUTLASS_RS_ERROR_INVALID => "unspecified status".into(),
+        s::CUTLASS_RS_ERROR_EXCEPTION => "C++ exception in the kernel shim".into(),
+        s::CUTLASS_RS_ERROR_NULL_ARGUMENT => "null argument".into(),
+        s::CUTLASS_RS_ERROR_WORKSPACE_TOO_SMALL => "workspace too small".into(),
+        x if x >= s::CUTLASS_RS_ERROR_CUDA_BASE => {
+            format!("CUDA runtime error {}", x - s::CUTLASS_RS_ERROR_CUDA_BASE)
+        }
+        x => format!("unknown status {x}"),
+    }
+}

@@ -1,0 +1,686 @@
+//! Planned GEMMs: resolve once ([`Gemm::new`]), launch many times ([`Gemm::run`]).
+
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use cudarc::driver::{sys, CudaContext, CudaStream, DevicePtr, DevicePtrMut};
+use cutlass_kernels::{KernelSpec, Layout};
+use cutlass_sys::cutlass_rs_gemm_args;
+
+use crate::element::Element;
+use crate::error::{status_message, Error, OperandName, Result};
+use crate::kernel::{built_kernels, DeviceInfo, Kernel};
+use crate::problem::{GemmProblem, ResolvedMatrix};
+
+/// TMA needs 16-byte aligned global addresses.
+const POINTER_ALIGNMENT: u64 = 16;
+/// TMA strides must stay below 2^40 bytes.
+const MAX_STRIDE_BYTES: u128 = 1 << 40;
+
+/// Where the kernel's scratch memory comes from.
+pub enum Workspace<'a> {
+    /// Allocated on the stream for each launch that needs it (most kernels need none).
+    Managed,
+    /// A caller-owned buffer of at least [`Gemm::workspace_size`] bytes.
+    Buffer(&'a mut dyn DevicePtrMut<u8>),
+}
+
+/// Where C comes from.
+enum Source<'a, T> {
+    None,
+    Buffer(&'a dyn DevicePtr<T>),
+    D,
+}
+
+/// One operand as the kernel sees it, and which user operand it is.
+#[derive(Clone, Copy, Debug)]
+struct KernelOperand {
+    user: OperandName,
+    m: ResolvedMatrix,
+}
+
+/// A GEMM resolved for one device, problem and element types: the kernel is chosen and every
+/// shape-level rule is checked. [`Gemm::run`] then checks the buffers and launches.
+///
+/// `TA` and `TB` are the input element types, `TD` the type of C and D.
+pub struct Gemm<TA: Element, TB: Element, TD: Element> {
+    problem: GemmProblem,
+    device: DeviceInfo,
+    kernel: Kernel,
+    /// The user's D is column-major: the kernel computes Dᵀ = Bᵀ·Aᵀ with A and B exchanged.
+    swapped: bool,
+    /// Kernel-side A, B, C, D.
+    ops: [KernelOperand; 4],
+    /// User-side geometry of A, B, C, D.
+    user: [ResolvedMatrix; 4],
+    workspace_size: usize,
+    _types: PhantomData<(TA, TB, TD)>,
+}
+
+impl<TA: Element, TB: Element, TD: Element> std::fmt::Debug for Gemm<TA, TB, TD> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gemm")
+            .field("kernel", &self.kernel.name)
+            .field("problem", &self.problem)
+            .field("swapped", &self.swapped)
+            .finish()
+    }
+}
+
+impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
+    /// Plans a GEMM on `ctx`'s device, choosing among the kernels of this build.
+    pub fn new(ctx: &CudaContext, problem: &GemmProblem) -> Result<Self> {
+        Self::plan(DeviceInfo::query(ctx)?, problem, None)
+    }
+
+    /// Plans a GEMM with the kernel of this name (a `cutlass_library` procedural name).
+    pub fn with_kernel(ctx: &CudaContext, problem: &GemmProblem, name: &str) -> Result<Self> {
+        Self::plan(DeviceInfo::query(ctx)?, problem, Some(name))
+    }
+
+    /// Plans a GEMM for a described device without touching it: every check that does not need
+    /// the buffers runs here, so this is how to validate a problem on a machine without the GPU.
+    pub fn plan(device: DeviceInfo, problem: &GemmProblem, kernel: Option<&str>) -> Result<Self> {
+        problem.check()?;
+        let user = [
+            problem.resolve(OperandName::A)?,
+            problem.resolve(OperandName::B)?,
+            problem.resolve(OperandName::C)?,
+            problem.resolve(OperandName::D)?,
+        ];
+        let swapped = problem.d.layout == Layout::ColumnMajor;
+        let (ka, kb) = if swapped {
+            (
+                KernelOperand {
+                    user: OperandName::B,
+                    m: user[1].transposed(),
+                },
+                KernelOperand {
+                    user: OperandName::A,
+                    m: user[0].transposed(),
+                },
+            )
+        } else {
+            (
+                KernelOperand {
+                    user: OperandName::A,
+                    m: user[0],
+                },
+                KernelOperand {
+                    user: OperandName::B,
+                    m: user[1],
+                },
+            )
+        };
+        let (kc, kd) = if swapped {
+            (user[2].transposed(), user[3].transposed())
+        } else {
+            (user[2], user[3])
+        };
+        let ops = [
+            ka,
+            kb,
+            KernelOperand {
+                user: OperandName::C,
+                m: kc,
+            },
+            KernelOperand {
+                user: OperandName::D,
+                m: kd,
+            },
+        ];
+        let (ta, tb) = if swapped {
+            (TB::DATA_TYPE, TA::DATA_TYPE)
+        } else {
+            (TA::DATA_TYPE, TB::DATA_TYPE)
+        };
+        let serves = |s: &KernelSpec| -> std::result::Result<(), String> {
+            let want = [
+                (ta, ops[0].m.layout),
+                (tb, ops[1].m.layout),
+                (TD::DATA_TYPE, kc.layout),
+                (TD::DATA_TYPE, kd.layout),
+            ];
+            let have = [s.a, s.b, s.c, s.d];
+            for (i, ((ty, layout), o)) in want.iter().zip(have.iter()).enumerate() {
+                let name = ["A", "B", "C", "D"][i];
+                if o.ty != *ty || o.layout != *layout {
+                    return Err(format!(
+                        "kernel operand {name} is {} {:?}, the problem needs {} {:?}",
+                        o.ty, o.layout, ty, layout
+                    ));
+                }
+            }
+            Ok(())
+        };
+        let request = format!(
+            "A {} {:?} x B {} {:?} -> D {} {:?}",
+            TA::DATA_TYPE,
+            problem.a.layout,
+            TB::DATA_TYPE,
+            problem.b.layout,
+            TD::DATA_TYPE,
+            problem.d.layout
+        );
+
+        let kernel = match kernel {
+            Some(name) => {
+                let k = built_kernels().iter().find(|k| k.name == name).copied();
+                let k = match k {
+                    Some(k) => k,
+                    None => {
+                        if let Some(spec) = cutlass_kernels::catalog::find(name) {
+                            if !spec.arch.runs_on(device.compute_capability) {
+                                return Err(Error::ArchMismatch {
+                                    kernel: name.into(),
+                                    arch: spec.arch,
+                                    device: device.compute_capability,
+                                });
+                            }
+                        }
+                        return Err(Error::KernelNotBuilt { name: name.into() });
+                    }
+                };
+                if !k.spec.arch.runs_on(device.compute_capability) {
+                    return Err(Error::ArchMismatch {
+                        kernel: k.name.into(),
+                        arch: k.spec.arch,
+                        device: device.compute_capability,
+                    });
+                }
+                serves(&k.spec).map_err(|reason| Error::KernelMismatch {
+                    name: k.name.into(),
+                    reason: format!("{reason} ({request})"),
+                })?;
+                k
+            }
+            None => {
+                let candidates: Vec<Kernel> = built_kernels()
+                    .iter()
+                    .filter(|k| serves(&k.spec).is_ok())
+                    .copied()
+                    .collect();
+                let Some(first) = candidates.first().copied() else {
+                    return Err(Error::NoKernel {
+                        request,
+                        built: built_kernels().iter().map(|k| k.name.to_string()).collect(),
+                    });
+                };
+                let runnable: Vec<Kernel> = candidates
+                    .into_iter()
+                    .filter(|k| k.spec.arch.runs_on(device.compute_capability))
+                    .collect();
+                if runnable.is_empty() {
+                    return Err(Error::ArchMismatch {
+                        kernel: first.name.into(),
+                        arch: first.spec.arch,
+                        device: device.compute_capability,
+                    });
+                }
+                choose(
+                    &runnable,
+                    ops[3].m.rows,
+                    ops[3].m.cols,
+                    problem.batch,
+                    device.sm_count,
+                )
+            }
+        };
+
+        check_alignment(&kernel.spec, &ops, swapped, problem.batch)?;
+
+        let mut gemm = Gemm {
+            problem: *problem,
+            device,
+            kernel,
+            swapped,
+            ops,
+            user,
+            workspace_size: 0,
+            _types: PhantomData,
+        };
+        // Aligned stand-in addresses: the workspace size depends on the shape only.
+        let args = gemm.args(16, 16, None, 16);
+        let mut bytes = 0usize;
+        // SAFETY: args is fully initialized; workspace_size reads it and writes `bytes`.
+        let status = unsafe { (kernel.entry.workspace_size)(&args, &mut bytes) };
+        gemm.check_status(status)?;
+        gemm.workspace_size = bytes;
+        Ok(gemm)
+    }
+
+    /// The chosen kernel's name.
+    pub fn kernel_name(&self) -> &'static str {
+        self.kernel.name
+    }
+
+    /// The chosen kernel's spec.
+    pub fn kernel_spec(&self) -> &KernelSpec {
+        &self.kernel.spec
+    }
+
+    /// The problem.
+    pub fn problem(&self) -> &GemmProblem {
+        &self.problem
+    }
+
+    /// Bytes of workspace the kernel needs.
+    pub fn workspace_size(&self) -> usize {
+        self.workspace_size
+    }
+
+    /// Whether the kernel computes Dᵀ = Bᵀ·Aᵀ (column-major D).
+    pub fn is_swapped(&self) -> bool {
+        self.swapped
+    }
+
+    /// Checks the buffers and launches the GEMM on `stream`. C may be `None` when beta is 0. To
+    /// accumulate into D (C = D), use [`Gemm::run_in_place`].
+    pub fn run(
+        &self,
+        stream: &Arc<CudaStream>,
+        a: &dyn DevicePtr<TA>,
+        b: &dyn DevicePtr<TB>,
+        c: Option<&dyn DevicePtr<TD>>,
+        d: &mut dyn DevicePtrMut<TD>,
+        workspace: Workspace<'_>,
+    ) -> Result<()> {
+        let c = match c {
+            Some(c) => Source::Buffer(c),
+            None => Source::None,
+        };
+        self.run_checked(stream, a, b, c, d, workspace)
+    }
+
+    /// `D = alpha * A·B + beta * D`: C is D itself, with D's geometry.
+    pub fn run_in_place(
+        &self,
+        stream: &Arc<CudaStream>,
+        a: &dyn DevicePtr<TA>,
+        b: &dyn DevicePtr<TB>,
+        d: &mut dyn DevicePtrMut<TD>,
+        workspace: Workspace<'_>,
+    ) -> Result<()> {
+        if self.user[2].ld != self.user[3].ld
+            || (self.problem.batch > 1 && self.user[2].batch_stride != self.user[3].batch_stride)
+        {
+            return Err(Error::InvalidProblem {
+                reason: "in-place GEMM needs C and D to have the same leading dimension and batch stride"
+                    .into(),
+            });
+        }
+        self.run_checked(stream, a, b, Source::D, d, workspace)
+    }
+
+    fn run_checked(
+        &self,
+        stream: &Arc<CudaStream>,
+        a: &dyn DevicePtr<TA>,
+        b: &dyn DevicePtr<TB>,
+        c: Source<'_, TD>,
+        d: &mut dyn DevicePtrMut<TD>,
+        workspace: Workspace<'_>,
+    ) -> Result<()> {
+        self.check_stream(stream)?;
+        self.check_len(OperandName::A, a.len())?;
+        self.check_len(OperandName::B, b.len())?;
+        self.check_len(OperandName::D, d.len())?;
+        match &c {
+            Source::Buffer(c) => self.check_len(OperandName::C, c.len())?,
+            Source::None if self.problem.beta != 0.0 => {
+                return Err(Error::InvalidProblem {
+                    reason: format!("beta is {} but no C was given", self.problem.beta),
+                })
+            }
+            _ => {}
+        }
+        let (pa, _ga) = a.device_ptr(stream);
+        let (pb, _gb) = b.device_ptr(stream);
+        let (pc, _gc) = match c {
+            Source::Buffer(c) => {
+                let (p, g) = c.device_ptr(stream);
+                (Some(p), Some(g))
+            }
+            _ => (None, None),
+        };
+        let (pd, _gd) = d.device_ptr_mut(stream);
+        let pc = if matches!(c, Source::D) { Some(pd) } else { pc };
+        self.check_pointers(pa, pb, pc, pd)?;
+        let mut managed = None;
+        let (pw, _gw) = match workspace {
+            _ if self.workspace_size == 0 => (0, None),
+            Workspace::Managed => {
+                // SAFETY: the kernel writes the workspace before reading it.
+                let buf = unsafe { stream.alloc::<u8>(self.workspace_size) }?;
+                let managed = managed.insert(buf);
+                let (p, g) = managed.device_ptr(stream);
+                (p, Some(g))
+            }
+            Workspace::Buffer(w) => {
+                if w.len() < self.workspace_size {
+                    return Err(Error::BufferTooSmall {
+                        operand: OperandName::Workspace,
+                        len: w.len(),
+                        required: self.workspace_size,
+                    });
+                }
+                let (p, g) = w.device_ptr_mut(stream);
+                if p % POINTER_ALIGNMENT != 0 {
+                    return Err(Error::Misaligned {
+                        operand: OperandName::Workspace,
+                        what: "pointer".into(),
+                        value: p,
+                        required: POINTER_ALIGNMENT,
+                    });
+                }
+                (p, Some(g))
+            }
+        };
+        // SAFETY: every pointer was checked against the extent the problem reaches, its alignment
+        // and aliasing; the guards keep the buffers' stream ordering until the launch is queued.
+        unsafe { self.launch(pa, pb, pc, pd, pw, self.workspace_size, stream.cu_stream()) }
+    }
+
+    /// Launches on raw device pointers, for callers that manage memory themselves (FFI,
+    /// benchmarks). Checks pointer alignment and aliasing of the extents the problem reaches.
+    ///
+    /// # Safety
+    /// `a`, `b`, `c` (when given) and `d` must be device pointers of the planned device holding at
+    /// least the extents the problem reaches ([`ResolvedMatrix::required_len`] elements of their
+    /// types); `workspace` must hold `workspace_bytes >= self.workspace_size()` bytes (or be 0 when
+    /// the size is 0); `stream` must be a live stream of the device's current context, which must
+    /// be bound to this thread; nothing else may write these buffers until the kernel completes.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn run_raw(
+        &self,
+        a: sys::CUdeviceptr,
+        b: sys::CUdeviceptr,
+        c: Option<sys::CUdeviceptr>,
+        d: sys::CUdeviceptr,
+        workspace: sys::CUdeviceptr,
+        workspace_bytes: usize,
+        stream: sys::CUstream,
+    ) -> Result<()> {
+        if c.is_none() && self.problem.beta != 0.0 {
+            return Err(Error::InvalidProblem {
+                reason: format!("beta is {} but no C was given", self.problem.beta),
+            });
+        }
+        self.check_pointers(a, b, c, d)?;
+        if workspace_bytes < self.workspace_size {
+            return Err(Error::BufferTooSmall {
+                operand: OperandName::Workspace,
+                len: workspace_bytes,
+                required: self.workspace_size,
+            });
+        }
+        self.launch(a, b, c, d, workspace, workspace_bytes, stream)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn launch(
+        &self,
+        a: u64,
+        b: u64,
+        c: Option<u64>,
+        d: u64,
+        workspace: u64,
+        workspace_bytes: usize,
+        stream: sys::CUstream,
+    ) -> Result<()> {
+        let args = self.args(a, b, c, d);
+        let entry = self.kernel.entry;
+        let status = (entry.can_implement)(&args);
+        self.check_status(status)?;
+        let status = (entry.run)(
+            &args,
+            workspace as *mut std::ffi::c_void,
+            workspace_bytes,
+            stream as *mut std::ffi::c_void,
+        );
+        self.check_status(status)
+    }
+
+    fn check_status(&self, status: i32) -> Result<()> {
+        if status == cutlass_sys::CUTLASS_RS_OK {
+            Ok(())
+        } else {
+            Err(Error::Cutlass {
+                kernel: self.kernel.name.into(),
+                status,
+                message: status_message(status),
+            })
+        }
+    }
+
+    /// The C ABI arguments in the kernel's view (A and B exchanged when swapped). Without C, C is D.
+    fn args(&self, a: u64, b: u64, c: Option<u64>, d: u64) -> cutlass_rs_gemm_args {
+        let (ka, kb) = if self.swapped { (b, a) } else { (a, b) };
+        let [oa, ob, oc, od] = self.ops;
+        let (pc, c_geom) = match c {
+            Some(c) => (c, oc.m),
+            None => (d, od.m),
+        };
+        cutlass_rs_gemm_args {
+            m: od.m.rows as i64,
+            n: od.m.cols as i64,
+            k: oa.m.cols as i64,
+            batch: self.problem.batch as i64,
+            a: ka as *const _,
+            lda: oa.m.ld as i64,
+            batch_stride_a: oa.m.batch_stride as i64,
+            b: kb as *const _,
+            ldb: ob.m.ld as i64,
+            batch_stride_b: ob.m.batch_stride as i64,
+            c: pc as *const _,
+            ldc: c_geom.ld as i64,
+            batch_stride_c: c_geom.batch_stride as i64,
+            d: d as *mut _,
+            ldd: od.m.ld as i64,
+            batch_stride_d: od.m.batch_stride as i64,
+            alpha: self.problem.alpha,
+            beta: self.problem.beta,
+            device_id: self.device.ordinal as i32,
+            sm_count: self.device.sm_count,
+        }
+    }
+
+    fn check_stream(&self, stream: &CudaStream) -> Result<()> {
+        let found = stream.context().ordinal();
+        if found != self.device.ordinal {
+            return Err(Error::DeviceMismatch {
+                what: "stream".into(),
+                expected: self.device.ordinal,
+                found,
+            });
+        }
+        stream.context().bind_to_thread()?;
+        Ok(())
+    }
+
+    /// Checks buffer lengths (in elements) against the extents the problem reaches, as
+    /// [`Gemm::run`] does before launching: A, B, C (when given) and D.
+    pub fn check_lengths(&self, a: usize, b: usize, c: Option<usize>, d: usize) -> Result<()> {
+        self.check_len(OperandName::A, a)?;
+        self.check_len(OperandName::B, b)?;
+        if let Some(c) = c {
+            self.check_len(OperandName::C, c)?;
+        }
+        self.check_len(OperandName::D, d)
+    }
+
+    /// The geometry of a user operand (A, B, C or D) as planned.
+    pub fn operand(&self, op: OperandName) -> ResolvedMatrix {
+        self.user[op_index(op)]
+    }
+
+    fn check_len(&self, op: OperandName, len: usize) -> Result<()> {
+        let required = self.user[op_index(op)].required_len();
+        if len < required {
+            return Err(Error::BufferTooSmall {
+                operand: op,
+                len,
+                required,
+            });
+        }
+        Ok(())
+    }
+
+    fn check_pointers(&self, a: u64, b: u64, c: Option<u64>, d: u64) -> Result<()> {
+        let mut ptrs = vec![
+            (OperandName::A, a),
+            (OperandName::B, b),
+            (OperandName::D, d),
+        ];
+        if let Some(c) = c {
+            ptrs.push((OperandName::C, c));
+        }
+        for (op, p) in &ptrs {
+            if p % POINTER_ALIGNMENT != 0 {
+                return Err(Error::Misaligned {
+                    operand: *op,
+                    what: "pointer".into(),
+                    value: *p,
+                    required: POINTER_ALIGNMENT,
+                });
+            }
+        }
+        let bytes = |op: OperandName| -> u64 {
+            let size = match op {
+                OperandName::A => std::mem::size_of::<TA>(),
+                OperandName::B => std::mem::size_of::<TB>(),
+                _ => std::mem::size_of::<TD>(),
+            };
+            (self.user[op_index(op)].required_len() * size) as u64
+        };
+        let range = |op: OperandName, p: u64| (p, p + bytes(op));
+        let overlaps = |x: (u64, u64), y: (u64, u64)| x.0 < y.1 && y.0 < x.1;
+        let dr = range(OperandName::D, d);
+        for (op, p) in [(OperandName::A, a), (OperandName::B, b)] {
+            if overlaps(dr, range(op, p)) {
+                return Err(Error::Aliasing {
+                    output: OperandName::D,
+                    input: op,
+                });
+            }
+        }
+        if let Some(c) = c {
+            let same_geometry = c == d
+                && self.user[2].ld == self.user[3].ld
+                && self.user[2].batch_stride == self.user[3].batch_stride;
+            if !same_geometry && overlaps(dr, range(OperandName::C, c)) {
+                return Err(Error::Aliasing {
+                    output: OperandName::D,
+                    input: OperandName::C,
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+fn op_index(op: OperandName) -> usize {
+    match op {
+        OperandName::A => 0,
+        OperandName::B => 1,
+        OperandName::C => 2,
+        _ => 3,
+    }
+}
+
+/// Alignment rules of the chosen kernel, in the kernel's view of each operand; errors name the
+/// user's operand.
+fn check_alignment(
+    spec: &KernelSpec,
+    ops: &[KernelOperand; 4],
+    swapped: bool,
+    batch: usize,
+) -> Result<()> {
+    let kernel_ops = [spec.a, spec.b, spec.c, spec.d];
+    // D before C: C is optional, and its rules are D's.
+    for i in [0, 1, 3, 2] {
+        let (o, k) = (&ops[i], &kernel_ops[i]);
+        let align = k.align as usize;
+        let size = (k.ty.bits() / 8) as u128;
+        let contiguous = o.m.contiguous();
+        // In the user's view of this operand the contiguous dimension is the same extent.
+        let dim = match (o.user, o.m.layout, swapped) {
+            (OperandName::A, Layout::RowMajor, false)
+            | (OperandName::A, Layout::ColumnMajor, true) => "k",
+            (OperandName::A, _, _) => "m",
+            (OperandName::B, Layout::ColumnMajor, false)
+            | (OperandName::B, Layout::RowMajor, true) => "k",
+            (OperandName::B, _, _) => "n",
+            (_, Layout::RowMajor, false) | (_, Layout::ColumnMajor, true) => "n",
+            _ => "m",
+        };
+        if contiguous % align != 0 {
+            return Err(Error::Misaligned {
+                operand: o.user,
+                what: format!("contiguous extent {dim} ="),
+                value: contiguous as u64,
+                required: align as u64,
+            });
+        }
+        if o.m.ld % align != 0 {
+            return Err(Error::Misaligned {
+                operand: o.user,
+                what: "leading dimension".into(),
+                value: o.m.ld as u64,
+                required: align as u64,
+            });
+        }
+        if batch > 1 && o.m.batch_stride % align != 0 {
+            return Err(Error::Misaligned {
+                operand: o.user,
+                what: "batch stride".into(),
+                value: o.m.batch_stride as u64,
+                required: align as u64,
+            });
+        }
+        if o.m.ld as u128 * size >= MAX_STRIDE_BYTES
+            || o.m.batch_stride as u128 * size >= MAX_STRIDE_BYTES
+        {
+            return Err(Error::InvalidProblem {
+                reason: format!(
+                    "operand {}: strides must stay below 2^40 bytes (TMA)",
+                    o.user
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Picks the kernel whose tiles leave the least work on the busiest SM, then the larger tile.
+fn choose(kernels: &[Kernel], m: usize, n: usize, batch: usize, sm_count: i32) -> Kernel {
+    let sms = sm_count.max(1) as usize;
+    *kernels
+        .iter()
+        .min_by_key(|k| {
+            let [tm, tn, _] = k.spec.tile;
+            let (tm, tn) = (tm as usize, tn as usize);
+            let tiles = m.div_ceil(tm) * n.div_ceil(tn) * batch;
+            let waves = tiles.div_ceil(sms);
+            (waves * tm * tn, std::cmp::Reverse(tm * tn))
+        })
+        .expect("non-empty")
+}
+
+/// Convenience: plan and run once, with a managed workspace.
+pub fn gemm<TA: Element, TB: Element, TD: Element>(
+    stream: &Arc<CudaStream>,
+    problem: &GemmProblem,
+    a: &dyn DevicePtr<TA>,
+    b: &dyn DevicePtr<TB>,
+    c: Option<&dyn DevicePtr<TD>>,
+    d: &mut dyn DevicePtrMut<TD>,
+) -> Result<()> {
+    let plan = Gemm::<TA, TB, TD>::new(stream.context(), problem)?;
+    plan.run(stream, a, b, c, d, Workspace::Managed)
+}
+
+/// The device facts of a context, for [`Gemm::plan`].
+pub fn device_info(ctx: &CudaContext) -> Result<DeviceInfo> {
+    DeviceInfo::query(ctx)
+}

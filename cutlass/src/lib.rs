@@ -1,0 +1,66 @@
+//! Safe Rust GEMMs over CUTLASS kernels: `D = alpha * A·B + beta * C` on NVIDIA GPUs.
+//!
+//! The kernels are CUTLASS 4.2 collective-builder instantiations that `cutlass-sys`'s build script
+//! generates from the catalog (`cutlass-kernels`) and compiles with nvcc. This crate plans a GEMM
+//! for a device and problem ([`Gemm::new`]), checks every rule the kernel has before calling it
+//! (typed [`Error`]s that name the operand and the rule), and launches it on a `cudarc` stream.
+//!
+//! | architecture | inputs A x B | accumulator | C / D | layouts of A, B | D layout | status |
+//! |---|---|---|---|---|---|---|
+//! | SM90a (H100, H200) | f16 x f16, bf16 x bf16 | f32 | input type or f32 | TN, NT, NN, TT | row- or column-major | runs (tested on H100/H200) |
+//! | SM100a, SM120a | — | | | | | catalog issue; the arch check already refuses kernels of other architectures |
+//!
+//! Which of those kernels a build contains is chosen at build time (`CUTLASS_RS_ARCHS`,
+//! `CUTLASS_RS_KERNELS`); [`built_kernels`] lists them. The default build has 128x256x64
+//! cooperative kernels for f16 and bf16 in all four layouts (output of the input type) and with f32
+//! output in TN.
+//!
+//! Rules checked before a launch: device architecture against the kernel's; 16-byte alignment of
+//! pointers; leading dimensions, batch strides and contiguous extents multiples of 16 bytes;
+//! leading dimension at least the contiguous extent; batch stride at least one matrix; buffer
+//! lengths against the extent the shape, leading dimension and batch stride reach; the output not
+//! overlapping the inputs; extents that fit CUTLASS's `int` problem shape.
+//!
+//! ```no_run
+//! use cutlass::{Gemm, GemmProblem, Workspace};
+//! use cudarc::driver::CudaContext;
+//! use half::bf16;
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let ctx = CudaContext::new(0)?;
+//! let stream = ctx.default_stream();
+//! let (m, n, k) = (4096, 4096, 4096);
+//! let a = stream.alloc_zeros::<bf16>(m * k)?; // row-major m x k
+//! let b = stream.alloc_zeros::<bf16>(k * n)?; // column-major k x n (a row-major n x k weight)
+//! let mut d = stream.alloc_zeros::<bf16>(m * n)?; // row-major m x n
+//! let gemm = Gemm::<bf16, bf16, bf16>::new(&ctx, &GemmProblem::new(m, n, k))?;
+//! gemm.run(&stream, &a, &b, None, &mut d, Workspace::Managed)?;
+//! stream.synchronize()?;
+//! # Ok(())
+//! # }
+//! ```
+#![deny(missing_docs)]
+
+pub mod element;
+pub mod error;
+pub mod gemm;
+pub mod kernel;
+pub mod problem;
+pub mod reference;
+
+pub use cutlass_kernels::{Arch, DataType, KernelSpec, Layout};
+pub use element::Element;
+pub use error::{Error, OperandName, Result};
+pub use gemm::{gemm, Gemm, Workspace};
+pub use kernel::{built_kernels, DeviceInfo, Kernel};
+pub use problem::{GemmProblem, MatrixLayout, ResolvedMatrix};
+
+/// Whether a CUDA driver and at least one device are present. Never panics: on a machine without
+/// the driver library (`libcuda.so`) it returns `false`.
+pub fn cuda_available() -> bool {
+    // SAFETY: only tries to load the driver library; loading has no side effects beyond that.
+    if !unsafe { cudarc::driver::sys::is_culib_present() } {
+        return false;
+    }
+    cudarc::driver::CudaContext::device_count().is_ok_and(|n| n > 0)
+}

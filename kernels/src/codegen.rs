@@ -1,0 +1,123 @@
+//! Code generation: C++ held as templates with named `${placeholders}`, rendered from specs.
+//!
+//! Every generated file starts with "generated, do not edit". One kernel instantiation per `.cu`.
+
+use crate::spec::KernelSpec;
+use crate::types::Arch;
+
+/// The C ABI header template (one header: shared types, the registry, per-kernel declarations).
+pub const HEADER_TEMPLATE: &str = include_str!("../templates/cutlass_rs.h.in");
+/// Declarations of one kernel's entry points.
+pub const KERNEL_DECL_TEMPLATE: &str = include_str!("../templates/kernel_decl.h.in");
+/// The registry source.
+pub const REGISTRY_TEMPLATE: &str = include_str!("../templates/registry.cc.in");
+/// One registry entry.
+pub const REGISTRY_ENTRY_TEMPLATE: &str = include_str!("../templates/registry_entry.cc.in");
+/// One SM90 GEMM instantiation.
+pub const SM90_GEMM_TEMPLATE: &str = include_str!("../templates/gemm_sm90.cu.in");
+/// C++ helpers shared by all generated kernels (written next to them, not rendered).
+pub const SHIM_HEADER: &str = include_str!("../templates/cutlass_rs_shim.hpp");
+/// The file name the generated kernels include the shim by.
+pub const SHIM_HEADER_NAME: &str = "cutlass_rs_shim.hpp";
+/// The file name of the rendered C ABI header.
+pub const HEADER_NAME: &str = "cutlass_rs.h";
+
+/// Substitutes every `${key}` in `template`. Fails on a placeholder without a value and on a value
+/// whose placeholder does not occur, so templates and generators cannot drift apart silently.
+pub fn render(template: &str, values: &[(&str, String)]) -> Result<String, String> {
+    let mut out = String::with_capacity(template.len() + 256);
+    let mut used = vec![false; values.len()];
+    let mut rest = template;
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let end = after
+            .find('}')
+            .ok_or_else(|| "unterminated ${ in template".to_string())?;
+        let key = &after[..end];
+        let idx = values
+            .iter()
+            .position(|(k, _)| *k == key)
+            .ok_or_else(|| format!("template placeholder ${{{key}}} has no value"))?;
+        used[idx] = true;
+        out.push_str(&values[idx].1);
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    if let Some(i) = used.iter().position(|u| !u) {
+        return Err(format!(
+            "value for ${{{}}} given but the template has no such placeholder",
+            values[i].0
+        ));
+    }
+    Ok(out)
+}
+
+/// Renders the `.cu` source of one kernel.
+pub fn kernel_source(spec: &KernelSpec) -> Result<String, String> {
+    spec.validate()?;
+    let template = match spec.arch {
+        Arch::Sm90a => SM90_GEMM_TEMPLATE,
+        other => return Err(format!("no code generator for {other} yet")),
+    };
+    let v = |x: u32| x.to_string();
+    render(
+        template,
+        &[
+            ("name", spec.name()),
+            ("arch_tag", spec.arch.cpp_type().into()),
+            ("element_a", spec.a.ty.cpp_type().into()),
+            ("layout_a", spec.a.layout.cpp_type().into()),
+            ("align_a", v(spec.a.align)),
+            ("element_b", spec.b.ty.cpp_type().into()),
+            ("layout_b", spec.b.layout.cpp_type().into()),
+            ("align_b", v(spec.b.align)),
+            ("element_c", spec.c.ty.cpp_type().into()),
+            ("layout_c", spec.c.layout.cpp_type().into()),
+            ("align_c", v(spec.c.align)),
+            ("element_d", spec.d.ty.cpp_type().into()),
+            ("layout_d", spec.d.layout.cpp_type().into()),
+            ("align_d", v(spec.d.align)),
+            ("element_acc", spec.accumulator.cpp_type().into()),
+            ("element_compute", spec.compute.cpp_type().into()),
+            ("tile_m", v(spec.tile[0])),
+            ("tile_n", v(spec.tile[1])),
+            ("tile_k", v(spec.tile[2])),
+            ("cluster_m", v(spec.cluster[0])),
+            ("cluster_n", v(spec.cluster[1])),
+            ("cluster_k", v(spec.cluster[2])),
+            ("kernel_schedule", spec.kernel_schedule.cpp_type().into()),
+            (
+                "epilogue_schedule",
+                spec.epilogue_schedule.cpp_type().into(),
+            ),
+            ("tile_scheduler", spec.tile_scheduler.cpp_type().into()),
+        ],
+    )
+}
+
+/// Renders the C ABI header declaring the given kernels.
+pub fn header(specs: &[KernelSpec]) -> Result<String, String> {
+    let mut decls = String::new();
+    for s in specs {
+        decls.push_str(&render(KERNEL_DECL_TEMPLATE, &[("name", s.name())])?);
+    }
+    render(HEADER_TEMPLATE, &[("kernel_declarations", decls)])
+}
+
+/// Renders the registry source listing the given kernels. `cutlass_version` is
+/// major*10000 + minor*100 + patch of the CUTLASS the kernels were built with (0 when none).
+pub fn registry(specs: &[KernelSpec], cutlass_version: u32) -> Result<String, String> {
+    let mut entries = String::new();
+    for s in specs {
+        entries.push_str(&render(REGISTRY_ENTRY_TEMPLATE, &[("name", s.name())])?);
+    }
+    render(
+        REGISTRY_TEMPLATE,
+        &[
+            ("registry_entries", entries),
+            ("kernel_count", specs.len().to_string()),
+            ("cutlass_version", cutlass_version.to_string()),
+        ],
+    )
+}

@@ -1,0 +1,125 @@
+//! The CUTLASS kernel catalog as data.
+//!
+//! This crate is the one source of truth about kernels: the element types, layouts, tiles and
+//! schedules of every kernel the project can instantiate ([`catalog`]), their procedural names
+//! (compatible with CUTLASS's `cutlass_library`), and the C++ code generated for them
+//! ([`codegen`]). `cutlass-sys`'s build script uses it to generate and compile the selected kernels;
+//! the safe `cutlass` crate uses it to validate problems and pick kernels.
+//!
+//! It has no dependencies and does no I/O.
+#![deny(missing_docs)]
+
+pub mod catalog;
+pub mod codegen;
+pub mod spec;
+pub mod types;
+
+pub use spec::{EpilogueSchedule, KernelSchedule, KernelSpec, Operand, TileScheduler};
+pub use types::{Arch, DataType, Layout};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    #[test]
+    fn names_are_unique_and_every_entry_validates() {
+        let all = catalog::all();
+        let names: HashSet<String> = all.iter().map(KernelSpec::name).collect();
+        assert_eq!(names.len(), all.len());
+        for s in &all {
+            s.validate().unwrap();
+        }
+    }
+
+    #[test]
+    fn name_matches_cutlass_library_format() {
+        // The name cutlass_library's GemmOperation.procedural_name() gives this configuration
+        // (CUTLASS 4.2 generator, SM90 bf16 TN, row-major C/D, 128x256x64, cluster 2x1x1,
+        // auto stages, persistent scheduler, cooperative schedule, TMA epilogue).
+        let s = catalog::all()
+            .into_iter()
+            .find(|s| {
+                s.a.ty == DataType::Bf16
+                    && s.d.ty == DataType::Bf16
+                    && s.layout_name() == "TN"
+                    && s.tile == [128, 256, 64]
+            })
+            .unwrap();
+        assert_eq!(
+            s.name(),
+            "cutlass3x_sm90_tensorop_gemm_bf16_bf16_f32_bf16_bf16_128x256x64_2x1x1_0_tnt_align8_warpspecialized_cooperative_epi_tma"
+        );
+    }
+
+    #[test]
+    fn default_set_is_small_and_covers_all_layouts() {
+        let d = catalog::select(&[Arch::Sm90a], &catalog::NameFilter::parse(""));
+        assert_eq!(d.len(), 10);
+        for ty in catalog::SM90_16BIT_INPUTS {
+            let layouts: HashSet<String> = d
+                .iter()
+                .filter(|s| s.a.ty == ty && s.d.ty == ty)
+                .map(KernelSpec::layout_name)
+                .collect();
+            assert_eq!(layouts.len(), 4, "{ty}");
+        }
+        assert!(catalog::select(&[Arch::Sm100a], &catalog::NameFilter::parse("")).is_empty());
+    }
+
+    #[test]
+    fn filters_behave_like_cutlass_library_kernels() {
+        let f = catalog::NameFilter::parse("cutlass3x_sm90_*_bf16_bf16_f32_bf16_bf16_*_tnt_*");
+        let sel = catalog::select(&[Arch::Sm90a], &f);
+        assert_eq!(sel.len(), catalog::SM90_TILES_16BIT.len());
+        assert!(sel
+            .iter()
+            .all(|s| s.layout_name() == "TN" && s.a.ty == DataType::Bf16));
+        let sub = catalog::NameFilter::parse("64x128x64, nothing_matches_this");
+        let sel = catalog::select(&[Arch::Sm90a], &sub);
+        assert!(!sel.is_empty() && sel.iter().all(|s| s.tile == [64, 128, 64]));
+        assert!(catalog::glob_match(b"a*c", b"abbbc"));
+        assert!(!catalog::glob_match(b"a*c", b"abbbd"));
+        assert!(catalog::glob_match(b"a?c*", b"abc"));
+        assert!(!catalog::glob_match(b"abc", b"abcd"));
+    }
+
+    #[test]
+    fn render_rejects_missing_and_unused_values() {
+        assert_eq!(
+            codegen::render("x${a}y", &[("a", "1".into())]).unwrap(),
+            "x1y"
+        );
+        assert!(codegen::render("x${a}y", &[]).is_err());
+        assert!(codegen::render("xy", &[("a", "1".into())]).is_err());
+    }
+
+    #[test]
+    fn generated_sources_are_complete() {
+        for s in catalog::all() {
+            let src = codegen::kernel_source(&s).unwrap();
+            assert!(src.starts_with("// generated, do not edit"));
+            assert!(!src.contains("${"));
+            assert!(src.contains(&format!(
+                "CUTLASS_RS_DEFINE_ENTRY_POINTS({}, Gemm)",
+                s.name()
+            )));
+        }
+        let specs = catalog::all();
+        let h = codegen::header(&specs).unwrap();
+        assert!(h.contains(&format!("int {}_run(", specs[0].name())));
+        let r = codegen::registry(&specs, 40200).unwrap();
+        assert!(r.contains(&format!("static const int64_t kCount = {};", specs.len())));
+    }
+
+    #[test]
+    fn arch_parsing_and_capabilities() {
+        assert_eq!(Arch::parse("90a"), Some(Arch::Sm90a));
+        assert_eq!(Arch::parse("sm_100a"), Some(Arch::Sm100a));
+        assert_eq!(Arch::parse("120"), Some(Arch::Sm120a));
+        assert_eq!(Arch::parse("80"), None);
+        assert!(Arch::Sm90a.runs_on((9, 0)));
+        assert!(!Arch::Sm90a.runs_on((10, 0)));
+        assert!(!Arch::Sm100a.runs_on((9, 0)));
+    }
+}

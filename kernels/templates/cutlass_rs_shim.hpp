@@ -1,0 +1,126 @@
+// Shared C++ helpers for the generated kernels. Part of cutlass-kernels; not generated.
+// Included by every generated .cu after its CUTLASS includes.
+#pragma once
+
+#include <cstdint>
+#include <exception>
+#include <type_traits>
+
+#include <cuda_runtime_api.h>
+
+#include "cute/tensor.hpp"
+#include "cutlass/cutlass.h"
+#include "cutlass_rs.h"
+
+namespace cutlass_rs {
+
+// A CUTLASS 3.x stride (row, column, batch) with one static unit stride among the first two modes:
+// the other one is the leading dimension.
+template <class Stride>
+inline Stride make_stride(int64_t ld, int64_t batch_stride) {
+  Stride s{};
+  if constexpr (!cute::is_static<cute::remove_cvref_t<decltype(cute::get<0>(s))>>::value) {
+    cute::get<0>(s) = ld;
+  }
+  if constexpr (!cute::is_static<cute::remove_cvref_t<decltype(cute::get<1>(s))>>::value) {
+    cute::get<1>(s) = ld;
+  }
+  if constexpr (!cute::is_static<cute::remove_cvref_t<decltype(cute::get<2>(s))>>::value) {
+    cute::get<2>(s) = batch_stride;
+  }
+  return s;
+}
+
+inline bool fits_int(int64_t v) { return v >= 0 && v <= INT32_MAX; }
+
+inline bool problem_fits(const cutlass_rs_gemm_args *a) {
+  return fits_int(a->m) && fits_int(a->n) && fits_int(a->k) && fits_int(a->batch) && a->batch >= 1;
+}
+
+// Builds the CUTLASS 3.x arguments of a plain GEMM (LinearCombination epilogue).
+template <class Gemm>
+typename Gemm::Arguments make_arguments(const cutlass_rs_gemm_args *a) {
+  using Kernel = typename Gemm::GemmKernel;
+  using ElementA = typename Gemm::ElementA;
+  using ElementB = typename Gemm::ElementB;
+  using ElementC = typename Gemm::ElementC;
+  using ElementD = typename Gemm::ElementD;
+  cutlass::KernelHardwareInfo hw_info;
+  hw_info.device_id = a->device_id;
+  hw_info.sm_count = a->sm_count;
+  typename Gemm::Arguments args{
+      cutlass::gemm::GemmUniversalMode::kGemm,
+      {static_cast<int>(a->m), static_cast<int>(a->n), static_cast<int>(a->k), static_cast<int>(a->batch)},
+      {static_cast<const ElementA *>(a->a), make_stride<typename Kernel::StrideA>(a->lda, a->batch_stride_a),
+       static_cast<const ElementB *>(a->b), make_stride<typename Kernel::StrideB>(a->ldb, a->batch_stride_b)},
+      {{},
+       static_cast<const ElementC *>(a->c), make_stride<typename Kernel::StrideC>(a->ldc, a->batch_stride_c),
+       static_cast<ElementD *>(a->d), make_stride<typename Kernel::StrideD>(a->ldd, a->batch_stride_d)},
+      hw_info};
+  args.epilogue.thread.alpha = a->alpha;
+  args.epilogue.thread.beta = a->beta;
+  return args;
+}
+
+template <class Gemm>
+int can_implement(const cutlass_rs_gemm_args *a) noexcept {
+  try {
+    if (a == nullptr || a->a == nullptr || a->b == nullptr || a->c == nullptr || a->d == nullptr)
+      return CUTLASS_RS_ERROR_NULL_ARGUMENT;
+    if (!problem_fits(a)) return CUTLASS_RS_ERROR_INVALID_PROBLEM;
+    auto args = make_arguments<Gemm>(a);
+    return static_cast<int>(Gemm::can_implement(args));
+  } catch (...) {
+    return CUTLASS_RS_ERROR_EXCEPTION;
+  }
+}
+
+template <class Gemm>
+int workspace_size(const cutlass_rs_gemm_args *a, size_t *bytes) noexcept {
+  try {
+    if (a == nullptr || bytes == nullptr) return CUTLASS_RS_ERROR_NULL_ARGUMENT;
+    if (!problem_fits(a)) return CUTLASS_RS_ERROR_INVALID_PROBLEM;
+    auto args = make_arguments<Gemm>(a);
+    *bytes = Gemm::get_workspace_size(args);
+    return CUTLASS_RS_OK;
+  } catch (...) {
+    return CUTLASS_RS_ERROR_EXCEPTION;
+  }
+}
+
+template <class Gemm>
+int run(const cutlass_rs_gemm_args *a, void *workspace, size_t workspace_bytes, void *stream) noexcept {
+  try {
+    int status = can_implement<Gemm>(a);
+    if (status != CUTLASS_RS_OK) return status;
+    auto args = make_arguments<Gemm>(a);
+    if (Gemm::get_workspace_size(args) > workspace_bytes) return CUTLASS_RS_ERROR_WORKSPACE_TOO_SMALL;
+    Gemm gemm;
+    cutlass::Status s = gemm.run(args, workspace, static_cast<cudaStream_t>(stream));
+    if (s != cutlass::Status::kSuccess) {
+      cudaError_t e = cudaGetLastError();
+      if (e != cudaSuccess) return CUTLASS_RS_ERROR_CUDA_BASE + static_cast<int>(e);
+      return static_cast<int>(s);
+    }
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return CUTLASS_RS_ERROR_CUDA_BASE + static_cast<int>(e);
+    return CUTLASS_RS_OK;
+  } catch (...) {
+    return CUTLASS_RS_ERROR_EXCEPTION;
+  }
+}
+
+}  // namespace cutlass_rs
+
+// Defines the three extern "C" entry points of one kernel over its Gemm type.
+#define CUTLASS_RS_DEFINE_ENTRY_POINTS(NAME, GEMM)                                                  \
+  extern "C" int NAME##_can_implement(const cutlass_rs_gemm_args *args) {                          \
+    return cutlass_rs::can_implement<GEMM>(args);                                                  \
+  }                                                                                                \
+  extern "C" int NAME##_workspace_size(const cutlass_rs_gemm_args *args, size_t *bytes) {          \
+    return cutlass_rs::workspace_size<GEMM>(args, bytes);                                          \
+  }                                                                                                \
+  extern "C" int NAME##_run(const cutlass_rs_gemm_args *args, void *workspace, size_t workspace_bytes, \
+                            void *stream) {                                                        \
+    return cutlass_rs::run<GEMM>(args, workspace, workspace_bytes, stream);                        \
+  }

@@ -1,0 +1,312 @@
+//! GEMMs on a Hopper GPU against the f64 host reference.
+//!
+//! Every test here is `#[ignore = "needs a CUDA GPU"]`: CI (no GPU) lists them as ignored; on a GPU
+//! machine run `cargo test --release --test gpu_gemm -- --include-ignored`. A test that finds no
+//! device when it is asked to run fails rather than passing silently.
+//!
+//! Inputs are fresh random values each run (the seed is printed; set `CUTLASS_RS_TEST_SEED` to
+//! replay). D is poisoned with NaN before every launch, including the padding between rows, and
+//! the padding must still be poison afterwards.
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaContext, CudaSlice, CudaStream};
+use cutlass::reference::{self, Comparison};
+use cutlass::{Element, Error, Gemm, GemmProblem, Layout, MatrixLayout, OperandName, Workspace};
+use half::{bf16, f16};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+fn device() -> (Arc<CudaContext>, Arc<CudaStream>) {
+    assert!(
+        cutlass::cuda_available(),
+        "this test needs a CUDA GPU (none found)"
+    );
+    let ctx = CudaContext::new(0).expect("CUDA context");
+    let stream = ctx.default_stream();
+    (ctx, stream)
+}
+
+fn rng() -> StdRng {
+    let seed = std::env::var("CUTLASS_RS_TEST_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| rand::rng().random());
+    println!("seed {seed} (CUTLASS_RS_TEST_SEED={seed} replays)");
+    StdRng::seed_from_u64(seed)
+}
+
+/// Random values in [-1, 1) rounded to T, NaN in the gaps a layout leaves unused.
+fn random_matrix<T: Element>(rng: &mut StdRng, geometry: &cutlass::ResolvedMatrix) -> Vec<T> {
+    let mut v = vec![T::POISON; geometry.required_len()];
+    for l in 0..geometry.batch {
+        for i in 0..geometry.rows {
+            for j in 0..geometry.cols {
+                v[geometry.offset(l, i, j)] = T::from_f64(rng.random_range(-1.0..1.0));
+            }
+        }
+    }
+    v
+}
+
+/// Runs one problem and compares with the reference; asserts the padding of D is untouched.
+fn run_and_check<TA: Element, TB: Element, TD: Element>(
+    ctx: &Arc<CudaContext>,
+    stream: &Arc<CudaStream>,
+    rng: &mut StdRng,
+    p: &GemmProblem,
+    with_c: bool,
+) -> Comparison {
+    let g = Gemm::<TA, TB, TD>::new(ctx, p).unwrap_or_else(|e| panic!("{p:?}: {e}"));
+    let (ga, gb, gc, gd) = (
+        g.operand(OperandName::A),
+        g.operand(OperandName::B),
+        g.operand(OperandName::C),
+        g.operand(OperandName::D),
+    );
+    let a: Vec<TA> = random_matrix(rng, &ga);
+    let b: Vec<TB> = random_matrix(rng, &gb);
+    let c: Vec<TD> = random_matrix(rng, &gc);
+    let poison = vec![TD::POISON; gd.required_len()];
+    let da = stream.clone_htod(&a).unwrap();
+    let db = stream.clone_htod(&b).unwrap();
+    let dc = stream.clone_htod(&c).unwrap();
+    let mut dd: CudaSlice<TD> = stream.clone_htod(&poison).unwrap();
+    let c_arg: Option<&dyn cudarc::driver::DevicePtr<TD>> = if with_c { Some(&dc) } else { None };
+    g.run(stream, &da, &db, c_arg, &mut dd, Workspace::Managed)
+        .unwrap_or_else(|e| panic!("{} {p:?}: {e}", g.kernel_name()));
+    let d = stream.clone_dtoh(&dd).unwrap();
+    let r = reference::gemm(p, &a, &b, if with_c { Some(&c[..]) } else { None }).unwrap();
+    let cmp = reference::compare(&d, &gd, &r);
+    assert!(cmp.passed(), "{} {p:?}: {cmp:?}", g.kernel_name());
+    // Everything D's geometry does not cover must still be poison (no stray writes).
+    let mut covered = vec![false; d.len()];
+    for l in 0..gd.batch {
+        for i in 0..gd.rows {
+            for j in 0..gd.cols {
+                covered[gd.offset(l, i, j)] = true;
+            }
+        }
+    }
+    for (idx, (v, cov)) in d.iter().zip(covered).enumerate() {
+        if !cov {
+            assert_eq!(
+                v.to_bits_u64(),
+                TD::POISON.to_bits_u64(),
+                "stray write at {idx} ({p:?})"
+            );
+        }
+    }
+    cmp
+}
+
+const LAYOUTS: [(&str, Layout, Layout); 4] = [
+    ("TN", Layout::RowMajor, Layout::ColumnMajor),
+    ("NT", Layout::ColumnMajor, Layout::RowMajor),
+    ("NN", Layout::ColumnMajor, Layout::ColumnMajor),
+    ("TT", Layout::RowMajor, Layout::RowMajor),
+];
+
+fn ml(l: Layout) -> MatrixLayout {
+    match l {
+        Layout::RowMajor => MatrixLayout::row_major(),
+        Layout::ColumnMajor => MatrixLayout::col_major(),
+    }
+}
+
+/// The sweep for alignment `a`: m in {a, 512-3a, 1000+a}, n in {a, 512-2a},
+/// k in {a, 384-a, 1024+a}, in all four layouts.
+fn sweep<T: Element>() {
+    let (ctx, stream) = device();
+    let mut rng = rng();
+    let a = T::DATA_TYPE.tma_alignment() as usize;
+    let mut count = 0;
+    let mut worst: f64 = 0.0;
+    for (name, la, lb) in LAYOUTS {
+        for m in [a, 512 - 3 * a, 1000 + a] {
+            for n in [a, 512 - 2 * a] {
+                for k in [a, 384 - a, 1024 + a] {
+                    let p = GemmProblem::new(m, n, k).with_a(ml(la)).with_b(ml(lb));
+                    let cmp = run_and_check::<T, T, T>(&ctx, &stream, &mut rng, &p, false);
+                    worst = worst.max(cmp.max_error_ratio);
+                    count += 1;
+                }
+            }
+        }
+        println!("{} {name}: ok", T::DATA_TYPE);
+    }
+    println!(
+        "{} sweep: {count} problems, worst error / bound = {worst:.3}",
+        T::DATA_TYPE
+    );
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn f16_sweep_all_layouts() {
+    sweep::<f16>();
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn bf16_sweep_all_layouts() {
+    sweep::<bf16>();
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn f32_output_and_beta_with_c() {
+    let (ctx, stream) = device();
+    let mut rng = rng();
+    for (m, n, k) in [(8, 8, 8), (488, 496, 360), (1008, 496, 1032)] {
+        let p = GemmProblem::new(m, n, k).with_scalars(0.75, -1.25);
+        run_and_check::<bf16, bf16, f32>(&ctx, &stream, &mut rng, &p, true);
+        run_and_check::<f16, f16, f32>(&ctx, &stream, &mut rng, &p, true);
+        run_and_check::<bf16, bf16, bf16>(&ctx, &stream, &mut rng, &p, true);
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn column_major_output_in_all_layouts() {
+    let (ctx, stream) = device();
+    let mut rng = rng();
+    for (_, la, lb) in LAYOUTS {
+        let p = GemmProblem::new(1000, 496, 376)
+            .with_a(ml(la))
+            .with_b(ml(lb))
+            .with_d(MatrixLayout::col_major())
+            .with_scalars(1.5, 0.5);
+        run_and_check::<bf16, bf16, bf16>(&ctx, &stream, &mut rng, &p, true);
+        run_and_check::<f16, f16, f16>(&ctx, &stream, &mut rng, &p, true);
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn batched_with_padded_leading_dimensions_and_strides() {
+    let (ctx, stream) = device();
+    let mut rng = rng();
+    let (m, n, k, l) = (264, 136, 200, 3);
+    for (_, la, lb) in LAYOUTS {
+        let lda = if la == Layout::RowMajor {
+            k + 24
+        } else {
+            m + 8
+        };
+        let ldb = if lb == Layout::RowMajor {
+            n + 16
+        } else {
+            k + 8
+        };
+        let p = GemmProblem::new(m, n, k)
+            .with_batch(l)
+            .with_a(ml(la).with_ld(lda).with_batch_stride(lda * m.max(k) + 64))
+            .with_b(ml(lb).with_ld(ldb).with_batch_stride(ldb * n.max(k) + 8))
+            .with_c(MatrixLayout::row_major().with_ld(n + 8))
+            .with_d(
+                MatrixLayout::row_major()
+                    .with_ld(n + 40)
+                    .with_batch_stride(m * (n + 40) + 16),
+            )
+            .with_scalars(1.0, 1.0);
+        run_and_check::<bf16, bf16, bf16>(&ctx, &stream, &mut rng, &p, true);
+        let no_c = p.with_d(MatrixLayout::row_major()).with_scalars(-0.5, 0.0);
+        run_and_check::<f16, f16, f32>(&ctx, &stream, &mut rng, &no_c, false);
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn in_place_accumulation_and_plan_reuse() {
+    let (ctx, stream) = device();
+    let mut rng = rng();
+    let (m, n, k) = (512, 256, 128);
+    let p = GemmProblem::new(m, n, k).with_scalars(1.0, 1.0);
+    let g = Gemm::<bf16, bf16, f32>::new(&ctx, &p).unwrap();
+    let a: Vec<bf16> = random_matrix(&mut rng, &g.operand(OperandName::A));
+    let b: Vec<bf16> = random_matrix(&mut rng, &g.operand(OperandName::B));
+    let da = stream.clone_htod(&a).unwrap();
+    let db = stream.clone_htod(&b).unwrap();
+    let mut dd = stream.alloc_zeros::<f32>(m * n).unwrap();
+    // D += A·B three times: D = 3 A·B.
+    for _ in 0..3 {
+        g.run_in_place(&stream, &da, &db, &mut dd, Workspace::Managed)
+            .unwrap();
+    }
+    let d = stream.clone_dtoh(&dd).unwrap();
+    let r = reference::gemm(&p.with_scalars(3.0, 0.0), &a, &b, None::<&[f32]>).unwrap();
+    let cmp = reference::compare(&d, &g.operand(OperandName::D), &r);
+    assert!(cmp.passed(), "{cmp:?}");
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn bad_buffers_on_the_device_get_typed_errors() {
+    let (ctx, stream) = device();
+    let (m, n, k) = (256, 256, 256);
+    let g = Gemm::<bf16, bf16, bf16>::new(&ctx, &GemmProblem::new(m, n, k)).unwrap();
+    let a = stream.alloc_zeros::<bf16>(m * k + 8).unwrap();
+    let b = stream.alloc_zeros::<bf16>(k * n).unwrap();
+    let short = stream.alloc_zeros::<bf16>(k * n - 1).unwrap();
+    let mut d = stream.alloc_zeros::<bf16>(m * n).unwrap();
+    let err = g
+        .run(&stream, &a, &short, None, &mut d, Workspace::Managed)
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::BufferTooSmall {
+                operand: OperandName::B,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    // A view one element in: 2 bytes off the 16-byte alignment.
+    let a_off = a.slice(1..);
+    let err = g
+        .run(&stream, &a_off, &b, None, &mut d, Workspace::Managed)
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::Misaligned { operand: OperandName::A, ref what, .. } if what == "pointer"),
+        "{err}"
+    );
+    println!(
+        "workspace of {}: {} bytes",
+        g.kernel_name(),
+        g.workspace_size()
+    );
+    if g.workspace_size() > 0 {
+        let mut tiny_ws = stream.alloc_zeros::<u8>(g.workspace_size() - 1).unwrap();
+        let err = g
+            .run(
+                &stream,
+                &a,
+                &b,
+                None,
+                &mut d,
+                Workspace::Buffer(&mut tiny_ws),
+            )
+            .unwrap_err();
+        assert!(matches!(
+            err,
+            Error::BufferTooSmall {
+                operand: OperandName::Workspace,
+                ..
+            }
+        ));
+    }
+    // The device is Hopper: every built kernel is sm90a, and an SM100 device description is refused.
+    assert_eq!(
+        ctx.compute_capability().unwrap().0,
+        9,
+        "these GPU tests target Hopper"
+    );
+    // Nothing above launched a kernel: D is still zero.
+    assert!(stream
+        .clone_dtoh(&d)
+        .unwrap()
+        .iter()
+        .all(|v| v.to_f32() == 0.0));
+}
