@@ -211,8 +211,11 @@ fn batched_with_padded_leading_dimensions_and_strides() {
             )
             .with_scalars(1.0, 1.0);
         run_and_check::<bf16, bf16, bf16>(&ctx, &stream, &mut rng, &p, true);
-        let no_c = p.with_d(MatrixLayout::row_major()).with_scalars(-0.5, 0.0);
-        run_and_check::<f16, f16, f32>(&ctx, &stream, &mut rng, &no_c, false);
+        // The default build has f32-output kernels for TN only.
+        if (la, lb) == (Layout::RowMajor, Layout::ColumnMajor) {
+            let no_c = p.with_d(MatrixLayout::row_major()).with_scalars(-0.5, 0.0);
+            run_and_check::<f16, f16, f32>(&ctx, &stream, &mut rng, &no_c, false);
+        }
     }
 }
 

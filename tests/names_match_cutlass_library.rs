@@ -1,0 +1,89 @@
+//! Every catalog name equals the name CUTLASS's own generator (`cutlass_library`, from the
+//! nvidia-cutlass wheel that `scripts/bootstrap.sh` installs) gives the same configuration.
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+use cutlass_kernels::{catalog, EpilogueSchedule, KernelSchedule, TileScheduler};
+
+fn line(s: &cutlass_kernels::KernelSpec) -> String {
+    let x = |v: [u32; 3]| format!("{}x{}x{}", v[0], v[1], v[2]);
+    let ks = match s.kernel_schedule {
+        KernelSchedule::TmaWarpSpecializedCooperative => "TmaWarpSpecializedCooperative",
+        KernelSchedule::TmaWarpSpecializedPingpong => "TmaWarpSpecializedPingpong",
+        other => panic!("add {other:?} to this test"),
+    };
+    let es = match s.epilogue_schedule {
+        EpilogueSchedule::TmaWarpSpecializedCooperative => "TmaWarpSpecializedCooperative",
+        EpilogueSchedule::TmaWarpSpecialized => "TmaWarpSpecialized",
+        other => panic!("add {other:?} to this test"),
+    };
+    let ts = match s.tile_scheduler {
+        TileScheduler::Persistent => "Persistent",
+        other => panic!("add {other:?} to this test"),
+    };
+    [
+        s.arch.number().to_string(),
+        s.a.ty.short_name().into(),
+        s.b.ty.short_name().into(),
+        s.accumulator.short_name().into(),
+        s.c.ty.short_name().into(),
+        s.d.ty.short_name().into(),
+        s.a.layout.letter().into(),
+        s.b.layout.letter().into(),
+        s.c.layout.letter().into(),
+        s.a.align.to_string(),
+        s.b.align.to_string(),
+        s.c.align.to_string(),
+        s.d.align.to_string(),
+        x(s.tile),
+        x(s.cluster),
+        s.stages.to_string(),
+        ks.into(),
+        es.into(),
+        ts.into(),
+    ]
+    .join("\t")
+}
+
+#[test]
+fn catalog_names_equal_cutlass_library_procedural_names() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let pythonpath = std::env::var("CUTLASS_LIBRARY_PYTHONPATH")
+        .unwrap_or_else(|_| format!("{root}/third_party/toolchain"));
+    let specs = catalog::all();
+    let input: String = specs.iter().map(|s| line(s) + "\n").collect();
+    let mut child = Command::new("python3")
+        .arg(format!("{root}/tests/python/cutlass_library_names.py"))
+        .env("PYTHONPATH", &pythonpath)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("python3 is needed for this test");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "cutlass_library failed (run scripts/bootstrap.sh, or set CUTLASS_LIBRARY_PYTHONPATH): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let theirs: Vec<String> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(theirs.len(), specs.len());
+    for (s, t) in specs.iter().zip(&theirs) {
+        assert_eq!(&s.name(), t);
+    }
+    println!(
+        "{} names compared with cutlass_library, 0 differ",
+        specs.len()
+    );
+}
