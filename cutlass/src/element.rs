@@ -31,35 +31,28 @@ pub trait Element:
     fn to_bits_u64(self) -> u64;
 }
 
-impl Element for f16 {
-    const DATA_TYPE: DataType = DataType::F16;
-    const UNIT_ROUNDOFF: f64 = 1.0 / 2048.0;
-    const POISON: Self = f16::from_bits(0x7fff);
-    fn to_f64(self) -> f64 {
-        f16::to_f64(self)
-    }
-    fn from_f64(v: f64) -> Self {
-        f16::from_f64(v)
-    }
-    fn to_bits_u64(self) -> u64 {
-        self.to_bits() as u64
-    }
+/// The 16-bit formats of `half`: conversions through `half`'s correctly rounded routines.
+macro_rules! half_element {
+    ($t:ty, $data_type:expr, $unit_roundoff:expr) => {
+        impl Element for $t {
+            const DATA_TYPE: DataType = $data_type;
+            const UNIT_ROUNDOFF: f64 = $unit_roundoff;
+            const POISON: Self = <$t>::from_bits(0x7fff);
+            fn to_f64(self) -> f64 {
+                <$t>::to_f64(self)
+            }
+            fn from_f64(v: f64) -> Self {
+                <$t>::from_f64(v)
+            }
+            fn to_bits_u64(self) -> u64 {
+                self.to_bits() as u64
+            }
+        }
+    };
 }
 
-impl Element for bf16 {
-    const DATA_TYPE: DataType = DataType::Bf16;
-    const UNIT_ROUNDOFF: f64 = 1.0 / 256.0;
-    const POISON: Self = bf16::from_bits(0x7fff);
-    fn to_f64(self) -> f64 {
-        bf16::to_f64(self)
-    }
-    fn from_f64(v: f64) -> Self {
-        bf16::from_f64(v)
-    }
-    fn to_bits_u64(self) -> u64 {
-        self.to_bits() as u64
-    }
-}
+half_element!(f16, DataType::F16, 1.0 / 2048.0);
+half_element!(bf16, DataType::Bf16, 1.0 / 256.0);
 
 impl Element for f32 {
     const DATA_TYPE: DataType = DataType::F32;
