@@ -14,7 +14,14 @@ mod sealed {
 /// A Rust type that stands for one of the catalog's element types. Sealed: the set follows the
 /// kernels this crate can build.
 pub trait Element:
-    sealed::Sealed + DeviceRepr + Copy + Send + Sync + std::fmt::Debug + 'static
+    sealed::Sealed
+    + DeviceRepr
+    + crate::reference::HostValue
+    + Copy
+    + Send
+    + Sync
+    + std::fmt::Debug
+    + 'static
 {
     /// The catalog type.
     const DATA_TYPE: DataType;

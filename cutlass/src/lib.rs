@@ -10,6 +10,15 @@
 //! | SM90a (H100, H200) | f16 x f16, bf16 x bf16 | f32 | input type or f32 | TN, NT, NN, TT | row- or column-major | runs (tested on H100/H200) |
 //! | SM100a, SM120a | — | | | | | catalog issue; the arch check already refuses kernels of other architectures |
 //!
+//! Host-side formats for every type of the seed's Tables 1–3, usable without a GPU:
+//!
+//! | module | what |
+//! |---|---|
+//! | [`numeric`] | e4m3, e5m2, e2m3, e3m2, e2m1, ue8m0, ue4m3, tf32; conversions bit-exact with CUDA's (`cuda_fp8.h`, `cuda_fp6.h`, `cuda_fp4.h`) and CUTLASS's (ue4m3, tf32); `From` to and from the `float8` crate's types |
+//! | [`packed`] | packed FP4/FP6 storage in CUTLASS's global-memory bit order |
+//! | [`blockscale`] | MX (OCP v1.0) and NVFP4 quantizers, the `Sm1xxBlockScaledConfig` scale-factor layout, FP8 blockwise (1x128, 128x128) scaling |
+//! | [`reference`] | the f64 host reference GEMM over any of those operands, output conversion and block-scaled output (`LinCombBlockScaleFactor`) |
+//!
 //! Which of those kernels a build contains is chosen at build time (`CUTLASS_RS_ARCHS`,
 //! `CUTLASS_RS_KERNELS`); [`built_kernels`] lists them. The default build has 128x256x64
 //! cooperative kernels for f16 and bf16 in all four layouts (output of the input type) and with f32
@@ -41,10 +50,13 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod blockscale;
 pub mod element;
 pub mod error;
 pub mod gemm;
 pub mod kernel;
+pub mod numeric;
+pub mod packed;
 pub mod problem;
 pub mod reference;
 

@@ -20,40 +20,236 @@ pub struct Reference {
     pub shape: (usize, usize, usize, usize),
 }
 
+/// A host matrix whose every element has an exact value: the operands of the reference.
+pub trait HostMatrix: Sync {
+    /// Rows.
+    fn rows(&self) -> usize;
+    /// Columns.
+    fn cols(&self) -> usize;
+    /// Value of element (row, col) of batch l.
+    fn value(&self, l: usize, row: usize, col: usize) -> f64;
+}
+
+/// A value the reference can read exactly.
+pub trait HostValue: Copy + Sync {
+    /// The exact value.
+    fn host_value(self) -> f64;
+}
+
+macro_rules! host_value {
+    ($($t:ty => |$v:ident| $e:expr),* $(,)?) => {
+        $(impl HostValue for $t {
+            fn host_value(self) -> f64 {
+                let $v = self;
+                $e
+            }
+        })*
+    };
+}
+host_value!(
+    half::f16 => |v| v.to_f64(),
+    half::bf16 => |v| v.to_f64(),
+    f32 => |v| v as f64,
+    f64 => |v| v,
+    i8 => |v| v as f64,
+    u8 => |v| v as f64,
+    i32 => |v| v as f64,
+    crate::numeric::Tf32 => |v| v.to_f32() as f64,
+    crate::numeric::E4M3 => |v| v.to_f64(),
+    crate::numeric::E5M2 => |v| v.to_f64(),
+    crate::numeric::E2M3 => |v| v.to_f64(),
+    crate::numeric::E3M2 => |v| v.to_f64(),
+    crate::numeric::E2M1 => |v| v.to_f64(),
+    crate::numeric::UE8M0 => |v| v.to_f64(),
+    crate::numeric::UE4M3 => |v| v.to_f64(),
+);
+
+/// A strided host matrix of one element type.
+pub struct Strided<'a, T> {
+    data: &'a [T],
+    geometry: ResolvedMatrix,
+}
+
+impl<'a, T: HostValue> Strided<'a, T> {
+    /// A view; fails when `data` is shorter than the geometry reaches.
+    pub fn new(data: &'a [T], geometry: ResolvedMatrix, operand: OperandName) -> Result<Self> {
+        if data.len() < geometry.required_len() {
+            return Err(Error::BufferTooSmall {
+                operand,
+                len: data.len(),
+                required: geometry.required_len(),
+            });
+        }
+        Ok(Strided { data, geometry })
+    }
+}
+
+impl<T: HostValue> HostMatrix for Strided<'_, T> {
+    fn rows(&self) -> usize {
+        self.geometry.rows
+    }
+    fn cols(&self) -> usize {
+        self.geometry.cols
+    }
+    fn value(&self, l: usize, row: usize, col: usize) -> f64 {
+        self.data[self.geometry.offset(l, row, col)].host_value()
+    }
+}
+
+/// A strided matrix of packed sub-byte elements.
+pub struct PackedStrided<'a, T: crate::packed::SubByte> {
+    data: crate::packed::PackedSlice<'a, T>,
+    geometry: ResolvedMatrix,
+}
+
+impl<'a, T: crate::packed::SubByte + HostValue> PackedStrided<'a, T> {
+    /// A view; fails when `data` is shorter than the geometry reaches.
+    pub fn new(
+        data: crate::packed::PackedSlice<'a, T>,
+        geometry: ResolvedMatrix,
+        operand: OperandName,
+    ) -> Result<Self> {
+        if data.len() < geometry.required_len() {
+            return Err(Error::BufferTooSmall {
+                operand,
+                len: data.len(),
+                required: geometry.required_len(),
+            });
+        }
+        Ok(PackedStrided { data, geometry })
+    }
+}
+
+impl<T: crate::packed::SubByte + HostValue> HostMatrix for PackedStrided<'_, T> {
+    fn rows(&self) -> usize {
+        self.geometry.rows
+    }
+    fn cols(&self) -> usize {
+        self.geometry.cols
+    }
+    fn value(&self, l: usize, row: usize, col: usize) -> f64 {
+        self.data
+            .get(self.geometry.offset(l, row, col))
+            .host_value()
+    }
+}
+
+/// A block-scaled operand: elements times their scale factor (from the `Sm1xxBlockScaledConfig`
+/// layout) times a global factor. For A (m x k) the scale of (row, col) is at (row, col) of the
+/// scale layout; for B (k x n) at (col, row).
+pub struct Scaled<'a> {
+    inner: &'a dyn HostMatrix,
+    scales: Vec<f64>,
+    layout: crate::blockscale::ScaleFactorLayout,
+    is_b: bool,
+    global: f64,
+}
+
+impl<'a> Scaled<'a> {
+    /// Scales `inner` (A when `operand` is A, B when B) by swizzled scale factors.
+    pub fn new<S: HostValue>(
+        inner: &'a dyn HostMatrix,
+        operand: OperandName,
+        scales: &[S],
+        layout: crate::blockscale::ScaleFactorLayout,
+        global: f32,
+    ) -> Result<Self> {
+        let is_b = operand == OperandName::B;
+        let (rows, k) = if is_b {
+            (inner.cols(), inner.rows())
+        } else {
+            (inner.rows(), inner.cols())
+        };
+        if layout.rows != rows || layout.k != k {
+            return Err(Error::InvalidProblem {
+                reason: format!(
+                    "scale layout is for {} x {} but operand {operand} is {rows} x {k} (rows x K)",
+                    layout.rows, layout.k
+                ),
+            });
+        }
+        if scales.len() < layout.size() {
+            return Err(Error::BufferTooSmall {
+                operand,
+                len: scales.len(),
+                required: layout.size(),
+            });
+        }
+        Ok(Scaled {
+            inner,
+            scales: scales[..layout.size()]
+                .iter()
+                .map(|s| s.host_value())
+                .collect(),
+            layout,
+            is_b,
+            global: global as f64,
+        })
+    }
+}
+
+impl HostMatrix for Scaled<'_> {
+    fn rows(&self) -> usize {
+        self.inner.rows()
+    }
+    fn cols(&self) -> usize {
+        self.inner.cols()
+    }
+    fn value(&self, l: usize, row: usize, col: usize) -> f64 {
+        let (r, k) = if self.is_b { (col, row) } else { (row, col) };
+        self.inner.value(l, row, col) * self.scales[self.layout.offset(r, k, l)] * self.global
+    }
+}
+
 /// Computes the reference on host slices laid out as `problem` says. Uses all available cores.
-pub fn gemm<TA: Element, TB: Element, TC: Element>(
+pub fn gemm<TA: HostValue, TB: HostValue, TC: HostValue>(
     problem: &GemmProblem,
     a: &[TA],
     b: &[TB],
     c: Option<&[TC]>,
 ) -> Result<Reference> {
     problem.check()?;
-    let ra = problem.resolve(OperandName::A)?;
-    let rb = problem.resolve(OperandName::B)?;
-    let rc = problem.resolve(OperandName::C)?;
-    for (op, r, len) in [(OperandName::A, ra, a.len()), (OperandName::B, rb, b.len())] {
-        if len < r.required_len() {
-            return Err(Error::BufferTooSmall {
-                operand: op,
-                len,
-                required: r.required_len(),
+    let a = Strided::new(a, problem.resolve(OperandName::A)?, OperandName::A)?;
+    let b = Strided::new(b, problem.resolve(OperandName::B)?, OperandName::B)?;
+    let c = match c {
+        Some(c) => Some(Strided::new(
+            c,
+            problem.resolve(OperandName::C)?,
+            OperandName::C,
+        )?),
+        None => None,
+    };
+    gemm_values(problem, &a, &b, c.as_ref().map(|c| c as &dyn HostMatrix))
+}
+
+/// The reference over any host operands: `alpha * A·B + beta * C` in f64, for `problem.batch`
+/// batches (the operands' shapes must be A m x k, B k x n, C m x n).
+pub fn gemm_values(
+    problem: &GemmProblem,
+    a: &dyn HostMatrix,
+    b: &dyn HostMatrix,
+    c: Option<&dyn HostMatrix>,
+) -> Result<Reference> {
+    problem.check()?;
+    let (m, n, k, batch) = (problem.m, problem.n, problem.k, problem.batch);
+    for (op, x, want) in [(OperandName::A, a, (m, k)), (OperandName::B, b, (k, n))] {
+        if (x.rows(), x.cols()) != want {
+            return Err(Error::InvalidProblem {
+                reason: format!(
+                    "operand {op} is {} x {}, the problem needs {} x {}",
+                    x.rows(),
+                    x.cols(),
+                    want.0,
+                    want.1
+                ),
             });
         }
     }
-    if let Some(c) = c {
-        if c.len() < rc.required_len() {
-            return Err(Error::BufferTooSmall {
-                operand: OperandName::C,
-                len: c.len(),
-                required: rc.required_len(),
-            });
-        }
-    } else if problem.beta != 0.0 {
+    if c.is_none() && problem.beta != 0.0 {
         return Err(Error::InvalidProblem {
             reason: "beta is nonzero but no C was given".into(),
         });
     }
-    let (m, n, k, batch) = (problem.m, problem.n, problem.k, problem.batch);
     let alpha = problem.alpha as f64;
     let beta = problem.beta as f64;
     let mut value = vec![0.0f64; batch * m * n];
@@ -61,8 +257,7 @@ pub fn gemm<TA: Element, TB: Element, TC: Element>(
     let threads = std::thread::available_parallelism()
         .map_or(1, |t| t.get())
         .min(64);
-    let rows_total = batch * m;
-    let chunk_rows = rows_total.div_ceil(threads).max(1);
+    let chunk_rows = (batch * m).div_ceil(threads).max(1);
     std::thread::scope(|s| {
         for (chunk, (vals, mags)) in value
             .chunks_mut(chunk_rows * n)
@@ -76,11 +271,11 @@ pub fn gemm<TA: Element, TB: Element, TC: Element>(
                     let global = chunk * chunk_rows + r;
                     let (l, i) = (global / m, global % m);
                     for (p, x) in arow.iter_mut().enumerate() {
-                        *x = a[ra.offset(l, i, p)].to_f64();
+                        *x = a.value(l, i, p);
                     }
                     for j in 0..n {
                         for (p, x) in bcol.iter_mut().enumerate() {
-                            *x = b[rb.offset(l, p, j)].to_f64();
+                            *x = b.value(l, p, j);
                         }
                         let (mut acc, mut mag) = (0.0f64, 0.0f64);
                         for (x, y) in arow.iter().zip(bcol.iter()) {
@@ -88,7 +283,7 @@ pub fn gemm<TA: Element, TB: Element, TC: Element>(
                             mag += (x * y).abs();
                         }
                         let cv = match c {
-                            Some(c) if beta != 0.0 => beta * c[rc.offset(l, i, j)].to_f64(),
+                            Some(c) if beta != 0.0 => beta * c.value(l, i, j),
                             _ => 0.0,
                         };
                         vrow[j] = alpha * acc + cv;
@@ -103,6 +298,57 @@ pub fn gemm<TA: Element, TB: Element, TC: Element>(
         magnitude,
         shape: (m, n, k, batch),
     })
+}
+
+impl Reference {
+    /// The values converted to an output type the way CUTLASS's epilogue does: computed in f32,
+    /// then converted (`convert` is e.g. `E4M3::from_f32`, saturating RNE).
+    pub fn to_output<T>(&self, convert: impl Fn(f32) -> T) -> Vec<T> {
+        self.value.iter().map(|&v| convert(v as f32)).collect()
+    }
+
+    /// Block-scaled output as CUTLASS's `LinCombBlockScaleFactor` epilogue makes it, for a
+    /// row-major D with `vec` elements of N per scale: per block, `sf = convert_sf(amax *
+    /// norm_constant / E::MAX)`, then `d = E(v * min(norm_constant / sf, f32::MAX))`. Returns
+    /// elements (row-major, batch-major) and a plain row-major `[batch][m][ceil(n/vec)]` scale
+    /// matrix. The device uses approximate reciprocals (`rcp.approx.ftz`); this uses exact ones,
+    /// so a device result may differ from it by one code where a value sits at a rounding boundary.
+    pub fn to_block_scaled<E, S>(
+        &self,
+        vec: usize,
+        norm_constant: f32,
+        convert_sf: impl Fn(f32) -> S,
+    ) -> (Vec<E>, Vec<S>)
+    where
+        E: crate::blockscale::ScaledElement,
+        S: Copy + HostValue,
+    {
+        let (m, n, _, batch) = self.shape;
+        let cols = n.div_ceil(vec);
+        let mut elements = Vec::with_capacity(batch * m * n);
+        let mut scales = Vec::with_capacity(batch * m * cols);
+        let scale_down = norm_constant / E::MAX as f32;
+        for row in self.value.chunks(n) {
+            for block in row.chunks(vec) {
+                let vals: Vec<f32> = block.iter().map(|&v| v as f32).collect();
+                let amax = vals.iter().fold(0.0f32, |a, v| {
+                    if v.is_nan() || a.is_nan() {
+                        f32::NAN
+                    } else {
+                        a.max(v.abs())
+                    }
+                });
+                let sf = convert_sf(amax * scale_down);
+                let sf_value = sf.host_value() as f32;
+                let acc_scale = (norm_constant / sf_value).min(f32::MAX);
+                for v in vals {
+                    elements.push(E::quantize(v * acc_scale));
+                }
+                scales.push(sf);
+            }
+        }
+        (elements, scales)
+    }
 }
 
 /// The outcome of comparing a result with the reference.

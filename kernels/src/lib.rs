@@ -12,6 +12,7 @@
 pub mod catalog;
 pub mod codegen;
 pub mod spec;
+pub mod tables;
 pub mod types;
 
 pub use spec::{EpilogueSchedule, KernelSchedule, KernelSpec, Operand, TileScheduler};

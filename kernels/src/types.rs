@@ -12,11 +12,48 @@ pub enum DataType {
     Bf16,
     /// IEEE single precision (`float`).
     F32,
+    /// TF32: f32 storage, 10 mantissa bits used (`cutlass::tfloat32_t`).
+    Tf32,
+    /// Signed 8-bit integer.
+    I8,
+    /// Unsigned 8-bit integer.
+    U8,
+    /// Signed 32-bit integer (integer accumulator and output).
+    I32,
+    /// FP8 E4M3 (`cutlass::float_e4m3_t`).
+    E4M3,
+    /// FP8 E5M2 (`cutlass::float_e5m2_t`).
+    E5M2,
+    /// FP6 E2M3 (`cutlass::float_e2m3_t`).
+    E2M3,
+    /// FP6 E3M2 (`cutlass::float_e3m2_t`).
+    E3M2,
+    /// FP4 E2M1 (`cutlass::float_e2m1_t`).
+    E2M1,
+    /// Unsigned E8M0 scale factor (`cutlass::float_ue8m0_t`).
+    UE8M0,
+    /// Unsigned E4M3 scale factor (`cutlass::float_ue4m3_t`).
+    UE4M3,
 }
 
 impl DataType {
     /// Every data type, in catalog order.
-    pub const ALL: &'static [DataType] = &[DataType::F16, DataType::Bf16, DataType::F32];
+    pub const ALL: &'static [DataType] = &[
+        DataType::F16,
+        DataType::Bf16,
+        DataType::F32,
+        DataType::Tf32,
+        DataType::I8,
+        DataType::U8,
+        DataType::I32,
+        DataType::E4M3,
+        DataType::E5M2,
+        DataType::E2M3,
+        DataType::E3M2,
+        DataType::E2M1,
+        DataType::UE8M0,
+        DataType::UE4M3,
+    ];
 
     /// The short name used in procedural kernel names (`DataTypeNames` in `cutlass_library`).
     pub const fn short_name(self) -> &'static str {
@@ -24,6 +61,17 @@ impl DataType {
             DataType::F16 => "f16",
             DataType::Bf16 => "bf16",
             DataType::F32 => "f32",
+            DataType::Tf32 => "tf32",
+            DataType::I8 => "s8",
+            DataType::U8 => "u8",
+            DataType::I32 => "s32",
+            DataType::E4M3 => "e4m3",
+            DataType::E5M2 => "e5m2",
+            DataType::E2M3 => "e2m3",
+            DataType::E3M2 => "e3m2",
+            DataType::E2M1 => "e2m1",
+            DataType::UE8M0 => "ue8m0",
+            DataType::UE4M3 => "ue4m3",
         }
     }
 
@@ -33,6 +81,17 @@ impl DataType {
             DataType::F16 => "cutlass::half_t",
             DataType::Bf16 => "cutlass::bfloat16_t",
             DataType::F32 => "float",
+            DataType::Tf32 => "cutlass::tfloat32_t",
+            DataType::I8 => "int8_t",
+            DataType::U8 => "uint8_t",
+            DataType::I32 => "int32_t",
+            DataType::E4M3 => "cutlass::float_e4m3_t",
+            DataType::E5M2 => "cutlass::float_e5m2_t",
+            DataType::E2M3 => "cutlass::float_e2m3_t",
+            DataType::E3M2 => "cutlass::float_e3m2_t",
+            DataType::E2M1 => "cutlass::float_e2m1_t",
+            DataType::UE8M0 => "cutlass::float_ue8m0_t",
+            DataType::UE4M3 => "cutlass::float_ue4m3_t",
         }
     }
 
@@ -40,13 +99,26 @@ impl DataType {
     pub const fn bits(self) -> u32 {
         match self {
             DataType::F16 | DataType::Bf16 => 16,
-            DataType::F32 => 32,
+            DataType::F32 | DataType::Tf32 | DataType::I32 => 32,
+            DataType::I8
+            | DataType::U8
+            | DataType::E4M3
+            | DataType::E5M2
+            | DataType::UE8M0
+            | DataType::UE4M3 => 8,
+            DataType::E2M3 | DataType::E3M2 => 6,
+            DataType::E2M1 => 4,
         }
     }
 
-    /// Alignment, in elements, that a TMA operand of this type needs: 16 bytes.
+    /// Alignment, in elements, that a TMA operand of this type needs: 16 bytes. (Packed FP6 and
+    /// FP4 operands of the unpacking TMA modes need more; the seed tables give it per type row.)
     pub const fn tma_alignment(self) -> u32 {
-        128 / self.bits()
+        if 128 % self.bits() == 0 {
+            128 / self.bits()
+        } else {
+            128
+        }
     }
 }
 
