@@ -57,14 +57,16 @@ fn main() {
     let gen_dir = out.join("generated");
     fs::create_dir_all(&gen_dir).expect("create OUT_DIR/generated");
 
-    let toolchain = if specs.is_empty() {
+    // The toolchain compiles the selected GEMM kernels and the quantization kernels; only
+    // `CUTLASS_RS_KERNELS=none` builds without it.
+    let toolchain = if config.no_kernels {
         None
     } else {
         Some(Toolchain::locate(&config))
     };
     let cutlass_version = toolchain.as_ref().map_or(0, |t| t.cutlass_version);
 
-    generate_sources(&gen_dir, &specs, cutlass_version);
+    generate_sources(&gen_dir, &specs, cutlass_version, toolchain.is_some());
     let objects = match &toolchain {
         Some(t) => compile_kernels(&config, t, &gen_dir, &specs),
         None => Vec::new(),
@@ -254,8 +256,8 @@ impl Toolchain {
     }
 }
 
-/// Step 2: the header, the shim, one `.cu` per kernel and the registry.
-fn generate_sources(gen_dir: &Path, specs: &[KernelSpec], cutlass_version: u32) {
+/// Step 2: the header, the shim, one `.cu` per kernel, the quantization kernels and the registry.
+fn generate_sources(gen_dir: &Path, specs: &[KernelSpec], cutlass_version: u32, with_cuda: bool) {
     let ok = |r: Result<String, String>| r.unwrap_or_else(|e| fail(&format!("codegen: {e}")));
     write_if_changed(
         &gen_dir.join(codegen::HEADER_NAME),
@@ -267,7 +269,11 @@ fn generate_sources(gen_dir: &Path, specs: &[KernelSpec], cutlass_version: u32) 
     );
     write_if_changed(
         &gen_dir.join("registry.cc"),
-        &ok(codegen::registry(specs, cutlass_version)),
+        &ok(codegen::registry(specs, cutlass_version, with_cuda)),
+    );
+    write_if_changed(
+        &gen_dir.join(codegen::QUANTIZE_SOURCE_NAME),
+        codegen::QUANTIZE_SOURCE,
     );
     for s in specs {
         write_if_changed(
@@ -277,8 +283,8 @@ fn generate_sources(gen_dir: &Path, specs: &[KernelSpec], cutlass_version: u32) 
     }
 }
 
-/// nvcc flags that do not name a path (the cache key covers them).
-fn nvcc_flags(config: &Config, spec: &KernelSpec) -> Vec<String> {
+/// nvcc flags that do not name a path (the cache key covers them), for these architectures.
+fn nvcc_flags(config: &Config, archs: &[Arch]) -> Vec<String> {
     let mut f: Vec<String> = [
         "-std=c++17",
         "-O3",
@@ -290,12 +296,22 @@ fn nvcc_flags(config: &Config, spec: &KernelSpec) -> Vec<String> {
     .iter()
     .map(|s| s.to_string())
     .collect();
-    f.push(format!("-gencode={}", spec.arch.gencode()));
+    for a in archs {
+        f.push(format!("-gencode={}", a.gencode()));
+    }
     f.extend(config.extra_nvcc_flags.iter().cloned());
     f
 }
 
-/// Step 3: compile every kernel, reusing cached objects. Returns the object paths.
+/// One nvcc compilation: a generated GEMM kernel or the quantization kernels.
+struct Job {
+    name: String,
+    source: String,
+    flags: Vec<String>,
+}
+
+/// Step 3: compile every kernel and the quantization kernels, reusing cached objects. Returns the
+/// object paths.
 fn compile_kernels(
     config: &Config,
     tc: &Toolchain,
@@ -309,33 +325,40 @@ fn compile_kernels(
             objects_dir.display()
         ))
     });
-    let jobs: Vec<(KernelSpec, PathBuf, Vec<String>)> = specs
+    let mut jobs: Vec<Job> = specs
         .iter()
-        .map(|s| {
-            let flags = nvcc_flags(config, s);
-            let source = codegen::kernel_source(s).unwrap();
+        .map(|s| Job {
+            name: s.name(),
+            source: codegen::kernel_source(s).unwrap(),
+            flags: nvcc_flags(config, &[s.arch]),
+        })
+        .collect();
+    jobs.push(Job {
+        name: "cutlass_rs_quantize".into(),
+        source: codegen::QUANTIZE_SOURCE.into(),
+        flags: nvcc_flags(config, &config.archs),
+    });
+    let objects: Vec<PathBuf> = jobs
+        .iter()
+        .map(|j| {
             let mut h = Sha256::new();
             for part in [
-                source.as_str(),
+                j.source.as_str(),
                 codegen::SHIM_HEADER,
                 codegen::HEADER_TEMPLATE,
                 &tc.nvcc_version,
                 &tc.cutlass_version_h,
-                &flags.join(" "),
+                &j.flags.join(" "),
             ] {
                 h.update((part.len() as u64).to_le_bytes());
                 h.update(part.as_bytes());
             }
             let key: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
-            (
-                *s,
-                objects_dir.join(format!("{}-{}.o", &key[..24], s.name())),
-                flags,
-            )
+            objects_dir.join(format!("{}-{}.o", &key[..24], j.name))
         })
         .collect();
 
-    let todo: Vec<usize> = (0..jobs.len()).filter(|&i| !jobs[i].1.is_file()).collect();
+    let todo: Vec<usize> = (0..jobs.len()).filter(|&i| !objects[i].is_file()).collect();
     let next = AtomicUsize::new(0);
     let errors = Mutex::new(Vec::<String>::new());
     let started = Instant::now();
@@ -344,8 +367,19 @@ fn compile_kernels(
             scope.spawn(|| loop {
                 let i = next.fetch_add(1, Ordering::SeqCst);
                 let Some(&j) = todo.get(i) else { break };
-                let (spec, object, flags) = &jobs[j];
-                if let Err(e) = compile_one(tc, gen_dir, spec, object, flags) {
+                let source = if jobs[j].name == "cutlass_rs_quantize" {
+                    codegen::QUANTIZE_SOURCE_NAME.to_string()
+                } else {
+                    format!("{}.cu", jobs[j].name)
+                };
+                if let Err(e) = compile_one(
+                    tc,
+                    gen_dir,
+                    &jobs[j].name,
+                    &source,
+                    &objects[j],
+                    &jobs[j].flags,
+                ) {
                     errors.lock().unwrap().push(e);
                 }
             });
@@ -354,7 +388,7 @@ fn compile_kernels(
     let errors = errors.into_inner().unwrap();
     if !errors.is_empty() {
         fail(&format!(
-            "{} of {} kernels failed to compile:\n{}",
+            "{} of {} CUDA sources failed to compile:\n{}",
             errors.len(),
             todo.len(),
             errors.join("\n\n")
@@ -362,25 +396,25 @@ fn compile_kernels(
     }
     if !todo.is_empty() {
         println!(
-            "cargo:warning=compiled {} CUTLASS kernel(s) in {:.0} s ({} from the cache at {})",
+            "cargo:warning=compiled {} CUDA source(s) in {:.0} s ({} from the cache at {})",
             todo.len(),
             started.elapsed().as_secs_f64(),
             jobs.len() - todo.len(),
             objects_dir.display()
         );
     }
-    jobs.into_iter().map(|(_, o, _)| o).collect()
+    objects
 }
 
 fn compile_one(
     tc: &Toolchain,
     gen_dir: &Path,
-    spec: &KernelSpec,
+    name: &str,
+    source: &str,
     object: &Path,
     flags: &[String],
 ) -> Result<(), String> {
-    let name = spec.name();
-    let source = gen_dir.join(format!("{name}.cu"));
+    let source = gen_dir.join(source);
     let tmp = object.with_extension(format!("tmp{}", std::process::id()));
     let mut cmd = Command::new(&tc.nvcc);
     cmd.args(flags);

@@ -293,9 +293,9 @@ pub fn quantize_mx_vec<E: ScaledElement>(
 
 /// NVFP4 two-level quantization of a row-major `[rows, k]` matrix: a per-tensor f32 scale
 /// `g = amax(tensor) / (448 * 6)` (1 when the tensor is all zeros), per-16 block scales
-/// `s = ue4m3(amax(block) / (6 g))` (RNE, saturating), elements `e2m1(x / (s g))`. A block whose
-/// scale rounds to 0 stores zeros. Value = `e2m1 * s * g`. In a GEMM the two global scales fold into
-/// alpha.
+/// `s = ue4m3(amax(block) / (6 g))` (RNE, saturating), elements `e2m1(x * (1 / (s g)))` (one
+/// division per block). A block whose scale rounds to 0 stores zeros. Value = `e2m1 * s * g`. In a
+/// GEMM the two global scales fold into alpha.
 pub fn quantize_nvfp4(x: &[f32], rows: usize, k: usize) -> BlockScaled<E2M1, UE4M3> {
     assert_eq!(x.len(), rows * k, "input is not rows x k");
     let vec = 16;
@@ -312,9 +312,11 @@ pub fn quantize_nvfp4(x: &[f32], rows: usize, k: usize) -> BlockScaled<E2M1, UE4
             let bmax = block.iter().fold(0.0f32, |m, v| m.max(v.abs()));
             let s = UE4M3::from_f32(bmax / (6.0 * global));
             let denom = s.to_f32() * global;
+            let inv = if denom > 0.0 { 1.0 / denom } else { 0.0 };
             for v in block {
+                // A zero scale stores +0 elements.
                 elements.push(if denom > 0.0 {
-                    E2M1::from_f32(v / denom)
+                    E2M1::from_f32(v * inv)
                 } else {
                     E2M1::from_f32(0.0)
                 });
@@ -333,10 +335,11 @@ pub fn quantize_nvfp4(x: &[f32], rows: usize, k: usize) -> BlockScaled<E2M1, UE4
 }
 
 /// FP8 blockwise quantization (DeepSeek-V3 / DeepGEMM recipe, `shared/seeds/triton-2d-block-fp8-gemm.md`):
-/// one f32 scale per `block_rows x block_cols` block of a row-major `[rows, cols]` matrix,
-/// `scale = max(amax, 1e-4) / 448`, elements `e4m3(x / scale)`. Activations use 1x128 groups,
-/// weights 128x128 blocks. Returns elements and a row-major `[ceil(rows/br), ceil(cols/bc)]` scale
-/// matrix.
+/// one f32 scale per `block_rows x block_cols` block of a row-major `[rows, cols]` matrix. With
+/// `a = max(amax, 1e-4)`: elements `e4m3(x * (448 / a))`, scale `a / 448` (DeepGEMM's
+/// `per_token_cast_to_fp8`: one division per block, a multiply per element). Activations use 1x128
+/// groups, weights 128x128 blocks. Returns elements and a row-major `[ceil(rows/br), ceil(cols/bc)]`
+/// scale matrix.
 pub fn quantize_fp8_blockwise(
     x: &[f32],
     rows: usize,
@@ -347,7 +350,8 @@ pub fn quantize_fp8_blockwise(
     assert_eq!(x.len(), rows * cols, "input is not rows x cols");
     let (br, bc) = (rows.div_ceil(block_rows), cols.div_ceil(block_cols));
     let mut scales = vec![0.0f32; br * bc];
-    for (i, s) in scales.iter_mut().enumerate() {
+    let mut inverse = vec![0.0f32; br * bc];
+    for (i, (s, inv)) in scales.iter_mut().zip(inverse.iter_mut()).enumerate() {
         let (bi, bj) = (i / bc, i % bc);
         let mut amax = 0.0f32;
         for r in bi * block_rows..((bi + 1) * block_rows).min(rows) {
@@ -355,12 +359,14 @@ pub fn quantize_fp8_blockwise(
                 amax = amax.max(x[r * cols + c].abs());
             }
         }
-        *s = amax.max(1e-4) / 448.0;
+        let a = amax.max(1e-4);
+        *s = a / 448.0;
+        *inv = 448.0 / a;
     }
     let elements = (0..rows * cols)
         .map(|i| {
             let (r, c) = (i / cols, i % cols);
-            E4M3::from_f32(x[i] / scales[(r / block_rows) * bc + c / block_cols])
+            E4M3::from_f32(x[i] * inverse[(r / block_rows) * bc + c / block_cols])
         })
         .collect();
     (elements, scales)

@@ -242,6 +242,9 @@ pub fn status_message(status: i32) -> String {
         s::CUTLASS_RS_ERROR_EXCEPTION => "C++ exception in the kernel shim".into(),
         s::CUTLASS_RS_ERROR_NULL_ARGUMENT => "null argument".into(),
         s::CUTLASS_RS_ERROR_WORKSPACE_TOO_SMALL => "workspace too small".into(),
+        s::CUTLASS_RS_ERROR_NOT_BUILT => {
+            "these kernels are not in this build (built with CUTLASS_RS_KERNELS=none?)".into()
+        }
         x if x >= s::CUTLASS_RS_ERROR_CUDA_BASE => {
             format!("CUDA runtime error {}", x - s::CUTLASS_RS_ERROR_CUDA_BASE)
         }

@@ -17,6 +17,7 @@
 //! | [`numeric`] | e4m3, e5m2, e2m3, e3m2, e2m1, ue8m0, ue4m3, tf32; conversions bit-exact with CUDA's (`cuda_fp8.h`, `cuda_fp6.h`, `cuda_fp4.h`) and CUTLASS's (ue4m3, tf32); `From` to and from the `float8` crate's types |
 //! | [`packed`] | packed FP4/FP6 storage in CUTLASS's global-memory bit order |
 //! | [`blockscale`] | MX (OCP v1.0) and NVFP4 quantizers, the `Sm1xxBlockScaledConfig` scale-factor layout, FP8 blockwise (1x128, 128x128) scaling |
+//! | [`quantize`] | GPU quantizers (FP8 1x128/128x128, MX, NVFP4) writing packed data and swizzled scales, bit-exact with [`blockscale`] |
 //! | [`reference`] | the f64 host reference GEMM over any of those operands, output conversion and block-scaled output (`LinCombBlockScaleFactor`) |
 //!
 //! Which of those kernels a build contains is chosen at build time (`CUTLASS_RS_ARCHS`,
@@ -58,6 +59,7 @@ pub mod kernel;
 pub mod numeric;
 pub mod packed;
 pub mod problem;
+pub mod quantize;
 pub mod reference;
 
 pub use cutlass_kernels::{Arch, DataType, KernelSpec, Layout};

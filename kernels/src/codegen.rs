@@ -13,6 +13,12 @@ pub const KERNEL_DECL_TEMPLATE: &str = include_str!("../templates/kernel_decl.h.
 pub const REGISTRY_TEMPLATE: &str = include_str!("../templates/registry.cc.in");
 /// One registry entry.
 pub const REGISTRY_ENTRY_TEMPLATE: &str = include_str!("../templates/registry_entry.cc.in");
+/// Stubs for the quantization entry points, for builds without CUDA kernels.
+pub const QUANTIZE_STUBS_TEMPLATE: &str = include_str!("../templates/quantize_stubs.cc.in");
+/// The hand-written quantization kernels (not generated).
+pub const QUANTIZE_SOURCE: &str = include_str!("../cuda/quantize.cu");
+/// The file name the build compiles the quantization kernels from.
+pub const QUANTIZE_SOURCE_NAME: &str = "cutlass_rs_quantize.cu";
 /// One SM90 GEMM instantiation.
 pub const SM90_GEMM_TEMPLATE: &str = include_str!("../templates/gemm_sm90.cu.in");
 /// C++ helpers shared by all generated kernels (written next to them, not rendered).
@@ -106,8 +112,13 @@ pub fn header(specs: &[KernelSpec]) -> Result<String, String> {
 }
 
 /// Renders the registry source listing the given kernels. `cutlass_version` is
-/// major*10000 + minor*100 + patch of the CUTLASS the kernels were built with (0 when none).
-pub fn registry(specs: &[KernelSpec], cutlass_version: u32) -> Result<String, String> {
+/// major*10000 + minor*100 + patch of the CUTLASS the kernels were built with (0 when none);
+/// `quantize_built` says whether the quantization kernels are compiled (else stubs refuse).
+pub fn registry(
+    specs: &[KernelSpec],
+    cutlass_version: u32,
+    quantize_built: bool,
+) -> Result<String, String> {
     let mut entries = String::new();
     for s in specs {
         entries.push_str(&render(REGISTRY_ENTRY_TEMPLATE, &[("name", s.name())])?);
@@ -118,6 +129,14 @@ pub fn registry(specs: &[KernelSpec], cutlass_version: u32) -> Result<String, St
             ("registry_entries", entries),
             ("kernel_count", specs.len().to_string()),
             ("cutlass_version", cutlass_version.to_string()),
+            (
+                "quantize_stubs",
+                if quantize_built {
+                    String::new()
+                } else {
+                    QUANTIZE_STUBS_TEMPLATE.to_string()
+                },
+            ),
         ],
     )
 }

@@ -109,7 +109,11 @@ mod tests {
         let specs = catalog::all();
         let h = codegen::header(&specs).unwrap();
         assert!(h.contains(&format!("int {}_run(", specs[0].name())));
-        let r = codegen::registry(&specs, 40200).unwrap();
+        let r = codegen::registry(&specs, 40200, true).unwrap();
+        assert!(!r.contains("NOT_BUILT"));
+        assert!(codegen::registry(&[], 0, false)
+            .unwrap()
+            .contains("CUTLASS_RS_ERROR_NOT_BUILT"));
         assert!(r.contains(&format!("static const int64_t kCount = {};", specs.len())));
     }
 

@@ -1,0 +1,610 @@
+// Quantization kernels that produce CUTLASS-ready operands. Hand-written, not generated; compiled by
+// cutlass-sys's build script (same nvcc, flags and object cache as the GEMM kernels) for every
+// selected architecture.
+//
+// Every kernel reproduces the host quantizers of `cutlass::blockscale` bit for bit: the same f32
+// operations in the same order, and CUDA's own conversion functions (which the host code matches,
+// see tests/format_crosscheck.rs).
+//
+// Matrices are row-major [rows, k] with k contiguous (A as M x K, B as N x K). Packed FP4/FP6 output
+// is the dense little-endian bit stream (element i at bits [i*b, (i+1)*b)). Scale factors of MX and
+// NVFP4 go straight into the Sm1xxBlockScaledConfig layout (batch 1); FP8 blockwise scales are a
+// plain row-major [ceil(rows/br), ceil(cols/bc)] f32 matrix.
+
+#include <cstdint>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp4.h>
+#include <cuda_fp6.h>
+#include <cuda_fp8.h>
+#include <cuda_runtime_api.h>
+
+#include "cutlass_rs.h"
+
+namespace {
+
+constexpr int kThreads = 256;
+
+template <class T> __device__ __forceinline__ float to_f32(T v);
+template <> __device__ __forceinline__ float to_f32<float>(float v) { return v; }
+template <> __device__ __forceinline__ float to_f32<__half>(__half v) { return __half2float(v); }
+template <> __device__ __forceinline__ float to_f32<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+// Loads elements [i0, i0 + 8) of a row (those < end; the rest are 0). Vectorized when aligned.
+template <class T>
+__device__ __forceinline__ void load8(const T *row, int64_t i0, int64_t end, float (&v)[8]) {
+  const T *p = row + i0;
+  if (i0 + 8 <= end && (reinterpret_cast<uintptr_t>(p) % 16) == 0) {
+    if constexpr (sizeof(T) == 4) {
+      float4 a = reinterpret_cast<const float4 *>(p)[0];
+      float4 b = reinterpret_cast<const float4 *>(p)[1];
+      v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w; v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
+    } else {
+      uint4 raw = *reinterpret_cast<const uint4 *>(p);
+      const T *e = reinterpret_cast<const T *>(&raw);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) v[j] = to_f32(e[j]);
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) v[j] = (i0 + j < end) ? to_f32(p[j]) : 0.0f;
+  }
+}
+
+// Eight consecutive elements as loaded: kept in their own type (16 or 32 bytes of registers) and
+// widened to f32 where used, so more rows fit in flight per thread.
+template <class T>
+union Raw8 {
+  uint4 u[sizeof(T) * 8 / 16];
+  T e[8];
+};
+
+template <class T>
+__device__ __forceinline__ void load_raw8(const T *row, int64_t i0, int64_t end, Raw8<T> &r) {
+  const T *p = row + i0;
+  if (i0 + 8 <= end && (reinterpret_cast<uintptr_t>(p) % 16) == 0) {
+#pragma unroll
+    for (int w = 0; w < int(sizeof(T) * 8 / 16); ++w) r.u[w] = reinterpret_cast<const uint4 *>(p)[w];
+  } else {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) r.e[j] = (i0 + j < end) ? p[j] : T(0.0f);
+  }
+}
+
+// max with NaN propagation (the MX rule: a NaN anywhere poisons the block).
+__device__ __forceinline__ float max_nan(float a, float b) { return (a != a || b != b) ? __int_as_float(0x7fffffff) : fmaxf(a, b); }
+
+// Reduces over groups of `width` consecutive lanes.
+template <bool kNan>
+__device__ __forceinline__ float group_max(float v, int width) {
+  for (int o = width / 2; o > 0; o /= 2) {
+    float other = __shfl_xor_sync(0xffffffffu, v, o);
+    v = kNan ? max_nan(v, other) : fmaxf(v, other);
+  }
+  return v;
+}
+
+// floor(log2(a)) for finite a > 0, subnormals included (what the host computes in f64).
+__device__ __forceinline__ int floor_log2(float a) {
+  uint32_t bits = __float_as_uint(a);
+  int e = int((bits >> 23) & 0xff);
+  if (e != 0) return e - 127;
+  uint32_t m = bits & 0x7fffff;
+  return (31 - __clz(m)) - 149;
+}
+
+// Sm1xxBlockScaledConfig offset of scale factor (row, j) (batch 0).
+__device__ __forceinline__ int64_t sf_offset(int64_t row, int64_t j, int64_t k_blocks) {
+  int64_t within = (row % 32) * 16 + ((row / 32) % 4) * 4 + (j % 4);
+  return ((row / 128) * k_blocks + j / 4) * 512 + within;
+}
+
+enum ElemKind { kE4M3 = CUTLASS_RS_DTYPE_E4M3, kE5M2 = CUTLASS_RS_DTYPE_E5M2, kE2M3 = CUTLASS_RS_DTYPE_E2M3,
+                kE3M2 = CUTLASS_RS_DTYPE_E3M2, kE2M1 = CUTLASS_RS_DTYPE_E2M1 };
+
+// RNE encoding to a small format without infinities or NaN (FP6, FP4), saturating; NaN gives +max.
+// The same algorithm as the host codec (cutlass::numeric::FloatFormat::encode_rne), which matches
+// CUDA's __nv_cvt_float_to_fp6/fp4 on every input tested (tests/format_crosscheck.rs); sm_90 has no
+// conversion instruction for these formats and CUDA's emulation is slow.
+template <int kMan, int kBias, int kBits, bool kMayBeNan = true>
+__device__ __forceinline__ uint32_t encode_small(float y) {
+  constexpr uint32_t kMaxCode = (1u << (kBits - 1)) - 1;
+  const uint32_t bits = __float_as_uint(y);
+  const uint32_t sign = (bits >> 31) << (kBits - 1);
+  if (kMayBeNan && y != y) return kMaxCode;
+  const float a = fabsf(y);
+  constexpr int kEmin = 1 - kBias;
+  const float max_value = __uint_as_float(uint32_t(((1 << (kBits - 1 - kMan)) - 1 - kBias + 127) << 23) |
+                                          (((1u << kMan) - 1) << (23 - kMan)));
+  if (a >= max_value) return kMaxCode | sign;
+  int e = int((bits >> 23) & 0xff) - 127;
+  e = e < kEmin ? kEmin : e;
+  // a * 2^(kMan - e) is exact (power-of-two scaling into [0, 2^(kMan+1)]); rint is ties-to-even.
+  const int r = __float2int_rn(a * __uint_as_float(uint32_t(kMan - e + 127) << 23));
+  return uint32_t(((e + kBias - 1) << kMan) + r) | sign;
+}
+
+// Packs 8 sub-byte codes (kBits = 4 or 6) of v[j] * inv, encoded by Enc, into 32-bit words, and
+// stores them (whole run: one 32-bit store for FP4, three 16-bit stores for FP6).
+template <int kBits, class T, class Enc>
+__device__ __forceinline__ void pack_store_sub8(uint8_t *out, int64_t i0, const Raw8<T> &v, float inv, Enc enc) {
+  uint32_t c[8];
+#pragma unroll
+  for (int j = 0; j < 8; ++j) c[j] = enc(to_f32(v.e[j]) * inv);
+  uint8_t *dst = out + i0 * kBits / 8;
+  if constexpr (kBits == 4) {
+    uint32_t w = 0;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) w |= c[j] << (4 * j);
+    if ((reinterpret_cast<uintptr_t>(dst) % 4) == 0) {
+      *reinterpret_cast<uint32_t *>(dst) = w;
+    } else {
+#pragma unroll
+      for (int b = 0; b < 4; ++b) dst[b] = uint8_t(w >> (8 * b));
+    }
+  } else {
+    const uint32_t lo = c[0] | c[1] << 6 | c[2] << 12 | c[3] << 18 | c[4] << 24 | c[5] << 30;
+    const uint32_t hi = c[5] >> 2 | c[6] << 4 | c[7] << 10;
+    if ((reinterpret_cast<uintptr_t>(dst) % 2) == 0) {
+      uint16_t *d16 = reinterpret_cast<uint16_t *>(dst);
+      d16[0] = uint16_t(lo);
+      d16[1] = uint16_t(lo >> 16);
+      d16[2] = uint16_t(hi);
+    } else {
+      for (int b = 0; b < 4; ++b) dst[b] = uint8_t(lo >> (8 * b));
+      dst[4] = uint8_t(hi);
+      dst[5] = uint8_t(hi >> 8);
+    }
+  }
+}
+
+template <int kElem> struct Elem;
+template <> struct Elem<kE4M3> { static constexpr int bits = 8, emax = 8;
+  __device__ static uint8_t cvt(float x) { return __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3); }
+  __device__ static uint32_t cvt_finite(float x) { return cvt(x); } };
+template <> struct Elem<kE5M2> { static constexpr int bits = 8, emax = 15;
+  __device__ static uint8_t cvt(float x) { return __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E5M2); }
+  __device__ static uint32_t cvt_finite(float x) { return cvt(x); } };
+template <> struct Elem<kE2M3> { static constexpr int bits = 6, emax = 2;
+  __device__ static uint8_t cvt(float x) { return encode_small<3, 1, 6>(x); }
+  __device__ static uint32_t cvt_finite(float x) { return encode_small<3, 1, 6, false>(x); } };
+template <> struct Elem<kE3M2> { static constexpr int bits = 6, emax = 4;
+  __device__ static uint8_t cvt(float x) { return encode_small<2, 3, 6>(x); }
+  __device__ static uint32_t cvt_finite(float x) { return encode_small<2, 3, 6, false>(x); } };
+template <> struct Elem<kE2M1> { static constexpr int bits = 4, emax = 2;
+  __device__ static uint8_t cvt(float x) { return encode_small<1, 1, 4>(x); }
+  __device__ static uint32_t cvt_finite(float x) { return encode_small<1, 1, 4, false>(x); } };
+
+// Writes n (<= 8, a multiple of 8/bits' packing unit) codes of element index i0 of the packed stream.
+template <int kBits>
+__device__ __forceinline__ void store_codes(uint8_t *out, int64_t i0, const uint8_t (&c)[8], int n) {
+  if constexpr (kBits == 8) {
+    if (n == 8 && (reinterpret_cast<uintptr_t>(out + i0) % 8) == 0) {
+      uint2 w;
+      w.x = c[0] | c[1] << 8 | c[2] << 16 | uint32_t(c[3]) << 24;
+      w.y = c[4] | c[5] << 8 | c[6] << 16 | uint32_t(c[7]) << 24;
+      *reinterpret_cast<uint2 *>(out + i0) = w;
+    } else {
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+        if (j < n) out[i0 + j] = c[j];
+    }
+  } else {
+    // i0 is a multiple of 8, so the run starts on a byte boundary; n is even (FP4) or a multiple of
+    // 4 (FP6), so it ends on one.
+    uint64_t stream = 0;
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+      if (j < n) stream |= uint64_t(c[j]) << (kBits * j);
+    int64_t byte0 = i0 * kBits / 8;
+    uint8_t *dst = out + byte0;
+    if (n == 8 && kBits == 4 && (reinterpret_cast<uintptr_t>(dst) % 4) == 0) {
+      *reinterpret_cast<uint32_t *>(dst) = uint32_t(stream);
+    } else if (n == 8 && kBits == 6 && (reinterpret_cast<uintptr_t>(dst) % 2) == 0) {
+      uint16_t *d16 = reinterpret_cast<uint16_t *>(dst);
+      d16[0] = uint16_t(stream);
+      d16[1] = uint16_t(stream >> 16);
+      d16[2] = uint16_t(stream >> 32);
+    } else {
+      int nbytes = n * kBits / 8;
+#pragma unroll
+      for (int b = 0; b < 6; ++b)
+        if (b < nbytes) dst[b] = uint8_t(stream >> (8 * b));
+    }
+  }
+}
+
+// FP8(v[j] * inv) for 8 values, two per conversion instruction, packed into two 32-bit words.
+template <class T>
+__device__ __forceinline__ uint2 fp8_pack8(const Raw8<T> &r, float inv, __nv_fp8_interpretation_t kind) {
+  uint32_t w[4];
+#pragma unroll
+  for (int j = 0; j < 8; j += 2)
+    w[j / 2] = __nv_cvt_float2_to_fp8x2(make_float2(to_f32(r.e[j]) * inv, to_f32(r.e[j + 1]) * inv), __NV_SATFINITE, kind);
+  return make_uint2(w[0] | (w[1] << 16), w[2] | (w[3] << 16));
+}
+
+// Stores 8 FP8 codes (or the first n) at out + off.
+__device__ __forceinline__ void store_fp8(uint8_t *out, int64_t off, uint2 w, int n) {
+  if (n == 8 && (reinterpret_cast<uintptr_t>(out + off) % 8) == 0) {
+    *reinterpret_cast<uint2 *>(out + off) = w;
+  } else {
+    const uint64_t all = uint64_t(w.x) | uint64_t(w.y) << 32;
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+      if (j < n) out[off + j] = uint8_t(all >> (8 * j));
+  }
+}
+
+// Rows per thread in the row kernels: all their loads are issued before any arithmetic, so each
+// thread keeps 8 x 16 bytes (16-bit inputs) or 4 x 32 bytes (f32) in flight.
+template <class T>
+__host__ __device__ constexpr int rows_per_thread() {
+  return sizeof(T) == 2 ? 8 : 4;
+}
+constexpr int kRows = 8;  // the largest rows_per_thread (grid sizing)
+
+// Block quantization along k with `kVec` elements per scale: MX (ue8m0, 32) and NVFP4 (ue4m3, 16,
+// with a global scale). 8 elements per thread per row; the threads of one scale block are
+// consecutive lanes. Grid: x covers the chunks of a row (256 is a multiple of threads per block, so
+// no scale block straddles two CTAs), y covers groups of kRows rows (striding past gridDim.y).
+template <class T, int kElem, bool kNv>
+__global__ void __launch_bounds__(kThreads) block_quant_kernel(const T *x, int64_t rows, int64_t k, uint8_t *out,
+                                                              uint8_t *sf, const float *global_amax_in) {
+  constexpr int kVec = kNv ? 16 : 32;
+  constexpr int kPerBlock = kVec / 8;  // threads per scale block
+  using E = Elem<kElem>;
+  const int64_t blocks_per_row = (k + kVec - 1) / kVec;
+  const int64_t threads_per_row = blocks_per_row * kPerBlock;
+  const int64_t k_blocks = (blocks_per_row + 3) / 4;
+  const int64_t chunk_all = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  const bool live = chunk_all < threads_per_row;
+  const int64_t chunk = live ? chunk_all : 0;
+  const int64_t i0 = chunk * 8;
+  const int n = live ? int((k - i0) < 8 ? (k - i0) : 8) : 0;
+  const int64_t block = i0 / kVec;
+  float global = 1.0f;
+  if constexpr (kNv) {
+    const float ga = *global_amax_in;
+    global = (ga > 0.0f && isfinite(ga)) ? ga / (448.0f * 6.0f) : 1.0f;
+  }
+  constexpr int R = rows_per_thread<T>();
+  for (int64_t r0 = int64_t(blockIdx.y) * R; r0 < rows; r0 += int64_t(gridDim.y) * R) {
+    Raw8<T> v[R];
+#pragma unroll
+    for (int q = 0; q < R; ++q) {
+      if (live && r0 + q < rows) load_raw8(x + (r0 + q) * k, i0, k, v[q]);
+      else {
+#pragma unroll
+        for (int j = 0; j < 8; ++j) v[q].e[j] = T(0.0f);
+      }
+    }
+#pragma unroll
+    for (int q = 0; q < R; ++q) {
+      float amax = 0.0f;
+      if constexpr (kNv) {
+#pragma unroll
+        for (int j = 0; j < 8; ++j) amax = fmaxf(amax, fabsf(to_f32(v[q].e[j])));
+        amax = group_max<false>(amax, kPerBlock);
+      } else {
+        // |x| bit patterns order like the values, with every NaN above infinity: an integer max
+        // propagates NaN (the OCP rule) in two instructions per element.
+        uint32_t m = 0;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) m = max(m, __float_as_uint(to_f32(v[q].e[j])) & 0x7fffffffu);
+#pragma unroll
+        for (int o = kPerBlock / 2; o > 0; o /= 2) m = max(m, __shfl_xor_sync(0xffffffffu, m, o));
+        amax = __uint_as_float(m);
+      }
+      const int64_t row = r0 + q;
+      if (!live || row >= rows) continue;
+      uint8_t codes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+      uint8_t sf_code;
+      if constexpr (!kNv) {
+        // OCP MX: X = 2^(floor(log2 amax) - emax), clamped to [2^-127, 2^127]; NaN/inf → NaN scale.
+        const bool finite = isfinite(amax);
+        int e = -127;
+        if (finite && amax > 0.0f) e = max(-127, min(127, floor_log2(amax) - E::emax));
+        sf_code = finite ? uint8_t(e + 127) : uint8_t(0xff);
+        // 2^-e as an f32 (2^-127 is subnormal but exact).
+        const float inv = (-e >= -126) ? __uint_as_float(uint32_t(-e + 127) << 23) : __uint_as_float(0x00400000u);
+        if constexpr (E::bits == 8) {
+          // FP8 elements: paired hardware conversions, stored directly.
+          const uint2 w = finite ? fp8_pack8(v[q], inv, kElem == kE4M3 ? __NV_E4M3 : __NV_E5M2) : make_uint2(0, 0);
+          store_fp8(out, row * k + i0, w, n);
+          if (chunk % kPerBlock == 0) sf[sf_offset(row, block, k_blocks)] = sf_code;
+          continue;
+        }
+        if (n == 8) {
+          // Full chunk (the common case): no per-element predicates, 32-bit packing.
+          // A NaN/inf block stores zero elements (never NaN into the NaN-free encoder).
+          pack_store_sub8<E::bits>(out, row * k + i0, v[q], inv,
+                                   [finite](float y) { return finite ? E::cvt_finite(y) : 0u; });
+          if (chunk % kPerBlock == 0) sf[sf_offset(row, block, k_blocks)] = sf_code;
+          continue;
+        }
+#pragma unroll
+        for (int j = 0; j < 8; ++j)
+          if (j < n) codes[j] = E::cvt(finite ? to_f32(v[q].e[j]) * inv : 0.0f);
+      } else {
+        sf_code = __nv_cvt_float_to_fp8(amax / (6.0f * global), __NV_SATFINITE, __NV_E4M3);
+        const float denom = __half2float(__half(__nv_cvt_fp8_to_halfraw(sf_code, __NV_E4M3))) * global;
+        const float inv = denom > 0.0f ? 1.0f / denom : 0.0f;
+        if (n == 8 && denom > 0.0f) {
+          pack_store_sub8<E::bits>(out, row * k + i0, v[q], inv, [](float y) { return E::cvt(y); });
+          if (chunk % kPerBlock == 0) sf[sf_offset(row, block, k_blocks)] = sf_code;
+          continue;
+        }
+#pragma unroll
+        for (int j = 0; j < 8; ++j)
+          if (j < n) codes[j] = E::cvt(denom > 0.0f ? to_f32(v[q].e[j]) * inv : 0.0f);  // zero scale: +0
+      }
+      store_codes<E::bits>(out, row * k + i0, codes, n);
+      if (chunk % kPerBlock == 0) sf[sf_offset(row, block, k_blocks)] = sf_code;
+    }
+  }
+}
+
+// |x| max over the whole tensor, NaN ignored (fmaxf), as the host's fold with f32::max.
+template <class T>
+__global__ void __launch_bounds__(kThreads) amax_kernel(const T *x, int64_t n, unsigned *amax_bits) {
+  float m = 0.0f;
+  float v[8];
+  for (int64_t i = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * 8; i < n; i += int64_t(gridDim.x) * blockDim.x * 8) {
+    load8(x, i, n, v);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) m = fmaxf(m, fabsf(v[j]));
+  }
+  m = group_max<false>(m, 32);
+  __shared__ float warp_max[kThreads / 32];
+  if (threadIdx.x % 32 == 0) warp_max[threadIdx.x / 32] = m;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < kThreads / 32; ++w) m = fmaxf(m, warp_max[w]);
+    // Non-negative floats order like their bit patterns.
+    atomicMax(amax_bits, __float_as_uint(m));
+  }
+}
+
+// FP8 1 x 128 groups: 16 threads per group, rows_per_thread<T> rows per thread.
+template <class T>
+__global__ void __launch_bounds__(kThreads) fp8_1x128_kernel(const T *x, int64_t rows, int64_t k, uint8_t *out,
+                                                            float *scales) {
+  constexpr int kPer = 16;
+  constexpr int R = rows_per_thread<T>();
+  const int64_t groups_per_row = (k + 127) / 128;
+  const int64_t threads_per_row = groups_per_row * kPer;
+  const int64_t chunk_all = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  const bool live = chunk_all < threads_per_row;
+  const int64_t chunk = live ? chunk_all : 0;
+  const int64_t i0 = chunk * 8;
+  const int n = live ? int((k - i0) < 8 ? (k - i0) : 8) : 0;
+  for (int64_t r0 = int64_t(blockIdx.y) * R; r0 < rows; r0 += int64_t(gridDim.y) * R) {
+    Raw8<T> v[R];
+#pragma unroll
+    for (int q = 0; q < R; ++q) {
+      if (live && r0 + q < rows) load_raw8(x + (r0 + q) * k, i0, k, v[q]);
+      else {
+#pragma unroll
+        for (int j = 0; j < 8; ++j) v[q].e[j] = T(0.0f);
+      }
+    }
+#pragma unroll
+    for (int q = 0; q < R; ++q) {
+      float amax = 0.0f;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) amax = fmaxf(amax, fabsf(to_f32(v[q].e[j])));
+      amax = group_max<false>(amax, kPer);
+      const int64_t row = r0 + q;
+      if (!live || row >= rows) continue;
+      const float a = fmaxf(amax, 1e-4f);
+      store_fp8(out, row * k + i0, fp8_pack8(v[q], 448.0f / a, __NV_E4M3), n);
+      if (chunk % kPer == 0) scales[row * groups_per_row + i0 / 128] = a / 448.0f;
+    }
+  }
+}
+
+// FP8 128 x 128 blocks in one pass: a CTA of 512 threads holds its block in registers (32 values
+// per thread), so the input is read once.
+constexpr int kBlockThreads = 512;
+
+template <class T>
+__global__ void __launch_bounds__(kBlockThreads) fp8_128x128_kernel(const T *x, int64_t rows, int64_t cols, uint8_t *out,
+                                                                   float *scales) {
+  const int64_t bc = (cols + 127) / 128;
+  const int64_t brow = blockIdx.x / bc, bcol = blockIdx.x % bc;
+  // Thread layout: 16 threads per row of 128 (8 values each), 32 rows per pass, 4 passes.
+  const int tr = threadIdx.x / 16, tc = threadIdx.x % 16;
+  const int64_t c0 = bcol * 128 + tc * 8;
+  Raw8<T> v[4];
+  float amax = 0.0f;
+#pragma unroll
+  for (int p = 0; p < 4; ++p) {
+    const int64_t r = brow * 128 + p * 32 + tr;
+    if (r < rows && c0 < cols) load_raw8(x + r * cols, c0, cols, v[p]);
+    else {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) v[p].e[j] = T(0.0f);
+    }
+  }
+#pragma unroll
+  for (int p = 0; p < 4; ++p)
+#pragma unroll
+    for (int j = 0; j < 8; ++j) amax = fmaxf(amax, fabsf(to_f32(v[p].e[j])));
+  amax = group_max<false>(amax, 32);
+  __shared__ float warp_max[kBlockThreads / 32];
+  __shared__ float block_scale;
+  if (threadIdx.x % 32 == 0) warp_max[threadIdx.x / 32] = amax;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float m = warp_max[0];
+    for (int w = 1; w < kBlockThreads / 32; ++w) m = fmaxf(m, warp_max[w]);
+    const float a = fmaxf(m, 1e-4f);
+    block_scale = 448.0f / a;  // the inverse scale
+    scales[brow * bc + bcol] = a / 448.0f;
+  }
+  __syncthreads();
+  const float inv = block_scale;
+  if (c0 >= cols) return;
+  const int n = int((cols - c0) < 8 ? (cols - c0) : 8);
+#pragma unroll
+  for (int p = 0; p < 4; ++p) {
+    const int64_t r = brow * 128 + p * 32 + tr;
+    if (r >= rows) continue;
+    store_fp8(out, r * cols + c0, fp8_pack8(v[p], inv, __NV_E4M3), n);
+  }
+}
+
+// Dequantization to f32: value = element * scale (* global), one rounding, as the host does in f64
+// then rounds once.
+__device__ __forceinline__ float decode(int elem, const uint8_t *packed, int64_t i) {
+  switch (elem) {
+    case kE4M3: return __half2float(__half(__nv_cvt_fp8_to_halfraw(packed[i], __NV_E4M3)));
+    case kE5M2: return __half2float(__half(__nv_cvt_fp8_to_halfraw(packed[i], __NV_E5M2)));
+    case kE2M1: {
+      uint8_t c = (packed[i / 2] >> ((i % 2) * 4)) & 0xf;
+      return __half2float(__half(__nv_cvt_fp4_to_halfraw(c, __NV_E2M1)));
+    }
+    default: {
+      int64_t bit = i * 6;
+      uint32_t w = packed[bit / 8] | (uint32_t((bit % 8) > 2 ? packed[bit / 8 + 1] : 0) << 8);
+      uint8_t c = (w >> (bit % 8)) & 0x3f;
+      return __half2float(__half(__nv_cvt_fp6_to_halfraw(c, elem == kE2M3 ? __NV_E2M3 : __NV_E3M2)));
+    }
+  }
+}
+
+__global__ void dequant_block_kernel(const uint8_t *packed, int elem, const uint8_t *sf, bool nv, const float *global_amax,
+                                     int64_t rows, int64_t k, float *out) {
+  const int vec = nv ? 16 : 32;
+  const int64_t k_blocks = ((k + vec - 1) / vec + 3) / 4;
+  float global = 1.0f;
+  if (nv) {
+    float ga = *global_amax;
+    global = (ga > 0.0f && isfinite(ga)) ? ga / (448.0f * 6.0f) : 1.0f;
+  }
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < rows * k; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t r = i / k, c = i % k;
+    const uint8_t s = sf[sf_offset(r, c / vec, k_blocks)];
+    float scale;
+    if (nv) scale = __half2float(__half(__nv_cvt_fp8_to_halfraw(s, __NV_E4M3)));
+    else scale = (s == 0xff) ? __int_as_float(0x7fffffff) : (s == 0 ? __uint_as_float(0x00400000u) : __uint_as_float(uint32_t(s) << 23));
+    float e = decode(elem, packed, i);
+    out[i] = nv ? (e * scale) * global : e * scale;
+  }
+}
+
+__global__ void dequant_fp8_blockwise_kernel(const uint8_t *q, const float *scales, int64_t rows, int64_t cols, int64_t br,
+                                             int64_t bcs, float *out) {
+  const int64_t bc = (cols + bcs - 1) / bcs;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < rows * cols; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t r = i / cols, c = i % cols;
+    out[i] = __half2float(__half(__nv_cvt_fp8_to_halfraw(q[i], __NV_E4M3))) * scales[(r / br) * bc + c / bcs];
+  }
+}
+
+int status_of(cudaError_t e) { return e == cudaSuccess ? CUTLASS_RS_OK : CUTLASS_RS_ERROR_CUDA_BASE + int(e); }
+
+int grid_for(int64_t threads) { return int((threads + kThreads - 1) / kThreads); }
+
+// Grid of the row kernels: x over one row's threads, y over rows (at most 65535; kernels stride).
+dim3 row_grid(int64_t threads_per_row, int64_t rows, int rows_per = kRows) {
+  const int64_t groups = (rows + rows_per - 1) / rows_per;
+  return dim3(unsigned(grid_for(threads_per_row)), unsigned(groups < 65535 ? groups : 65535), 1);
+}
+
+template <class F>
+int dispatch_input(int dtype, F &&f) {
+  switch (dtype) {
+    case CUTLASS_RS_DTYPE_F32: f(float{}); return CUTLASS_RS_OK;
+    case CUTLASS_RS_DTYPE_F16: f(__half{}); return CUTLASS_RS_OK;
+    case CUTLASS_RS_DTYPE_BF16: f(__nv_bfloat16{}); return CUTLASS_RS_OK;
+    default: return CUTLASS_RS_ERROR_INVALID_DATA_TYPE;
+  }
+}
+
+}  // namespace
+
+extern "C" int cutlass_rs_quantize_fp8_blockwise(const void *x, int x_dtype, int64_t rows, int64_t cols, int64_t block_rows,
+                                                 void *out, float *scales, void *stream) {
+  if (!x || !out || !scales) return CUTLASS_RS_ERROR_NULL_ARGUMENT;
+  if (rows <= 0 || cols <= 0 || (block_rows != 1 && block_rows != 128)) return CUTLASS_RS_ERROR_INVALID_PROBLEM;
+  cudaStream_t s = static_cast<cudaStream_t>(stream);
+  int st = dispatch_input(x_dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if (block_rows == 1) {
+      fp8_1x128_kernel<T><<<row_grid(((cols + 127) / 128) * 16, rows, rows_per_thread<T>()), kThreads, 0, s>>>(static_cast<const T *>(x), rows, cols,
+                                                                 static_cast<uint8_t *>(out), scales);
+    } else {
+      int64_t blocks = ((rows + 127) / 128) * ((cols + 127) / 128);
+      fp8_128x128_kernel<T><<<int(blocks), kBlockThreads, 0, s>>>(static_cast<const T *>(x), rows, cols,
+                                                             static_cast<uint8_t *>(out), scales);
+    }
+  });
+  return st != CUTLASS_RS_OK ? st : status_of(cudaGetLastError());
+}
+
+extern "C" int cutlass_rs_quantize_block_scaled(const void *x, int x_dtype, int64_t rows, int64_t k, int elem_dtype, int nv,
+                                                void *out, void *sf, int64_t sf_bytes, unsigned *amax_scratch,
+                                                int amax_given, void *stream) {
+  if (!x || !out || !sf || (nv && !amax_scratch)) return CUTLASS_RS_ERROR_NULL_ARGUMENT;
+  if (rows <= 0 || k <= 0) return CUTLASS_RS_ERROR_INVALID_PROBLEM;
+  if (nv && elem_dtype != CUTLASS_RS_DTYPE_E2M1) return CUTLASS_RS_ERROR_INVALID_DATA_TYPE;
+  if ((elem_dtype == CUTLASS_RS_DTYPE_E2M1 && k % 2) || ((elem_dtype == CUTLASS_RS_DTYPE_E2M3 || elem_dtype == CUTLASS_RS_DTYPE_E3M2) && k % 4))
+    return CUTLASS_RS_ERROR_MISALIGNED_OPERAND;
+  cudaStream_t s = static_cast<cudaStream_t>(stream);
+  cudaError_t e = cudaMemsetAsync(sf, 0, size_t(sf_bytes), s);
+  if (e != cudaSuccess) return status_of(e);
+  const int vec = nv ? 16 : 32;
+  const int rows_per = x_dtype == CUTLASS_RS_DTYPE_F32 ? rows_per_thread<float>() : rows_per_thread<__half>();
+  const dim3 grid = row_grid(((k + vec - 1) / vec) * (vec / 8), rows, rows_per);
+  int st = dispatch_input(x_dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T *xp = static_cast<const T *>(x);
+    uint8_t *o = static_cast<uint8_t *>(out);
+    uint8_t *f = static_cast<uint8_t *>(sf);
+    if (nv) {
+      if (amax_given) {
+        block_quant_kernel<T, kE2M1, true><<<grid, kThreads, 0, s>>>(xp, rows, k, o, f,
+                                                                     reinterpret_cast<const float *>(amax_scratch));
+        return;
+      }
+      cudaMemsetAsync(amax_scratch, 0, sizeof(unsigned), s);
+      int64_t amax_ctas = (rows * k + 8 * kThreads - 1) / (8 * kThreads);
+      amax_kernel<T><<<int(amax_ctas < 4096 ? amax_ctas : 4096), kThreads, 0, s>>>(xp, rows * k, amax_scratch);
+      block_quant_kernel<T, kE2M1, true><<<grid, kThreads, 0, s>>>(xp, rows, k, o, f,
+                                                                                reinterpret_cast<const float *>(amax_scratch));
+      return;
+    }
+    switch (elem_dtype) {
+      case kE4M3: block_quant_kernel<T, kE4M3, false><<<grid, kThreads, 0, s>>>(xp, rows, k, o, f, nullptr); break;
+      case kE5M2: block_quant_kernel<T, kE5M2, false><<<grid, kThreads, 0, s>>>(xp, rows, k, o, f, nullptr); break;
+      case kE2M3: block_quant_kernel<T, kE2M3, false><<<grid, kThreads, 0, s>>>(xp, rows, k, o, f, nullptr); break;
+      case kE3M2: block_quant_kernel<T, kE3M2, false><<<grid, kThreads, 0, s>>>(xp, rows, k, o, f, nullptr); break;
+      case kE2M1: block_quant_kernel<T, kE2M1, false><<<grid, kThreads, 0, s>>>(xp, rows, k, o, f, nullptr); break;
+      default: break;
+    }
+  });
+  if (st != CUTLASS_RS_OK) return st;
+  if (!nv && (elem_dtype < kE4M3 || elem_dtype > kE2M1)) return CUTLASS_RS_ERROR_INVALID_DATA_TYPE;
+  return status_of(cudaGetLastError());
+}
+
+extern "C" int cutlass_rs_dequantize_block_scaled(const void *packed, int elem_dtype, const void *sf, int nv,
+                                                  const unsigned *amax, int64_t rows, int64_t k, float *out, void *stream) {
+  if (!packed || !sf || !out || (nv && !amax)) return CUTLASS_RS_ERROR_NULL_ARGUMENT;
+  if (elem_dtype < kE4M3 || elem_dtype > kE2M1) return CUTLASS_RS_ERROR_INVALID_DATA_TYPE;
+  dequant_block_kernel<<<1024, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+      static_cast<const uint8_t *>(packed), elem_dtype, static_cast<const uint8_t *>(sf), nv != 0,
+      reinterpret_cast<const float *>(amax), rows, k, out);
+  return status_of(cudaGetLastError());
+}
+
+extern "C" int cutlass_rs_dequantize_fp8_blockwise(const void *q, const float *scales, int64_t rows, int64_t cols,
+                                                   int64_t block_rows, float *out, void *stream) {
+  if (!q || !scales || !out) return CUTLASS_RS_ERROR_NULL_ARGUMENT;
+  dequant_fp8_blockwise_kernel<<<1024, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+      static_cast<const uint8_t *>(q), scales, rows, cols, block_rows, 128, out);
+  return status_of(cudaGetLastError());
+}
