@@ -267,6 +267,7 @@ fn generate_sources(gen_dir: &Path, specs: &[KernelSpec], cutlass_version: u32, 
         &gen_dir.join(codegen::SHIM_HEADER_NAME),
         codegen::SHIM_HEADER,
     );
+    write_if_changed(&gen_dir.join(codegen::ABI_HEADER_NAME), codegen::ABI_HEADER);
     write_if_changed(
         &gen_dir.join("registry.cc"),
         &ok(codegen::registry(specs, cutlass_version, with_cuda)),
@@ -345,7 +346,7 @@ fn compile_kernels(
             for part in [
                 j.source.as_str(),
                 codegen::SHIM_HEADER,
-                codegen::HEADER_TEMPLATE,
+                codegen::ABI_HEADER,
                 &tc.nvcc_version,
                 &tc.cutlass_version_h,
                 &j.flags.join(" "),

@@ -8,14 +8,29 @@ use cutlass_kernels::{catalog, EpilogueSchedule, KernelSchedule, TileScheduler};
 
 fn line(s: &cutlass_kernels::KernelSpec) -> String {
     let x = |v: [u32; 3]| format!("{}x{}x{}", v[0], v[1], v[2]);
+    // cutlass_library's KernelScheduleType member names (they order words differently from the
+    // C++ policy names).
     let ks = match s.kernel_schedule {
         KernelSchedule::TmaWarpSpecializedCooperative => "TmaWarpSpecializedCooperative",
         KernelSchedule::TmaWarpSpecializedPingpong => "TmaWarpSpecializedPingpong",
+        KernelSchedule::Sm100OneSm => "TmaWarpSpecialized1SmSm100",
+        KernelSchedule::Sm100TwoSm => "TmaWarpSpecialized2SmSm100",
+        KernelSchedule::Sm100Mxf8f6f4OneSm => "Mxf8f6f4TmaWarpSpecialized1SmSm100",
+        KernelSchedule::Sm100Mxf8f6f4TwoSm => "Mxf8f6f4TmaWarpSpecialized2SmSm100",
+        KernelSchedule::Sm100Mxf4OneSm => "Mxf4TmaWarpSpecialized1SmSm100",
+        KernelSchedule::Sm100Mxf4TwoSm => "Mxf4TmaWarpSpecialized2SmSm100",
+        KernelSchedule::Sm100Nvf4OneSm => "Nvf4TmaWarpSpecialized1SmSm100",
+        KernelSchedule::Sm100Nvf4TwoSm => "Nvf4TmaWarpSpecialized2SmSm100",
+        KernelSchedule::Sm120Mxf8f6f4Cooperative => "Mxf8f6f4TmaWarpSpecializedCooperativeSm120",
+        KernelSchedule::Sm120Mxf8f6f4Pingpong => "Mxf8f6f4TmaWarpSpecializedPingpongSm120",
         other => panic!("add {other:?} to this test"),
     };
     let es = match s.epilogue_schedule {
         EpilogueSchedule::TmaWarpSpecializedCooperative => "TmaWarpSpecializedCooperative",
         EpilogueSchedule::TmaWarpSpecialized => "TmaWarpSpecialized",
+        EpilogueSchedule::TmaWarpSpecialized1Sm => "TmaWarpSpecialized1Sm",
+        EpilogueSchedule::TmaWarpSpecialized2Sm => "TmaWarpSpecialized2Sm",
+        EpilogueSchedule::Auto => "ScheduleAuto",
         other => panic!("add {other:?} to this test"),
     };
     let ts = match s.tile_scheduler {
@@ -42,6 +57,9 @@ fn line(s: &cutlass_kernels::KernelSpec) -> String {
         ks.into(),
         es.into(),
         ts.into(),
+        s.op_class.name().into(),
+        s.block_scale
+            .map_or("-".to_string(), |b| b.sf.short_name().to_string()),
     ]
     .join("\t")
 }
@@ -61,13 +79,11 @@ fn catalog_names_equal_cutlass_library_procedural_names() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("python3 is needed for this test");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
+    // Feed stdin from a thread: thousands of lines would fill both pipes otherwise.
+    let mut stdin = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
     let out = child.wait_with_output().unwrap();
+    writer.join().unwrap().unwrap();
     assert!(
         out.status.success(),
         "cutlass_library failed (run scripts/bootstrap.sh, or set CUTLASS_LIBRARY_PYTHONPATH): {}",

@@ -20,7 +20,7 @@
 #include <cuda_fp8.h>
 #include <cuda_runtime_api.h>
 
-#include "cutlass_rs.h"
+#include "cutlass_rs_abi.h"
 
 namespace {
 

@@ -4,7 +4,12 @@
 //! entries to validate problems and dispatch. Nothing parses a kernel name back into a spec: names
 //! are computed from specs ([`KernelSpec::name`]) and looked up.
 
-use crate::spec::{EpilogueSchedule, KernelSchedule, KernelSpec, Operand, TileScheduler};
+use crate::spec::{
+    BlockScale, EpilogueSchedule, KernelSchedule, KernelSpec, OpClass, Operand, Origin,
+    TileScheduler,
+};
+use crate::tables::{type_row, TypeFamily, TypeRow};
+use crate::tile_tables::TILE_TABLES;
 use crate::types::{Arch, DataType, Layout};
 
 /// A tile configuration of the SM90 catalog.
@@ -61,10 +66,13 @@ fn sm90_spec(input: DataType, output: DataType, ab: (Layout, Layout), t: &Sm90Ti
         KernelSchedule::TmaWarpSpecializedCooperative => {
             EpilogueSchedule::TmaWarpSpecializedCooperative
         }
-        KernelSchedule::TmaWarpSpecializedPingpong => EpilogueSchedule::TmaWarpSpecialized,
+        _ => EpilogueSchedule::TmaWarpSpecialized,
     };
     KernelSpec {
         arch: Arch::Sm90a,
+        op_class: OpClass::TensorOp,
+        block_scale: None,
+        origin: None,
         a: Operand::tma(input, ab.0),
         b: Operand::tma(input, ab.1),
         c: Operand::tma(output, OUTPUT_LAYOUT),
@@ -80,8 +88,121 @@ fn sm90_spec(input: DataType, output: DataType, ab: (Layout, Layout), t: &Sm90Ti
     }
 }
 
-/// Every entry of the catalog, in a stable order.
+/// The C and D type of the SM100/SM120 entries of a type row (the documented default set):
+/// legacy types keep their own type (f32 for tf32, s32 for the integer rows); narrow-precision and
+/// block-scaled rows write f16.
+pub fn default_output(row: &TypeRow, a: DataType) -> DataType {
+    match row.a {
+        TypeFamily::Tf32 => DataType::F32,
+        TypeFamily::F16 | TypeFamily::Bf16 => a,
+        TypeFamily::I8 | TypeFamily::U8 => DataType::I32,
+        _ => DataType::F16,
+    }
+}
+
+/// The accumulator of a type row.
+fn accumulator(row: &TypeRow) -> DataType {
+    match row.a {
+        TypeFamily::I8 | TypeFamily::U8 => DataType::I32,
+        _ => DataType::F32,
+    }
+}
+
+/// The epilogue-compute type of a type row.
+fn compute(row: &TypeRow) -> DataType {
+    match row.a {
+        TypeFamily::I8 | TypeFamily::U8 => DataType::F32,
+        _ => DataType::F32,
+    }
+}
+
+/// Every dense SM100 and SM120 entry the seed allows: for each tile table, each of its dense tile
+/// rows, each dense type row it serves, each concrete type pair, each layout both allow and each
+/// dispatch policy. Cluster 1x1x1 for 1SM MMAs and SM120, 2x1x1 for 2SM MMAs. Sparse rows are in
+/// the tables (`tables::TILE_TABLES`) but not yet in the catalog.
+pub fn sm1xx() -> Vec<KernelSpec> {
+    let mut out = Vec::new();
+    for table in TILE_TABLES {
+        for tile_row in table.rows.iter().filter(|r| !r.sparse) {
+            for &(tt, tr) in table.type_rows {
+                let row = type_row(tt, tr).expect("tile tables name existing type rows");
+                if row.sparse {
+                    continue;
+                }
+                for (ta, tb) in row.type_pairs() {
+                    for &(la, lb) in row.layouts() {
+                        if !tile_row.allows(la, lb) {
+                            continue;
+                        }
+                        for policy in tile_row.policies {
+                            let Some(schedule) = KernelSchedule::from_policy(policy) else {
+                                panic!("table {}: unknown policy {policy}", table.table)
+                            };
+                            let out_ty = default_output(row, ta);
+                            let bits = ta.bits().max(tb.bits()).max(8);
+                            let k =
+                                tile_row
+                                    .k
+                                    .resolve(if row.table == 1 { ta.bits() } else { bits });
+                            let (epilogue, cluster) = match (table.arch, schedule.sms()) {
+                                (Arch::Sm120a, _) => (EpilogueSchedule::Auto, [1, 1, 1]),
+                                (_, 2) => (EpilogueSchedule::TmaWarpSpecialized2Sm, [2, 1, 1]),
+                                _ => (EpilogueSchedule::TmaWarpSpecialized1Sm, [1, 1, 1]),
+                            };
+                            let block_scale =
+                                row.a.block_scale().map(|(sf, vec)| BlockScale { sf, vec });
+                            out.push(KernelSpec {
+                                arch: table.arch,
+                                op_class: if block_scale.is_some() {
+                                    OpClass::BlockScaledTensorOp
+                                } else {
+                                    OpClass::TensorOp
+                                },
+                                block_scale,
+                                origin: Some(Origin {
+                                    type_table: tt,
+                                    type_row: tr,
+                                    tile_table: table.table,
+                                }),
+                                a: Operand {
+                                    ty: ta,
+                                    layout: la,
+                                    align: row.align_a.for_layout(la),
+                                },
+                                b: Operand {
+                                    ty: tb,
+                                    layout: lb,
+                                    align: row.align_b,
+                                },
+                                c: Operand::tma(out_ty, OUTPUT_LAYOUT),
+                                d: Operand::tma(out_ty, OUTPUT_LAYOUT),
+                                accumulator: accumulator(row),
+                                compute: compute(row),
+                                tile: [tile_row.m, tile_row.n, k],
+                                cluster,
+                                stages: 0,
+                                kernel_schedule: schedule,
+                                epilogue_schedule: epilogue,
+                                tile_scheduler: TileScheduler::Persistent,
+                            });
+                        }
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Every entry of the catalog, in a stable order: SM90, then SM100 and SM120 from the seed's tables.
 pub fn all() -> Vec<KernelSpec> {
+    let mut out = sm90();
+    out.extend(sm1xx());
+    out
+}
+
+/// The SM90 entries.
+pub fn sm90() -> Vec<KernelSpec> {
     let mut out = Vec::new();
     for input in SM90_16BIT_INPUTS {
         for output in [input, DataType::F32] {
@@ -190,4 +311,30 @@ pub fn select(archs: &[Arch], filter: &NameFilter) -> Vec<KernelSpec> {
 /// Looks a kernel up by its exact name.
 pub fn find(name: &str) -> Option<KernelSpec> {
     all().into_iter().find(|s| s.name() == name)
+}
+
+/// The MMA instruction an entry's PTX must contain: `wgmma.mma_async` (SM90),
+/// `tcgen05.mma.cta_group::{1,2}.kind::{kind}` (SM100) or `mma.sync...kind::{kind}` (SM120), with
+/// the kind from the type row (Tables 1–3) and, for the mxf4/nvf4 rows, the dispatch policy.
+pub fn expected_mma(spec: &KernelSpec) -> String {
+    let kind = match spec.kernel_schedule {
+        KernelSchedule::Sm100Mxf8f6f4OneSm
+        | KernelSchedule::Sm100Mxf8f6f4TwoSm
+        | KernelSchedule::Sm120Mxf8f6f4Cooperative
+        | KernelSchedule::Sm120Mxf8f6f4Pingpong => "mxf8f6f4".to_string(),
+        KernelSchedule::Sm100Mxf4OneSm | KernelSchedule::Sm100Mxf4TwoSm => "mxf4".to_string(),
+        KernelSchedule::Sm100Nvf4OneSm | KernelSchedule::Sm100Nvf4TwoSm => "mxf4nvf4".to_string(),
+        _ => match spec.origin.and_then(|o| type_row(o.type_table, o.type_row)) {
+            Some(row) => row.kind.ptx().to_string(),
+            None => String::new(),
+        },
+    };
+    match spec.arch {
+        Arch::Sm90a => "wgmma.mma_async".to_string(),
+        Arch::Sm100a => format!(
+            "tcgen05.mma.cta_group::{}.kind::{kind}",
+            spec.kernel_schedule.sms()
+        ),
+        _ => format!("mma.sync.aligned.kind::{kind}"),
+    }
 }

@@ -7,6 +7,10 @@ use crate::types::Arch;
 
 /// The C ABI header template (one header: shared types, the registry, per-kernel declarations).
 pub const HEADER_TEMPLATE: &str = include_str!("../templates/cutlass_rs.h.in");
+/// The ABI header the kernels include (types, status and type codes); copied, not rendered.
+pub const ABI_HEADER: &str = include_str!("../templates/cutlass_rs_abi.h");
+/// Its file name.
+pub const ABI_HEADER_NAME: &str = "cutlass_rs_abi.h";
 /// Declarations of one kernel's entry points.
 pub const KERNEL_DECL_TEMPLATE: &str = include_str!("../templates/kernel_decl.h.in");
 /// The registry source.

@@ -13,6 +13,8 @@ pub mod catalog;
 pub mod codegen;
 pub mod spec;
 pub mod tables;
+#[rustfmt::skip]
+pub mod tile_tables;
 pub mod types;
 
 pub use spec::{EpilogueSchedule, KernelSchedule, KernelSpec, Operand, TileScheduler};
@@ -97,7 +99,7 @@ mod tests {
 
     #[test]
     fn generated_sources_are_complete() {
-        for s in catalog::all() {
+        for s in catalog::sm90() {
             let src = codegen::kernel_source(&s).unwrap();
             assert!(src.starts_with("// generated, do not edit"));
             assert!(!src.contains("${"));
@@ -115,6 +117,63 @@ mod tests {
             .unwrap()
             .contains("CUTLASS_RS_ERROR_NOT_BUILT"));
         assert!(r.contains(&format!("static const int64_t kCount = {};", specs.len())));
+    }
+
+    #[test]
+    fn sm1xx_entries_follow_the_seed() {
+        let entries = catalog::sm1xx();
+        let mut per_arch = std::collections::BTreeMap::new();
+        for s in &entries {
+            *per_arch.entry(s.arch.tag()).or_insert(0usize) += 1;
+            let o = s
+                .origin
+                .expect("SM100/SM120 entries record their seed rows");
+            let row = tables::type_row(o.type_table, o.type_row).unwrap();
+            // Alignment and layout obey the type row.
+            assert_eq!(
+                s.a.align,
+                row.align_a.for_layout(s.a.layout),
+                "{}",
+                s.name()
+            );
+            assert_eq!(s.b.align, row.align_b, "{}", s.name());
+            assert!(
+                row.layouts().contains(&(s.a.layout, s.b.layout)),
+                "{}",
+                s.name()
+            );
+            assert!(row.type_pairs().contains(&(s.a.ty, s.b.ty)), "{}", s.name());
+            // And the tile table allows the tile in this layout.
+            let table = tile_tables::TILE_TABLES
+                .iter()
+                .find(|t| t.table == o.tile_table)
+                .unwrap();
+            assert!(
+                table.rows.iter().any(|r| !r.sparse
+                    && r.m == s.tile[0]
+                    && r.n == s.tile[1]
+                    && r.allows(s.a.layout, s.b.layout)),
+                "{}",
+                s.name()
+            );
+        }
+        assert!(per_arch["100a"] > 0 && per_arch["120a"] > 0, "{per_arch:?}");
+        // Every dense row of every tile table is represented.
+        for t in tile_tables::TILE_TABLES {
+            for r in t.rows.iter().filter(|r| !r.sparse) {
+                assert!(
+                    entries
+                        .iter()
+                        .any(|s| s.origin.unwrap().tile_table == t.table
+                            && s.tile[0] == r.m
+                            && s.tile[1] == r.n),
+                    "table {} row {}x{} has no entry",
+                    t.table,
+                    r.m,
+                    r.n
+                );
+            }
+        }
     }
 
     #[test]

@@ -25,54 +25,135 @@ impl Operand {
     }
 }
 
-/// The mainloop schedule (`KernelSchedule` in CUTLASS).
+/// The mainloop schedule (`KernelSchedule` in CUTLASS), as the seed's dispatch policies name it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum KernelSchedule {
-    /// `KernelTmaWarpSpecializedCooperative`: two consumer warp groups share one output tile.
+    /// `KernelTmaWarpSpecializedCooperative` (SM90, SM120): two consumer warp groups share a tile.
     TmaWarpSpecializedCooperative,
-    /// `KernelTmaWarpSpecializedPingpong`: two consumer warp groups alternate over output tiles.
+    /// `KernelTmaWarpSpecializedPingpong` (SM90, SM120): consumer warp groups alternate tiles.
     TmaWarpSpecializedPingpong,
+    /// `KernelTmaWarpSpecialized1SmSm100`.
+    Sm100OneSm,
+    /// `KernelTmaWarpSpecialized2SmSm100`.
+    Sm100TwoSm,
+    /// `KernelTmaWarpSpecialized1SmMxf8f6f4Sm100`.
+    Sm100Mxf8f6f4OneSm,
+    /// `KernelTmaWarpSpecialized2SmMxf8f6f4Sm100`.
+    Sm100Mxf8f6f4TwoSm,
+    /// `KernelTmaWarpSpecialized1SmMxf4Sm100`.
+    Sm100Mxf4OneSm,
+    /// `KernelTmaWarpSpecialized2SmMxf4Sm100`.
+    Sm100Mxf4TwoSm,
+    /// `KernelTmaWarpSpecialized1SmNvf4Sm100`.
+    Sm100Nvf4OneSm,
+    /// `KernelTmaWarpSpecialized2SmNvf4Sm100`.
+    Sm100Nvf4TwoSm,
+    /// `KernelTmaWarpSpecializedMxf8f6f4Sm120` (cooperative).
+    Sm120Mxf8f6f4Cooperative,
+    /// `KernelTmaWarpSpecializedPingpongMxf8f6f4Sm120`.
+    Sm120Mxf8f6f4Pingpong,
 }
 
 impl KernelSchedule {
+    /// Every schedule.
+    pub const ALL: &'static [KernelSchedule] = &[
+        KernelSchedule::TmaWarpSpecializedCooperative,
+        KernelSchedule::TmaWarpSpecializedPingpong,
+        KernelSchedule::Sm100OneSm,
+        KernelSchedule::Sm100TwoSm,
+        KernelSchedule::Sm100Mxf8f6f4OneSm,
+        KernelSchedule::Sm100Mxf8f6f4TwoSm,
+        KernelSchedule::Sm100Mxf4OneSm,
+        KernelSchedule::Sm100Mxf4TwoSm,
+        KernelSchedule::Sm100Nvf4OneSm,
+        KernelSchedule::Sm100Nvf4TwoSm,
+        KernelSchedule::Sm120Mxf8f6f4Cooperative,
+        KernelSchedule::Sm120Mxf8f6f4Pingpong,
+    ];
+
     /// The suffix in procedural names (`KernelScheduleSuffixes` in `cutlass_library`).
     pub const fn suffix(self) -> &'static str {
         match self {
             KernelSchedule::TmaWarpSpecializedCooperative => "_warpspecialized_cooperative",
             KernelSchedule::TmaWarpSpecializedPingpong => "_warpspecialized_pingpong",
+            KernelSchedule::Sm100OneSm => "_1sm",
+            KernelSchedule::Sm100TwoSm => "_2sm",
+            KernelSchedule::Sm100Mxf8f6f4OneSm => "_q_1sm",
+            KernelSchedule::Sm100Mxf8f6f4TwoSm => "_q_2sm",
+            KernelSchedule::Sm100Mxf4OneSm => "_o_vs32_1sm",
+            KernelSchedule::Sm100Mxf4TwoSm => "_o_vs32_2sm",
+            KernelSchedule::Sm100Nvf4OneSm => "_o_vs16_1sm",
+            KernelSchedule::Sm100Nvf4TwoSm => "_o_vs16_2sm",
+            KernelSchedule::Sm120Mxf8f6f4Cooperative => "_cooperative_q",
+            KernelSchedule::Sm120Mxf8f6f4Pingpong => "_pingpong_q",
         }
     }
 
-    /// The C++ policy type.
-    pub const fn cpp_type(self) -> &'static str {
+    /// The policy's name, as in the seed and CUTLASS (without `cutlass::gemm::`).
+    pub const fn policy(self) -> &'static str {
         match self {
-            KernelSchedule::TmaWarpSpecializedCooperative => {
-                "cutlass::gemm::KernelTmaWarpSpecializedCooperative"
+            KernelSchedule::TmaWarpSpecializedCooperative => "KernelTmaWarpSpecializedCooperative",
+            KernelSchedule::TmaWarpSpecializedPingpong => "KernelTmaWarpSpecializedPingpong",
+            KernelSchedule::Sm100OneSm => "KernelTmaWarpSpecialized1SmSm100",
+            KernelSchedule::Sm100TwoSm => "KernelTmaWarpSpecialized2SmSm100",
+            KernelSchedule::Sm100Mxf8f6f4OneSm => "KernelTmaWarpSpecialized1SmMxf8f6f4Sm100",
+            KernelSchedule::Sm100Mxf8f6f4TwoSm => "KernelTmaWarpSpecialized2SmMxf8f6f4Sm100",
+            KernelSchedule::Sm100Mxf4OneSm => "KernelTmaWarpSpecialized1SmMxf4Sm100",
+            KernelSchedule::Sm100Mxf4TwoSm => "KernelTmaWarpSpecialized2SmMxf4Sm100",
+            KernelSchedule::Sm100Nvf4OneSm => "KernelTmaWarpSpecialized1SmNvf4Sm100",
+            KernelSchedule::Sm100Nvf4TwoSm => "KernelTmaWarpSpecialized2SmNvf4Sm100",
+            KernelSchedule::Sm120Mxf8f6f4Cooperative => "KernelTmaWarpSpecializedMxf8f6f4Sm120",
+            KernelSchedule::Sm120Mxf8f6f4Pingpong => {
+                "KernelTmaWarpSpecializedPingpongMxf8f6f4Sm120"
             }
-            KernelSchedule::TmaWarpSpecializedPingpong => {
-                "cutlass::gemm::KernelTmaWarpSpecializedPingpong"
-            }
+        }
+    }
+
+    /// The schedule a seed policy name denotes.
+    pub fn from_policy(name: &str) -> Option<KernelSchedule> {
+        KernelSchedule::ALL
+            .iter()
+            .copied()
+            .find(|k| k.policy() == name)
+    }
+
+    /// The C++ policy type.
+    pub fn cpp_type(self) -> String {
+        format!("cutlass::gemm::{}", self.policy())
+    }
+
+    /// SMs per MMA (2 for the 2SM schedules).
+    pub const fn sms(self) -> u8 {
+        match self {
+            KernelSchedule::Sm100TwoSm
+            | KernelSchedule::Sm100Mxf8f6f4TwoSm
+            | KernelSchedule::Sm100Mxf4TwoSm
+            | KernelSchedule::Sm100Nvf4TwoSm => 2,
+            _ => 1,
         }
     }
 
     /// Short name for listings.
     pub const fn short_name(self) -> &'static str {
-        match self {
-            KernelSchedule::TmaWarpSpecializedCooperative => "cooperative",
-            KernelSchedule::TmaWarpSpecializedPingpong => "pingpong",
-        }
+        self.policy()
     }
 }
 
-/// The epilogue schedule (`EpilogueSchedule` in CUTLASS).
+/// The epilogue schedule (`EpilogueSchedule` in CUTLASS; Table 14 for SM100).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum EpilogueSchedule {
-    /// `TmaWarpSpecializedCooperative`: TMA-store epilogue for cooperative mainloops.
+    /// `TmaWarpSpecializedCooperative`: TMA-store epilogue for SM90 cooperative mainloops.
     TmaWarpSpecializedCooperative,
-    /// `TmaWarpSpecialized`: TMA-store epilogue for pingpong mainloops.
+    /// `TmaWarpSpecialized`: TMA-store epilogue for SM90 pingpong mainloops.
     TmaWarpSpecialized,
+    /// `TmaWarpSpecialized1Sm` (SM100, 1SM MMA).
+    TmaWarpSpecialized1Sm,
+    /// `TmaWarpSpecialized2Sm` (SM100, 2SM MMA).
+    TmaWarpSpecialized2Sm,
+    /// `collective::EpilogueScheduleAuto` (required on SM120).
+    Auto,
 }
 
 impl EpilogueSchedule {
@@ -80,7 +161,9 @@ impl EpilogueSchedule {
     pub const fn suffix(self) -> &'static str {
         match self {
             EpilogueSchedule::TmaWarpSpecializedCooperative
-            | EpilogueSchedule::TmaWarpSpecialized => "_epi_tma",
+            | EpilogueSchedule::TmaWarpSpecialized
+            | EpilogueSchedule::TmaWarpSpecialized2Sm => "_epi_tma",
+            EpilogueSchedule::TmaWarpSpecialized1Sm | EpilogueSchedule::Auto => "",
         }
     }
 
@@ -91,8 +174,58 @@ impl EpilogueSchedule {
                 "cutlass::epilogue::TmaWarpSpecializedCooperative"
             }
             EpilogueSchedule::TmaWarpSpecialized => "cutlass::epilogue::TmaWarpSpecialized",
+            EpilogueSchedule::TmaWarpSpecialized1Sm => "cutlass::epilogue::TmaWarpSpecialized1Sm",
+            EpilogueSchedule::TmaWarpSpecialized2Sm => "cutlass::epilogue::TmaWarpSpecialized2Sm",
+            EpilogueSchedule::Auto => "cutlass::epilogue::collective::EpilogueScheduleAuto",
         }
     }
+}
+
+/// The operation class (`OpcodeClass` in `cutlass_library`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum OpClass {
+    /// `OpClassTensorOp`: dense, no block scaling.
+    TensorOp,
+    /// `OpClassBlockScaledTensorOp`: mx/nv block-scaled operands.
+    BlockScaledTensorOp,
+}
+
+impl OpClass {
+    /// The name in procedural names.
+    pub const fn name(self) -> &'static str {
+        match self {
+            OpClass::TensorOp => "tensorop",
+            OpClass::BlockScaledTensorOp => "bstensorop",
+        }
+    }
+
+    /// The C++ tag.
+    pub const fn cpp_type(self) -> &'static str {
+        match self {
+            OpClass::TensorOp => "cutlass::arch::OpClassTensorOp",
+            OpClass::BlockScaledTensorOp => "cutlass::arch::OpClassBlockScaledTensorOp",
+        }
+    }
+}
+
+/// Block scaling of A and B: the scale-factor type and the elements of K per scale.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct BlockScale {
+    /// ue8m0 (mx) or ue4m3 (nv).
+    pub sf: DataType,
+    /// Elements of K per scale factor (32 or 16).
+    pub vec: u32,
+}
+
+/// Where a catalog entry comes from in the seed: its type row (Tables 1–3) and tile table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Origin {
+    /// The type table (1–3).
+    pub type_table: u8,
+    /// The row in it.
+    pub type_row: u8,
+    /// The tile table (4–13, 16–20).
+    pub tile_table: u8,
 }
 
 /// The tile scheduler.
@@ -125,6 +258,12 @@ impl TileScheduler {
 pub struct KernelSpec {
     /// Target architecture.
     pub arch: Arch,
+    /// Operation class.
+    pub op_class: OpClass,
+    /// Block scaling of A and B (block-scaled entries).
+    pub block_scale: Option<BlockScale>,
+    /// The seed rows this entry comes from (SM100/SM120 entries).
+    pub origin: Option<Origin>,
     /// A (m x k).
     pub a: Operand,
     /// B (k x n).
@@ -137,7 +276,8 @@ pub struct KernelSpec {
     pub accumulator: DataType,
     /// Type of alpha, beta and the epilogue's arithmetic.
     pub compute: DataType,
-    /// CTA tile (m, n, k) in elements.
+    /// Tile (m, n, k) in elements: the CTA tile on SM90 and SM120, the MMA tile on SM100 (what the
+    /// seed's tables and the collective builders take).
     pub tile: [u32; 3],
     /// Cluster shape (m, n, k) in CTAs.
     pub cluster: [u32; 3],
@@ -160,10 +300,11 @@ impl KernelSpec {
     pub fn name(&self) -> String {
         let join = |v: &[u32; 3]| format!("{}x{}x{}", v[0], v[1], v[2]);
         format!(
-            "cutlass3x_sm{arch}_tensorop_gemm_{a}_{b}_{acc}_{c}_{d}_{tile}_{cluster}_{stages}_{la}{lb}{lc}_align{align}{sched}{ks}{es}",
+            "cutlass3x_sm{arch}_{op}_gemm_{a}_{b}_{acc}_{c}_{d}_{tile}_{cluster}_{stages}_{la}{lb}{lc}_align{align}{sched}{ks}{es}",
             arch = self.arch.number(),
-            a = self.a.ty.short_name(),
-            b = self.b.ty.short_name(),
+            op = self.op_class.name(),
+            a = self.operand_type_name(self.a.ty),
+            b = self.operand_type_name(self.b.ty),
             acc = self.accumulator.short_name(),
             c = self.c.ty.short_name(),
             d = self.d.ty.short_name(),
@@ -178,6 +319,13 @@ impl KernelSpec {
             ks = self.kernel_schedule.suffix(),
             es = self.epilogue_schedule.suffix(),
         )
+    }
+
+    fn operand_type_name(&self, ty: DataType) -> String {
+        match self.block_scale {
+            Some(bs) => format!("{}x{}", bs.sf.short_name(), ty.short_name()),
+            None => ty.short_name().to_string(),
+        }
     }
 
     /// The two-letter A/B layout, as in the seed tables (`TN` = row-major A, column-major B).
@@ -243,6 +391,12 @@ impl KernelSpec {
                             ));
                         }
                     }
+                    other => {
+                        return Err(format!(
+                            "{name}: {} is not an SM90 schedule",
+                            other.policy()
+                        ));
+                    }
                 }
                 if self.tile[1] % 8 != 0 || self.tile[1] > 256 {
                     return Err(format!(
@@ -250,11 +404,57 @@ impl KernelSpec {
                     ));
                 }
             }
-            Arch::Sm100a | Arch::Sm120a => {
-                return Err(format!(
-                    "{name}: code generation for {} arrives with the catalog issue; only sm90a kernels can be built",
-                    self.arch
-                ));
+            Arch::Sm100a => {
+                let sms = self.kernel_schedule.sms() as u32;
+                if self.cluster[0] % sms != 0 {
+                    return Err(format!(
+                        "{name}: a {sms}SM MMA needs cluster m a multiple of {sms}"
+                    ));
+                }
+                let tm_ok = if sms == 2 {
+                    [128, 256].contains(&self.tile[0])
+                } else {
+                    [64, 128].contains(&self.tile[0])
+                };
+                if !tm_ok {
+                    return Err(format!(
+                        "{name}: MMA tile m {} is not valid for a {sms}SM MMA",
+                        self.tile[0]
+                    ));
+                }
+                let epi = if sms == 2 {
+                    EpilogueSchedule::TmaWarpSpecialized2Sm
+                } else {
+                    EpilogueSchedule::TmaWarpSpecialized1Sm
+                };
+                if self.epilogue_schedule != epi {
+                    return Err(format!(
+                        "{name}: a {sms}SM mainloop needs the {sms}SM epilogue (Table 14)"
+                    ));
+                }
+            }
+            Arch::Sm120a => {
+                if self.cluster != [1, 1, 1] {
+                    return Err(format!(
+                        "{name}: SM120 has no multicast: the cluster must be 1x1x1"
+                    ));
+                }
+                if (self.a.layout, self.b.layout) != (Layout::RowMajor, Layout::ColumnMajor) {
+                    return Err(format!("{name}: SM120 supports the TN layout only"));
+                }
+                if self.epilogue_schedule != EpilogueSchedule::Auto {
+                    return Err(format!("{name}: SM120 needs EpilogueScheduleAuto"));
+                }
+                if matches!(self.d.ty, DataType::E2M3 | DataType::E3M2) {
+                    let lead = if self.d.layout == Layout::RowMajor {
+                        self.tile[1]
+                    } else {
+                        self.tile[0]
+                    };
+                    if lead != 128 {
+                        return Err(format!("{name}: a float6 output needs tile 128 along its leading dimension (SM120)"));
+                    }
+                }
             }
         }
         Ok(())

@@ -300,3 +300,145 @@ mod tests {
         }
     }
 }
+
+/// The K extent of an MMA tile as the seed writes it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TileK {
+    /// A fixed K, in elements.
+    Fixed(u32),
+    /// `4*MMA-K`: four instructions' K (the K of one `tcgen05.mma` depends on the type: 8 for tf32,
+    /// 16 for f16/bf16, 32 for 8-bit types).
+    MmaK4,
+    /// `2/4*MMA-K` of the sparse legacy rows.
+    SparseMmaK,
+}
+
+impl TileK {
+    /// K in elements for a dense row of this element width (bits).
+    pub fn resolve(self, bits: u32) -> u32 {
+        match self {
+            TileK::Fixed(k) => k,
+            // One tcgen05.mma reads 32 bytes of K per operand row: 4 instructions read 128 bytes.
+            TileK::MmaK4 => 4 * (256 / bits),
+            TileK::SparseMmaK => 4 * (256 / bits) * 2,
+        }
+    }
+}
+
+/// One row of a tile table: an MMA tile shape, the layouts it allows and its dispatch policies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct TileRow {
+    /// Structured-sparse.
+    pub sparse: bool,
+    /// 1 or 2 SMs per MMA (SM120: 1).
+    pub sm: u8,
+    /// MMA tile M.
+    pub m: u32,
+    /// MMA tile N.
+    pub n: u32,
+    /// MMA tile K.
+    pub k: TileK,
+    /// Whether TN, TT, NT, NN are allowed, in the seed's column order.
+    pub tn_tt_nt_nn: [bool; 4],
+    /// Dispatch policies (the seed's "A or B" gives two).
+    pub policies: &'static [&'static str],
+}
+
+impl TileRow {
+    /// Whether this (A, B) layout is allowed.
+    pub fn allows(&self, a: Layout, b: Layout) -> bool {
+        let i = match (a, b) {
+            (Layout::RowMajor, Layout::ColumnMajor) => 0,
+            (Layout::RowMajor, Layout::RowMajor) => 1,
+            (Layout::ColumnMajor, Layout::RowMajor) => 2,
+            (Layout::ColumnMajor, Layout::ColumnMajor) => 3,
+        };
+        self.tn_tt_nt_nn[i]
+    }
+}
+
+/// One tile table of the seed (4–13 for SM100, 16–20 for SM120).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct TileTable {
+    /// The table number.
+    pub table: u8,
+    /// The architecture.
+    pub arch: crate::types::Arch,
+    /// The seed's title.
+    pub title: &'static str,
+    /// The (table, row) type rows of Tables 1–3 it serves.
+    pub type_rows: &'static [(u8, u8)],
+    /// Its rows.
+    pub rows: &'static [TileRow],
+}
+
+/// The type row with this (table, row) number.
+pub fn type_row(table: u8, row: u8) -> Option<&'static TypeRow> {
+    type_rows().find(|r| r.table == table && r.row == row)
+}
+
+#[cfg(test)]
+mod tile_tests {
+    use super::*;
+    use crate::tile_tables::TILE_TABLES;
+
+    #[test]
+    fn tile_table_counts_match_the_seed() {
+        let counts: Vec<(u8, usize)> = TILE_TABLES
+            .iter()
+            .map(|t| (t.table, t.rows.len()))
+            .collect();
+        assert_eq!(
+            counts,
+            vec![
+                (4, 24),
+                (5, 24),
+                (6, 24),
+                (7, 24),
+                (8, 24),
+                (9, 10),
+                (10, 10),
+                (11, 12),
+                (12, 12),
+                (13, 12),
+                (16, 4),
+                (17, 3),
+                (18, 3),
+                (19, 3),
+                (20, 1)
+            ]
+        );
+    }
+
+    #[test]
+    fn every_served_type_row_exists_and_every_dense_type_row_has_a_table() {
+        for t in TILE_TABLES {
+            for &(table, row) in t.type_rows {
+                assert!(
+                    type_row(table, row).is_some(),
+                    "table {} serves missing row {table}.{row}",
+                    t.table
+                );
+            }
+        }
+        for r in type_rows() {
+            let served = TILE_TABLES
+                .iter()
+                .filter(|t| t.arch == crate::types::Arch::Sm100a)
+                .any(|t| t.type_rows.contains(&(r.table, r.row)));
+            assert!(
+                served,
+                "type row {}.{} has no SM100 tile table",
+                r.table, r.row
+            );
+        }
+    }
+
+    #[test]
+    fn mma_k_resolves_per_type() {
+        assert_eq!(TileK::MmaK4.resolve(32), 32); // tf32
+        assert_eq!(TileK::MmaK4.resolve(16), 64); // f16
+        assert_eq!(TileK::MmaK4.resolve(8), 128); // i8
+        assert_eq!(TileK::Fixed(256).resolve(4), 256);
+    }
+}

@@ -10,7 +10,7 @@
 
 #include "cute/tensor.hpp"
 #include "cutlass/cutlass.h"
-#include "cutlass_rs.h"
+#include "cutlass_rs_abi.h"
 
 namespace cutlass_rs {
 

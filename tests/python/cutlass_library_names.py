@@ -2,8 +2,9 @@
 
 One spec per line, tab-separated:
 arch a b acc c d layout_a layout_b layout_c align_a align_b align_c align_d tile cluster stages
-kernel_schedule epilogue_schedule tile_scheduler
-(tile and cluster as MxNxK; layouts as t/n; schedules as cutlass_library enum member names).
+kernel_schedule epilogue_schedule tile_scheduler op_class sf_type
+(tile and cluster as MxNxK; layouts as t/n; schedules as cutlass_library enum member names;
+op_class tensorop or bstensorop; sf_type the scale-factor type of block-scaled entries, else -).
 Used by tests/names_match_cutlass_library.rs with PYTHONPATH pointing at the nvidia-cutlass wheel.
 """
 import sys
@@ -15,21 +16,29 @@ from cutlass_library.library import (
     EpilogueFunctor3x,
 )
 
-TYPES = {"f16": DataType.f16, "bf16": DataType.bf16, "f32": DataType.f32}
+TYPES = {n: getattr(DataType, n) for n in
+         ["f16", "bf16", "f32", "tf32", "s8", "u8", "s32", "e4m3", "e5m2", "e2m3", "e3m2", "e2m1", "ue8m0", "ue4m3"]}
 LAYOUTS = {"t": LayoutType.RowMajor, "n": LayoutType.ColumnMajor}
 
 for line in sys.stdin:
     f = line.rstrip("\n").split("\t")
-    if len(f) < 19:
+    if len(f) < 21:
         continue
-    (arch, a, b, acc, c, d, la, lb, lc, aa, ab, ac, ad, tile, cluster, stages, ks, es, ts) = f[:19]
+    (arch, a, b, acc, c, d, la, lb, lc, aa, ab, ac, ad, tile, cluster, stages, ks, es, ts, opc, sf) = f[:21]
     tile = [int(x) for x in tile.split("x")]
     cluster = [int(x) for x in cluster.split("x")]
-    math = MathInstruction([64, tile[1], 16], TYPES[a], TYPES[b], TYPES[acc],
-                           OpcodeClass.TensorOp, MathOperation.multiply_add)
+    opclass = OpcodeClass.BlockScaledTensorOp if opc == "bstensorop" else OpcodeClass.TensorOp
+    math = MathInstruction([tile[0], tile[1], 16], TYPES[a], TYPES[b], TYPES[acc],
+                           opclass, MathOperation.multiply_add)
     td = TileDescription(tile, int(stages), [4, 1, 1], math, int(arch), int(arch), cluster)
+    extra = {}
+    kind = GemmKind.Universal3x
+    if opc == "bstensorop":
+        kind = GemmKind.BlockScaledUniversal3x
+        extra = dict(ScaleFactorA=TYPES[sf], ScaleFactorB=TYPES[sf],
+                     ScaleFactorD={"tensor": TensorDescription(DataType.void, LAYOUTS[lc]), "vector_size": 0})
     op = GemmOperation(
-        GemmKind.Universal3x, int(arch), td,
+        kind, int(arch), td,
         TensorDescription(TYPES[a], LAYOUTS[la], int(aa)),
         TensorDescription(TYPES[b], LAYOUTS[lb], int(ab)),
         TensorDescription(TYPES[c], LAYOUTS[lc], int(ac)),
@@ -39,5 +48,6 @@ for line in sys.stdin:
         kernel_schedule=getattr(KernelScheduleType, ks),
         epilogue_schedule=getattr(EpilogueScheduleType, es),
         tile_scheduler=getattr(TileSchedulerType, ts),
+        **extra,
     )
     print(op.procedural_name())

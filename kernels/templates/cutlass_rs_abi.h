@@ -1,0 +1,96 @@
+/* Part of cutlass-kernels (kernels/templates/cutlass_rs_abi.h); not generated, copied next to the
+ * generated sources. The types and status codes shared by the generated kernels, the quantization
+ * kernels and Rust. Kernel objects are cached by their source plus this file, so declarations
+ * elsewhere can change without recompiling them. */
+#ifndef CUTLASS_RS_ABI_H
+#define CUTLASS_RS_ABI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Status codes. 0..=11 are cutlass::Status values, in CUTLASS's order. */
+#define CUTLASS_RS_OK 0
+#define CUTLASS_RS_ERROR_MISALIGNED_OPERAND 1
+#define CUTLASS_RS_ERROR_INVALID_DATA_TYPE 2
+#define CUTLASS_RS_ERROR_INVALID_LAYOUT 3
+#define CUTLASS_RS_ERROR_INVALID_PROBLEM 4
+#define CUTLASS_RS_ERROR_NOT_SUPPORTED 5
+#define CUTLASS_RS_ERROR_WORKSPACE_NULL 6
+#define CUTLASS_RS_ERROR_INTERNAL 7
+#define CUTLASS_RS_ERROR_ARCH_MISMATCH 8
+#define CUTLASS_RS_ERROR_INSUFFICIENT_DRIVER 9
+#define CUTLASS_RS_ERROR_MEMORY_ALLOCATION 10
+#define CUTLASS_RS_ERROR_INVALID 11
+/* A C++ exception was caught in the shim. */
+#define CUTLASS_RS_ERROR_EXCEPTION 100
+/* A required pointer argument was null. */
+#define CUTLASS_RS_ERROR_NULL_ARGUMENT 101
+/* The workspace passed to run() is smaller than workspace_size() said. */
+#define CUTLASS_RS_ERROR_WORKSPACE_TOO_SMALL 102
+/* The entry point exists but its kernels were not compiled into this build. */
+#define CUTLASS_RS_ERROR_NOT_BUILT 103
+/* A CUDA runtime error: the status is CUTLASS_RS_ERROR_CUDA_BASE + the cudaError_t value. */
+#define CUTLASS_RS_ERROR_CUDA_BASE 1000
+
+/*
+ * One GEMM: D = alpha * A.B + beta * C, batched over l = 0..batch.
+ * A is m x k, B is k x n, C and D are m x n. The layout of each operand is fixed by the kernel;
+ * ld* are leading dimensions in elements and batch_stride_* are the distances in elements between
+ * consecutive matrices of a batch. c may equal d; when beta == 0 the kernel does not read c.
+ */
+typedef struct cutlass_rs_gemm_args {
+  int64_t m;
+  int64_t n;
+  int64_t k;
+  int64_t batch;
+  const void *a;
+  int64_t lda;
+  int64_t batch_stride_a;
+  const void *b;
+  int64_t ldb;
+  int64_t batch_stride_b;
+  const void *c;
+  int64_t ldc;
+  int64_t batch_stride_c;
+  void *d;
+  int64_t ldd;
+  int64_t batch_stride_d;
+  float alpha;
+  float beta;
+  /* The CUDA device ordinal and its multiprocessor count (persistent kernels size their grid by it). */
+  int32_t device_id;
+  int32_t sm_count;
+} cutlass_rs_gemm_args;
+
+typedef int (*cutlass_rs_can_implement_fn)(const cutlass_rs_gemm_args *args);
+typedef int (*cutlass_rs_workspace_size_fn)(const cutlass_rs_gemm_args *args, size_t *bytes);
+typedef int (*cutlass_rs_run_fn)(const cutlass_rs_gemm_args *args, void *workspace,
+                                 size_t workspace_bytes, void *stream);
+
+/* One compiled kernel: its procedural name (the catalog's) and its entry points. */
+typedef struct cutlass_rs_kernel_entry {
+  const char *name;
+  cutlass_rs_can_implement_fn can_implement;
+  cutlass_rs_workspace_size_fn workspace_size;
+  cutlass_rs_run_fn run;
+} cutlass_rs_kernel_entry;
+
+/* Element types of the quantization entry points. */
+#define CUTLASS_RS_DTYPE_F32 0
+#define CUTLASS_RS_DTYPE_F16 1
+#define CUTLASS_RS_DTYPE_BF16 2
+#define CUTLASS_RS_DTYPE_E4M3 3
+#define CUTLASS_RS_DTYPE_E5M2 4
+#define CUTLASS_RS_DTYPE_E2M3 5
+#define CUTLASS_RS_DTYPE_E3M2 6
+#define CUTLASS_RS_DTYPE_E2M1 7
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CUTLASS_RS_ABI_H */

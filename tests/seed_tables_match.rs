@@ -1,0 +1,19 @@
+//! The committed tile tables (kernels/src/tile_tables.rs) are exactly what tools/seed_tables.py
+//! extracts from the seed document (`../shared/seeds/cutlass-blackwell-sm100-gemms.txt`).
+
+#[test]
+fn tile_tables_are_the_seeds() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let seed = format!("{root}/../shared/seeds/cutlass-blackwell-sm100-gemms.txt");
+    assert!(
+        std::path::Path::new(&seed).is_file(),
+        "the seed document is not at {seed}"
+    );
+    let status = std::process::Command::new("python3")
+        .arg(format!("{root}/tools/seed_tables.py"))
+        .arg("--check")
+        .arg(&seed)
+        .status()
+        .expect("python3 is needed for this test");
+    assert!(status.success(), "kernels/src/tile_tables.rs is stale: run tools/seed_tables.py > kernels/src/tile_tables.rs");
+}
