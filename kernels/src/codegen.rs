@@ -96,7 +96,7 @@ pub fn kernel_source(spec: &KernelSpec) -> Result<String, String> {
             ("cluster_m", v(spec.cluster[0])),
             ("cluster_n", v(spec.cluster[1])),
             ("cluster_k", v(spec.cluster[2])),
-            ("kernel_schedule", spec.kernel_schedule.cpp_type().into()),
+            ("kernel_schedule", spec.kernel_schedule.cpp_type()),
             (
                 "epilogue_schedule",
                 spec.epilogue_schedule.cpp_type().into(),
