@@ -480,6 +480,8 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
             batch_stride_d: od.m.batch_stride as i64,
             alpha: self.problem.alpha,
             beta: self.problem.beta,
+            sfa: std::ptr::null(),
+            sfb: std::ptr::null(),
             device_id: self.device.ordinal as i32,
             sm_count: self.device.sm_count,
         }

@@ -23,6 +23,8 @@ pub const QUANTIZE_STUBS_TEMPLATE: &str = include_str!("../templates/quantize_st
 pub const QUANTIZE_SOURCE: &str = include_str!("../cuda/quantize.cu");
 /// The file name the build compiles the quantization kernels from.
 pub const QUANTIZE_SOURCE_NAME: &str = "cutlass_rs_quantize.cu";
+/// One SM100 or SM120 GEMM instantiation (dense and block-scaled).
+pub const SM1XX_GEMM_TEMPLATE: &str = include_str!("../templates/gemm_sm1xx.cu.in");
 /// One SM90 GEMM instantiation.
 pub const SM90_GEMM_TEMPLATE: &str = include_str!("../templates/gemm_sm90.cu.in");
 /// C++ helpers shared by all generated kernels (written next to them, not rendered).
@@ -66,44 +68,70 @@ pub fn render(template: &str, values: &[(&str, String)]) -> Result<String, Strin
 /// Renders the `.cu` source of one kernel.
 pub fn kernel_source(spec: &KernelSpec) -> Result<String, String> {
     spec.validate()?;
-    let template = match spec.arch {
-        Arch::Sm90a => SM90_GEMM_TEMPLATE,
-        other => return Err(format!("no code generator for {other} yet")),
-    };
     let v = |x: u32| x.to_string();
-    render(
-        template,
-        &[
-            ("name", spec.name()),
-            ("arch_tag", spec.arch.cpp_type().into()),
-            ("element_a", spec.a.ty.cpp_type().into()),
-            ("layout_a", spec.a.layout.cpp_type().into()),
-            ("align_a", v(spec.a.align)),
-            ("element_b", spec.b.ty.cpp_type().into()),
-            ("layout_b", spec.b.layout.cpp_type().into()),
-            ("align_b", v(spec.b.align)),
-            ("element_c", spec.c.ty.cpp_type().into()),
-            ("layout_c", spec.c.layout.cpp_type().into()),
-            ("align_c", v(spec.c.align)),
-            ("element_d", spec.d.ty.cpp_type().into()),
-            ("layout_d", spec.d.layout.cpp_type().into()),
-            ("align_d", v(spec.d.align)),
-            ("element_acc", spec.accumulator.cpp_type().into()),
-            ("element_compute", spec.compute.cpp_type().into()),
-            ("tile_m", v(spec.tile[0])),
-            ("tile_n", v(spec.tile[1])),
-            ("tile_k", v(spec.tile[2])),
-            ("cluster_m", v(spec.cluster[0])),
-            ("cluster_n", v(spec.cluster[1])),
-            ("cluster_k", v(spec.cluster[2])),
-            ("kernel_schedule", spec.kernel_schedule.cpp_type()),
-            (
-                "epilogue_schedule",
-                spec.epilogue_schedule.cpp_type().into(),
-            ),
-            ("tile_scheduler", spec.tile_scheduler.cpp_type().into()),
-        ],
-    )
+    // Block-scaled operands are CUTLASS's mx/nv wrapper types.
+    let operand_type = |ty: crate::DataType| -> String {
+        match spec.block_scale {
+            Some(bs) if bs.sf == crate::DataType::UE4M3 => {
+                format!("cutlass::nv_float4_t<{}>", ty.cpp_type())
+            }
+            Some(_) => {
+                let family = match ty.bits() {
+                    8 => "mx_float8_t",
+                    6 => "mx_float6_t",
+                    _ => "mx_float4_t",
+                };
+                format!("cutlass::{family}<{}>", ty.cpp_type())
+            }
+            None => ty.cpp_type().to_string(),
+        }
+    };
+    let mut values: Vec<(&str, String)> = vec![
+        ("name", spec.name()),
+        ("arch_tag", spec.arch.cpp_type().into()),
+        ("element_a", operand_type(spec.a.ty)),
+        ("layout_a", spec.a.layout.cpp_type().into()),
+        ("align_a", v(spec.a.align)),
+        ("element_b", operand_type(spec.b.ty)),
+        ("layout_b", spec.b.layout.cpp_type().into()),
+        ("align_b", v(spec.b.align)),
+        ("element_c", spec.c.ty.cpp_type().into()),
+        ("layout_c", spec.c.layout.cpp_type().into()),
+        ("align_c", v(spec.c.align)),
+        ("element_d", spec.d.ty.cpp_type().into()),
+        ("layout_d", spec.d.layout.cpp_type().into()),
+        ("align_d", v(spec.d.align)),
+        ("element_acc", spec.accumulator.cpp_type().into()),
+        ("element_compute", spec.compute.cpp_type().into()),
+        ("tile_m", v(spec.tile[0])),
+        ("tile_n", v(spec.tile[1])),
+        ("tile_k", v(spec.tile[2])),
+        ("cluster_m", v(spec.cluster[0])),
+        ("cluster_n", v(spec.cluster[1])),
+        ("cluster_k", v(spec.cluster[2])),
+        ("kernel_schedule", spec.kernel_schedule.cpp_type()),
+        (
+            "epilogue_schedule",
+            spec.epilogue_schedule.cpp_type().into(),
+        ),
+    ];
+    let template = match spec.arch {
+        Arch::Sm90a => {
+            values.push(("tile_scheduler", spec.tile_scheduler.cpp_type().into()));
+            SM90_GEMM_TEMPLATE
+        }
+        _ => {
+            let o = spec
+                .origin
+                .ok_or_else(|| format!("{}: SM1xx entries need their seed rows", spec.name()))?;
+            values.push(("op_class", spec.op_class.cpp_type().into()));
+            values.push(("type_table", o.type_table.to_string()));
+            values.push(("type_row", o.type_row.to_string()));
+            values.push(("tile_table", o.tile_table.to_string()));
+            SM1XX_GEMM_TEMPLATE
+        }
+    };
+    render(template, &values)
 }
 
 /// Renders the C ABI header declaring the given kernels.

@@ -61,6 +61,10 @@ typedef struct cutlass_rs_gemm_args {
   int64_t batch_stride_d;
   float alpha;
   float beta;
+  /* Block-scaled kernels: scale factors of A and B in the Sm1xxBlockScaledConfig layout (batch
+   * after batch); ignored by other kernels. */
+  const void *sfa;
+  const void *sfb;
   /* The CUDA device ordinal and its multiprocessor count (persistent kernels size their grid by it). */
   int32_t device_id;
   int32_t sm_count;

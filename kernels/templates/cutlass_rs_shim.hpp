@@ -37,28 +37,42 @@ inline bool problem_fits(const cutlass_rs_gemm_args *a) {
   return fits_int(a->m) && fits_int(a->n) && fits_int(a->k) && fits_int(a->batch) && a->batch >= 1;
 }
 
-// Builds the CUTLASS 3.x arguments of a plain GEMM (LinearCombination epilogue).
+template <class M, class = void>
+struct is_block_scaled : std::false_type {};
+template <class M>
+struct is_block_scaled<M, std::void_t<typename M::LayoutSFA>> : std::true_type {};
+
+// Builds the CUTLASS 3.x arguments (LinearCombination epilogue) field by field, so one function
+// serves the SM90, SM100 and SM120 collectives, block-scaled ones included.
 template <class Gemm>
 typename Gemm::Arguments make_arguments(const cutlass_rs_gemm_args *a) {
   using Kernel = typename Gemm::GemmKernel;
-  using ElementA = typename Gemm::ElementA;
-  using ElementB = typename Gemm::ElementB;
-  using ElementC = typename Gemm::ElementC;
-  using ElementD = typename Gemm::ElementD;
-  cutlass::KernelHardwareInfo hw_info;
-  hw_info.device_id = a->device_id;
-  hw_info.sm_count = a->sm_count;
-  typename Gemm::Arguments args{
-      cutlass::gemm::GemmUniversalMode::kGemm,
-      {static_cast<int>(a->m), static_cast<int>(a->n), static_cast<int>(a->k), static_cast<int>(a->batch)},
-      {static_cast<const ElementA *>(a->a), make_stride<typename Kernel::StrideA>(a->lda, a->batch_stride_a),
-       static_cast<const ElementB *>(a->b), make_stride<typename Kernel::StrideB>(a->ldb, a->batch_stride_b)},
-      {{},
-       static_cast<const ElementC *>(a->c), make_stride<typename Kernel::StrideC>(a->ldc, a->batch_stride_c),
-       static_cast<ElementD *>(a->d), make_stride<typename Kernel::StrideD>(a->ldd, a->batch_stride_d)},
-      hw_info};
+  using Mainloop = typename Kernel::CollectiveMainloop;
+  typename Gemm::Arguments args{};
+  args.mode = cutlass::gemm::GemmUniversalMode::kGemm;
+  args.problem_shape = {static_cast<int>(a->m), static_cast<int>(a->n), static_cast<int>(a->k),
+                        static_cast<int>(a->batch)};
+  args.mainloop.ptr_A = static_cast<decltype(args.mainloop.ptr_A)>(a->a);
+  args.mainloop.dA = make_stride<typename Kernel::StrideA>(a->lda, a->batch_stride_a);
+  args.mainloop.ptr_B = static_cast<decltype(args.mainloop.ptr_B)>(a->b);
+  args.mainloop.dB = make_stride<typename Kernel::StrideB>(a->ldb, a->batch_stride_b);
+  if constexpr (is_block_scaled<Mainloop>::value) {
+    using Config = typename Mainloop::Sm1xxBlkScaledConfig;
+    auto shape = cute::make_shape(static_cast<int>(a->m), static_cast<int>(a->n), static_cast<int>(a->k),
+                                  static_cast<int>(a->batch));
+    args.mainloop.ptr_SFA = static_cast<decltype(args.mainloop.ptr_SFA)>(a->sfa);
+    args.mainloop.layout_SFA = Config::tile_atom_to_shape_SFA(shape);
+    args.mainloop.ptr_SFB = static_cast<decltype(args.mainloop.ptr_SFB)>(a->sfb);
+    args.mainloop.layout_SFB = Config::tile_atom_to_shape_SFB(shape);
+  }
+  args.epilogue.ptr_C = static_cast<decltype(args.epilogue.ptr_C)>(a->c);
+  args.epilogue.dC = make_stride<typename Kernel::StrideC>(a->ldc, a->batch_stride_c);
+  args.epilogue.ptr_D = static_cast<decltype(args.epilogue.ptr_D)>(a->d);
+  args.epilogue.dD = make_stride<typename Kernel::StrideD>(a->ldd, a->batch_stride_d);
   args.epilogue.thread.alpha = a->alpha;
   args.epilogue.thread.beta = a->beta;
+  args.hw_info.device_id = a->device_id;
+  args.hw_info.sm_count = a->sm_count;
   return args;
 }
 
@@ -66,6 +80,8 @@ template <class Gemm>
 int can_implement(const cutlass_rs_gemm_args *a) noexcept {
   try {
     if (a == nullptr || a->a == nullptr || a->b == nullptr || a->c == nullptr || a->d == nullptr)
+      return CUTLASS_RS_ERROR_NULL_ARGUMENT;
+    if (is_block_scaled<typename Gemm::GemmKernel::CollectiveMainloop>::value && (a->sfa == nullptr || a->sfb == nullptr))
       return CUTLASS_RS_ERROR_NULL_ARGUMENT;
     if (!problem_fits(a)) return CUTLASS_RS_ERROR_INVALID_PROBLEM;
     auto args = make_arguments<Gemm>(a);

@@ -3,7 +3,13 @@
 //!
 //! ```text
 //! cutlass-profiler list [--format tsv|json|table] [--filter PATTERNS]
+//! cutlass-profiler census [--coverage] [--filter PATTERNS] [--jobs N] [--limit N] [--out FILE]
 //! ```
+//! `census` compiles entries to PTX (nvcc `--ptx`, at most 2 jobs by default), finds the MMA
+//! instructions in the PTX and checks them against the kind, CTA group and scale-vector size the
+//! seed's tables imply. Results append to `kernels/census.tsv`; entries already there are skipped,
+//! so a census resumes where it stopped. `--coverage` selects the issue's coverage set: every type
+//! row in each of its layouts at one tile, and every tile row in one allowed layout.
 //! PATTERNS: comma-separated name patterns, as `CUTLASS_RS_KERNELS` takes them (`*`/`?` globs over
 //! the whole name, plain text as a substring).
 
@@ -13,7 +19,7 @@ use std::process::ExitCode;
 use cutlass_kernels::catalog::{self, NameFilter};
 use cutlass_kernels::KernelSpec;
 
-const USAGE: &str = "usage: cutlass-profiler list [--format tsv|json|table] [--filter PATTERNS]";
+const USAGE: &str = "usage: cutlass-profiler list [--format tsv|json|table] [--filter PATTERNS]\n       cutlass-profiler census [--coverage] [--filter PATTERNS] [--jobs N] [--limit N] [--out FILE]";
 const COLUMNS: [&str; 15] = [
     "name",
     "arch",
@@ -75,6 +81,9 @@ fn json_string(v: &str) -> String {
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("census") {
+        return census::main(&args[1..]);
+    }
     if args.first().map(String::as_str) != Some("list") {
         eprintln!("{USAGE}");
         return ExitCode::from(2);
@@ -161,5 +170,325 @@ fn main() -> ExitCode {
             eprintln!("cutlass-profiler: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+mod census {
+    use std::collections::{BTreeSet, HashSet};
+    use std::io::Write;
+    use std::path::{Path, PathBuf};
+    use std::process::{Command, ExitCode};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Mutex;
+    use std::time::Instant;
+
+    use cutlass_kernels::catalog::{self, NameFilter};
+    use cutlass_kernels::codegen;
+    use cutlass_kernels::{Arch, KernelSpec};
+
+    const HEADER: &str = "name\tstatus\tseconds\tptx_mma\tkind_ok";
+
+    struct Toolchain {
+        nvcc: PathBuf,
+        include: Vec<PathBuf>,
+        versions: String,
+    }
+
+    fn toolchain() -> Result<Toolchain, String> {
+        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+        let tc = root.join("third_party/toolchain");
+        let cuda = std::env::var_os("CUDA_HOME")
+            .or_else(|| std::env::var_os("CUDA_PATH"))
+            .map(PathBuf::from)
+            .unwrap_or_else(|| tc.join("nvidia/cu13"));
+        let cutlass = std::env::var_os("CUTLASS_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| tc.join("cutlass_library/source"));
+        let nvcc = cuda.join("bin/nvcc");
+        if !nvcc.is_file() {
+            return Err(format!(
+                "{} not found: run scripts/bootstrap.sh or set CUDA_HOME",
+                nvcc.display()
+            ));
+        }
+        let out = Command::new(&nvcc)
+            .arg("--version")
+            .output()
+            .map_err(|e| e.to_string())?;
+        let nv = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .last()
+            .unwrap_or("")
+            .to_string();
+        let vh = std::fs::read_to_string(cutlass.join("include/cutlass/version.h"))
+            .map_err(|e| e.to_string())?;
+        let num = |k: &str| {
+            vh.lines()
+                .find_map(|l| l.trim().strip_prefix(&format!("#define {k} ")))
+                .unwrap_or("?")
+                .trim()
+                .to_string()
+        };
+        Ok(Toolchain {
+            nvcc,
+            include: vec![cutlass.join("include"), cutlass.join("tools/util/include")],
+            versions: format!(
+                "# nvcc {nv}; CUTLASS {}.{}.{}",
+                num("CUTLASS_MAJOR"),
+                num("CUTLASS_MINOR"),
+                num("CUTLASS_PATCH")
+            ),
+        })
+    }
+
+    /// The issue's coverage set: each type row in each of its layouts at one valid tile, each
+    /// tile row in one allowed layout, and the SM90 entries of the default build.
+    fn coverage() -> Vec<KernelSpec> {
+        let all = catalog::sm1xx();
+        let mut picked: Vec<KernelSpec> = Vec::new();
+        let mut seen = HashSet::new();
+        for s in &all {
+            let o = s.origin.unwrap();
+            // One per (type row, layout), preferring the first (smallest) tile of the first table.
+            if seen.insert(("type", o.type_table, o.type_row, s.layout_name(), s.arch)) {
+                picked.push(*s);
+            }
+        }
+        for s in &all {
+            let o = s.origin.unwrap();
+            let key = (
+                "tile",
+                o.tile_table,
+                s.tile[0] as u8,
+                format!("{}x{}x{}", s.tile[0], s.tile[1], s.tile[2]),
+                s.arch,
+            );
+            if picked
+                .iter()
+                .any(|p| p.origin.unwrap().tile_table == o.tile_table && p.tile == s.tile)
+            {
+                continue;
+            }
+            if seen.insert(("tile", key.1, 0, key.3, s.arch)) {
+                picked.push(*s);
+            }
+        }
+        let mut out: Vec<KernelSpec> = catalog::sm90()
+            .into_iter()
+            .filter(catalog::is_default)
+            .collect();
+        out.extend(picked);
+        out
+    }
+
+    /// MMA instructions in PTX: each distinct opcode (up to the first space or tab).
+    fn mma_instructions(ptx: &str) -> Vec<String> {
+        let mut set = BTreeSet::new();
+        for line in ptx.lines() {
+            let t = line.trim_start();
+            let t = t
+                .strip_prefix('@')
+                .map(|r| r.split_once(' ').map_or(r, |x| x.1).trim_start())
+                .unwrap_or(t);
+            if t.starts_with("tcgen05.mma")
+                || t.starts_with("wgmma.mma_async")
+                || t.starts_with("mma.sync")
+            {
+                if let Some(op) = t.split([' ', '\t']).next() {
+                    set.insert(op.trim_end_matches(';').to_string());
+                }
+            }
+        }
+        set.into_iter().collect()
+    }
+
+    /// Whether the instructions found match what the tables imply (kind, CTA group, scale vector).
+    fn kind_ok(spec: &KernelSpec, found: &[String]) -> bool {
+        let want = catalog::expected_mma(spec);
+        let vec_ok = |op: &str| match spec.block_scale {
+            Some(bs) if bs.vec == 16 => op.contains("block16") || op.contains("scale_vec::4X"),
+            Some(_) => {
+                op.contains("block32")
+                    || op.contains("scale_vec::1X")
+                    || op.contains("scale_vec::2X")
+            }
+            None => true,
+        };
+        let alts: Vec<String> = if want.contains('|') {
+            // "mxf4|mxf4nvf4": either kind.
+            let (head, kinds) = want.rsplit_once("kind::").unwrap();
+            kinds
+                .split('|')
+                .map(|k| format!("{head}kind::{k}"))
+                .collect()
+        } else {
+            vec![want]
+        };
+        found
+            .iter()
+            .any(|op| alts.iter().any(|w| op.starts_with(w.as_str())) && vec_ok(op))
+    }
+
+    fn compile(tc: &Toolchain, dir: &Path, spec: &KernelSpec) -> (String, f64, String, String) {
+        let name = spec.name();
+        let started = Instant::now();
+        let source = match codegen::kernel_source(spec) {
+            Ok(s) => s,
+            Err(e) => return ("fail".into(), 0.0, format!("codegen: {e}"), "0".into()),
+        };
+        let cu = dir.join(format!("{name}.cu"));
+        let ptx = dir.join(format!("{name}.ptx"));
+        if let Err(e) = std::fs::write(&cu, source) {
+            return ("fail".into(), 0.0, format!("write: {e}"), "0".into());
+        }
+        let arch = match spec.arch {
+            Arch::Sm90a => "sm_90a",
+            Arch::Sm100a => "sm_100a",
+            _ => "sm_120a",
+        };
+        let mut cmd = Command::new(&tc.nvcc);
+        cmd.args([
+            "-std=c++17",
+            "-O3",
+            "-DNDEBUG",
+            "--expt-relaxed-constexpr",
+            "--ptx",
+            &format!("-arch={arch}"),
+        ]);
+        for i in &tc.include {
+            cmd.arg("-I").arg(i);
+        }
+        cmd.arg("-I").arg(dir).arg(&cu).arg("-o").arg(&ptx);
+        let out = cmd.output();
+        let secs = started.elapsed().as_secs_f64();
+        let _ = std::fs::remove_file(&cu);
+        match out {
+            Ok(o) if o.status.success() => {
+                let text = std::fs::read_to_string(&ptx).unwrap_or_default();
+                let _ = std::fs::remove_file(&ptx);
+                let found = mma_instructions(&text);
+                let ok = kind_ok(spec, &found);
+                let list = if found.is_empty() {
+                    "-".to_string()
+                } else {
+                    found.join(",")
+                };
+                ("pass".into(), secs, list, if ok { "1" } else { "0" }.into())
+            }
+            Ok(o) => {
+                let err = String::from_utf8_lossy(&o.stderr);
+                let first = err
+                    .lines()
+                    .find(|l| l.contains("error"))
+                    .unwrap_or("nvcc failed")
+                    .replace('\t', " ");
+                (
+                    "fail".into(),
+                    secs,
+                    first.chars().take(300).collect(),
+                    "0".into(),
+                )
+            }
+            Err(e) => ("fail".into(), secs, format!("nvcc: {e}"), "0".into()),
+        }
+    }
+
+    pub fn main(args: &[String]) -> ExitCode {
+        let (mut filter, mut use_coverage, mut jobs, mut limit) =
+            (NameFilter::parse(""), false, 2usize, usize::MAX);
+        let mut out_path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("kernels/census.tsv");
+        let mut it = args.iter();
+        while let Some(a) = it.next() {
+            match a.as_str() {
+                "--coverage" => use_coverage = true,
+                "--filter" => {
+                    filter = NameFilter::parse(it.next().map(String::as_str).unwrap_or(""))
+                }
+                "--jobs" => {
+                    jobs = it
+                        .next()
+                        .and_then(|j| j.parse().ok())
+                        .unwrap_or(2)
+                        .clamp(1, 8)
+                }
+                "--limit" => limit = it.next().and_then(|j| j.parse().ok()).unwrap_or(usize::MAX),
+                "--out" => out_path = it.next().map(PathBuf::from).unwrap_or(out_path),
+                _ => {
+                    eprintln!("{}", super::USAGE);
+                    return ExitCode::from(2);
+                }
+            }
+        }
+        let tc = match toolchain() {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("cutlass-profiler census: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        let candidates = if use_coverage {
+            coverage()
+        } else {
+            catalog::all()
+        };
+        let done: HashSet<String> = std::fs::read_to_string(&out_path)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.starts_with("name\t"))
+            .filter_map(|l| l.split('\t').next().map(str::to_owned))
+            .collect();
+        let selected: Vec<KernelSpec> = candidates
+            .into_iter()
+            .filter(|s| filter.is_empty() || filter.matches(&s.name()))
+            .collect();
+        let total = selected.len();
+        let todo: Vec<KernelSpec> = selected
+            .into_iter()
+            .filter(|s| !done.contains(&s.name()))
+            .take(limit)
+            .collect();
+        let fresh = !out_path.is_file();
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&out_path);
+        let Ok(mut file) = file else {
+            eprintln!(
+                "cutlass-profiler census: cannot open {}",
+                out_path.display()
+            );
+            return ExitCode::FAILURE;
+        };
+        if fresh {
+            let _ = writeln!(file, "{}\n{HEADER}", tc.versions);
+        }
+        eprintln!(
+            "census: {total} selected, {} to compile now ({} entries already in {}), {jobs} jobs",
+            todo.len(),
+            done.len(),
+            out_path.display()
+        );
+        let dir = std::env::temp_dir().join(format!("cutlass-census-{}", std::process::id()));
+        let _ = std::fs::create_dir_all(&dir);
+        let _ = std::fs::write(dir.join(codegen::SHIM_HEADER_NAME), codegen::SHIM_HEADER);
+        let _ = std::fs::write(dir.join(codegen::ABI_HEADER_NAME), codegen::ABI_HEADER);
+        let next = AtomicUsize::new(0);
+        let file = Mutex::new(file);
+        std::thread::scope(|scope| {
+            for _ in 0..jobs.min(todo.len()) {
+                scope.spawn(|| loop {
+                    let i = next.fetch_add(1, Ordering::SeqCst);
+                    let Some(spec) = todo.get(i) else { break };
+                    let (status, secs, mma, ok) = compile(&tc, &dir, spec);
+                    let line = format!("{}\t{status}\t{secs:.0}\t{mma}\t{ok}", spec.name());
+                    eprintln!("[{}/{}] {line}", i + 1, todo.len());
+                    let mut f = file.lock().unwrap();
+                    let _ = writeln!(f, "{line}");
+                    let _ = f.flush();
+                });
+            }
+        });
+        let _ = std::fs::remove_dir_all(&dir);
+        ExitCode::SUCCESS
     }
 }
