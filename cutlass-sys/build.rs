@@ -9,7 +9,7 @@
 //!
 //! | variable | meaning | default |
 //! |---|---|---|
-//! | `CUTLASS_RS_ARCHS` | architectures to build, comma-separated: `90a`, `100a`, `120a` | `90a` |
+//! | `CUTLASS_RS_ARCHS` | architectures to build, comma-separated: `90a`, `100a`, `120a` (the default set is SM90's; pick SM100/SM120 entries with `CUTLASS_RS_KERNELS`) | `90a` |
 //! | `CUTLASS_RS_KERNELS` | kernel-name filter, comma-separated globs (like `CUTLASS_LIBRARY_KERNELS`); `none` builds no kernel | the default set |
 //! | `CUTLASS_RS_NVCC_JOBS` | parallel nvcc jobs (one needs 3.5–5 GB of memory) | `2` |
 //! | `CUTLASS_RS_CACHE_DIR` | object cache | `$XDG_CACHE_HOME/cutlass-rs` or `~/.cache/cutlass-rs` |

@@ -8,7 +8,7 @@
 //! | architecture | inputs A x B | accumulator | C / D | layouts of A, B | D layout | status |
 //! |---|---|---|---|---|---|---|
 //! | SM90a (H100, H200) | f16 x f16, bf16 x bf16 | f32 | input type or f32 | TN, NT, NN, TT | row- or column-major | runs (tested on H100/H200) |
-//! | SM100a, SM120a | — | | | | | catalog issue; the arch check already refuses kernels of other architectures |
+//! | SM100a, SM120a | every dense row of Tables 1–3 (legacy, FP8/FP6/FP4, mx/nv block-scaled) | f32 (s32) | see the catalog | per Tables 4–20 | row-major | generated and compiled to PTX, MMA instructions checked (`kernels/census.tsv`); no Blackwell GPU here, so none has run; the safe API runs the f16/bf16 ones when built, block-scaled operands arrive with the block-scaled issue |
 //!
 //! Host-side formats for every type of the seed's Tables 1–3, usable without a GPU:
 //!

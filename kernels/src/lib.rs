@@ -177,6 +177,38 @@ mod tests {
     }
 
     #[test]
+    fn n_cells_and_wrong_alignments_are_rejected_with_the_rule() {
+        // Table 5 row 64x64x128 (1SM) allows TN only for {float4,float6} x {float4,float6}.
+        let ok = catalog::sm1xx()
+            .into_iter()
+            .find(|s| s.origin.unwrap().tile_table == 5 && s.tile[0] == 64 && s.tile[1] == 64)
+            .unwrap();
+        ok.validate().unwrap();
+        let mut nt = ok;
+        nt.a.layout = Layout::ColumnMajor;
+        nt.b.layout = Layout::RowMajor;
+        let e = nt.validate().unwrap_err();
+        assert!(e.contains("tile table 5") && e.contains(" N for NT"), "{e}");
+        let mut misaligned = ok;
+        misaligned.a.align = 32;
+        assert!(misaligned
+            .validate()
+            .unwrap_err()
+            .contains("needs alignments 128"));
+        let mut wrong_types = ok;
+        wrong_types.a.ty = DataType::F16;
+        assert!(wrong_types.validate().is_err());
+        // An SM120 entry in NN: Table 16 is TN-only and so is SM120.
+        let sm120 = catalog::sm1xx()
+            .into_iter()
+            .find(|s| s.arch == Arch::Sm120a)
+            .unwrap();
+        let mut nn = sm120;
+        nn.a.layout = Layout::ColumnMajor;
+        assert!(nn.validate().is_err());
+    }
+
+    #[test]
     fn arch_parsing_and_capabilities() {
         assert_eq!(Arch::parse("90a"), Some(Arch::Sm90a));
         assert_eq!(Arch::parse("sm_100a"), Some(Arch::Sm100a));

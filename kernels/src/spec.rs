@@ -321,6 +321,83 @@ impl KernelSpec {
         )
     }
 
+    /// The rules of Tables 1–20 for an entry that names its seed rows: the type row allows these
+    /// types, this layout and these alignments; the tile table serves the type row, and one of its
+    /// rows has this tile with a Y for this layout and this policy.
+    fn check_against_seed(&self, name: &str, o: Origin) -> Result<(), String> {
+        let row = crate::tables::type_row(o.type_table, o.type_row).ok_or_else(|| {
+            format!(
+                "{name}: no type row {}.{} in Tables 1-3",
+                o.type_table, o.type_row
+            )
+        })?;
+        if !row.type_pairs().contains(&(self.a.ty, self.b.ty)) {
+            return Err(format!(
+                "{name}: Table {} row {} ({} x {}) does not take {} x {}",
+                o.type_table,
+                o.type_row,
+                row.a.seed_name(),
+                row.b.seed_name(),
+                self.a.ty,
+                self.b.ty
+            ));
+        }
+        if !row.layouts().contains(&(self.a.layout, self.b.layout)) {
+            return Err(format!(
+                "{name}: Table {} row {} allows TN only, not {}",
+                o.type_table,
+                o.type_row,
+                self.layout_name()
+            ));
+        }
+        if self.a.align != row.align_a.for_layout(self.a.layout) || self.b.align != row.align_b {
+            return Err(format!(
+                "{name}: Table {} row {} needs alignments {} / {} elements, not {} / {}",
+                o.type_table,
+                o.type_row,
+                row.align_a.for_layout(self.a.layout),
+                row.align_b,
+                self.a.align,
+                self.b.align
+            ));
+        }
+        let table = crate::tile_tables::TILE_TABLES
+            .iter()
+            .find(|t| t.table == o.tile_table)
+            .ok_or_else(|| format!("{name}: no tile table {}", o.tile_table))?;
+        if table.arch != self.arch || !table.type_rows.contains(&(o.type_table, o.type_row)) {
+            return Err(format!(
+                "{name}: tile table {} does not serve Table {} row {} on {}",
+                o.tile_table, o.type_table, o.type_row, self.arch
+            ));
+        }
+        let policy = self.kernel_schedule.policy();
+        let tile_rows: Vec<&crate::tables::TileRow> = table
+            .rows
+            .iter()
+            .filter(|r| r.sparse == row.sparse && r.m == self.tile[0] && r.n == self.tile[1])
+            .collect();
+        if tile_rows.is_empty() {
+            return Err(format!(
+                "{name}: tile table {} has no {}x{} tile",
+                o.tile_table, self.tile[0], self.tile[1]
+            ));
+        }
+        if !tile_rows
+            .iter()
+            .any(|r| r.allows(self.a.layout, self.b.layout) && r.policies.contains(&policy))
+        {
+            return Err(format!(
+                "{name}: tile table {} marks {}x{} with {policy} N for {}",
+                o.tile_table,
+                self.tile[0],
+                self.tile[1],
+                self.layout_name()
+            ));
+        }
+        Ok(())
+    }
+
     fn operand_type_name(&self, ty: DataType) -> String {
         match self.block_scale {
             Some(bs) => format!("{}x{}", bs.sf.short_name(), ty.short_name()),
@@ -350,6 +427,13 @@ impl KernelSpec {
         }
         if self.tile.iter().chain(self.cluster.iter()).any(|&v| v == 0) {
             return Err(format!("{name}: tile and cluster extents must be positive"));
+        }
+        if let Some(o) = self.origin {
+            self.check_against_seed(&name, o)?;
+        } else if self.arch != Arch::Sm90a {
+            return Err(format!(
+                "{name}: SM100/SM120 entries must name their seed rows (origin)"
+            ));
         }
         match self.arch {
             Arch::Sm90a => {
