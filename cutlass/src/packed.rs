@@ -147,12 +147,7 @@ impl<T: SubByte> PackedVec<T> {
 
     /// Element `i`. Panics when out of range.
     pub fn get(&self, i: usize) -> T {
-        assert!(
-            i < self.len,
-            "index {i} out of range for {} elements",
-            self.len
-        );
-        T::from_code(read_code(&self.bytes, T::BITS, i))
+        self.as_slice().get(i)
     }
 
     /// Sets element `i`. Panics when out of range.

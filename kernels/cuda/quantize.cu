@@ -245,6 +245,22 @@ __host__ __device__ constexpr int rows_per_thread() {
 }
 constexpr int kRows = 8;  // the largest rows_per_thread (grid sizing)
 
+// Loads chunk i0..i0+8 of rows r0..r0+R (zeros past the matrix or for dead threads): all loads are
+// issued before any arithmetic.
+template <int R, class T>
+__device__ __forceinline__ void load_rows(const T *x, int64_t rows, int64_t k, int64_t r0, int64_t i0, bool live,
+                                          Raw8<T> (&v)[R]) {
+#pragma unroll
+  for (int q = 0; q < R; ++q) {
+    if (live && r0 + q < rows) {
+      load_raw8(x + (r0 + q) * k, i0, k, v[q]);
+    } else {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) v[q].e[j] = T(0.0f);
+    }
+  }
+}
+
 // Block quantization along k with `kVec` elements per scale: MX (ue8m0, 32) and NVFP4 (ue4m3, 16,
 // with a global scale). 8 elements per thread per row; the threads of one scale block are
 // consecutive lanes. Grid: x covers the chunks of a row (256 is a multiple of threads per block, so
@@ -272,14 +288,7 @@ __global__ void __launch_bounds__(kThreads) block_quant_kernel(const T *x, int64
   constexpr int R = rows_per_thread<T>();
   for (int64_t r0 = int64_t(blockIdx.y) * R; r0 < rows; r0 += int64_t(gridDim.y) * R) {
     Raw8<T> v[R];
-#pragma unroll
-    for (int q = 0; q < R; ++q) {
-      if (live && r0 + q < rows) load_raw8(x + (r0 + q) * k, i0, k, v[q]);
-      else {
-#pragma unroll
-        for (int j = 0; j < 8; ++j) v[q].e[j] = T(0.0f);
-      }
-    }
+    load_rows<R>(x, rows, k, r0, i0, live, v);
 #pragma unroll
     for (int q = 0; q < R; ++q) {
       float amax = 0.0f;
@@ -382,14 +391,7 @@ __global__ void __launch_bounds__(kThreads) fp8_1x128_kernel(const T *x, int64_t
   const int n = live ? int((k - i0) < 8 ? (k - i0) : 8) : 0;
   for (int64_t r0 = int64_t(blockIdx.y) * R; r0 < rows; r0 += int64_t(gridDim.y) * R) {
     Raw8<T> v[R];
-#pragma unroll
-    for (int q = 0; q < R; ++q) {
-      if (live && r0 + q < rows) load_raw8(x + (r0 + q) * k, i0, k, v[q]);
-      else {
-#pragma unroll
-        for (int j = 0; j < 8; ++j) v[q].e[j] = T(0.0f);
-      }
-    }
+    load_rows<R>(x, rows, k, r0, i0, live, v);
 #pragma unroll
     for (int q = 0; q < R; ++q) {
       float amax = 0.0f;

@@ -4,6 +4,7 @@
 //! ```text
 //! cutlass-profiler list [--format tsv|json|table] [--filter PATTERNS]
 //! cutlass-profiler census [--coverage] [--filter PATTERNS] [--jobs N] [--limit N] [--out FILE]
+//! cutlass-profiler census --recheck [--out FILE]
 //! ```
 //! `census` compiles entries to PTX (nvcc `--ptx`, at most 2 jobs by default), finds the MMA
 //! instructions in the PTX and checks them against the kind, CTA group and scale-vector size the
@@ -305,14 +306,22 @@ mod census {
     /// Whether the instructions found match what the tables imply (kind, CTA group, scale vector).
     fn kind_ok(spec: &KernelSpec, found: &[String]) -> bool {
         let want = catalog::expected_mma(spec);
-        let vec_ok = |op: &str| match spec.block_scale {
-            Some(bs) if bs.vec == 16 => op.contains("block16") || op.contains("scale_vec::4X"),
-            Some(_) => {
-                op.contains("block32")
-                    || op.contains("scale_vec::1X")
-                    || op.contains("scale_vec::2X")
+        // Scale-vector size: explicit (`block16`/`scale_vec::4X` for 16 elements per scale,
+        // `block32`/`scale_vec::1X`/`2X` for 32), or implied: `kind::mxf8f6f4` and `kind::mxf4`
+        // take one ue8m0 per 32 elements when no qualifier is written (PTX ISA, tcgen05.mma / mma).
+        let vec_ok = |op: &str| {
+            let explicit =
+                op.contains("block16") || op.contains("block32") || op.contains("scale_vec::");
+            match spec.block_scale {
+                Some(bs) if bs.vec == 16 => op.contains("block16") || op.contains("scale_vec::4X"),
+                Some(_) if explicit => {
+                    op.contains("block32")
+                        || op.contains("scale_vec::1X")
+                        || op.contains("scale_vec::2X")
+                }
+                Some(_) => op.contains("kind::mxf8f6f4") || op.contains("kind::mxf4."),
+                None => !op.contains("block_scale"),
             }
-            None => true,
         };
         let alts: Vec<String> = if want.contains('|') {
             // "mxf4|mxf4nvf4": either kind.
@@ -393,9 +402,51 @@ mod census {
         }
     }
 
+    /// Recomputes `kind_ok` of every row from its recorded instructions (no compilation).
+    fn recheck_file(path: &Path) -> ExitCode {
+        let Ok(text) = std::fs::read_to_string(path) else {
+            eprintln!("cutlass-profiler census: cannot read {}", path.display());
+            return ExitCode::FAILURE;
+        };
+        let mut out = String::new();
+        let mut changed = 0;
+        for line in text.lines() {
+            let cols: Vec<&str> = line.split('\t').collect();
+            let spec = if cols.len() == 5 && cols[1] == "pass" {
+                catalog::find(cols[0])
+            } else {
+                None
+            };
+            match spec {
+                Some(spec) => {
+                    let found: Vec<String> = cols[3].split(',').map(str::to_owned).collect();
+                    let ok = if kind_ok(&spec, &found) { "1" } else { "0" };
+                    changed += usize::from(ok != cols[4]);
+                    out.push_str(&format!(
+                        "{}\t{}\t{}\t{}\t{ok}\n",
+                        cols[0], cols[1], cols[2], cols[3]
+                    ));
+                }
+                None => {
+                    out.push_str(line);
+                    out.push('\n');
+                }
+            }
+        }
+        if std::fs::write(path, out).is_err() {
+            return ExitCode::FAILURE;
+        }
+        eprintln!(
+            "census: rechecked {}, {changed} kind_ok values changed",
+            path.display()
+        );
+        ExitCode::SUCCESS
+    }
+
     pub fn main(args: &[String]) -> ExitCode {
         let (mut filter, mut use_coverage, mut jobs, mut limit) =
             (NameFilter::parse(""), false, 2usize, usize::MAX);
+        let mut recheck = false;
         let mut out_path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("kernels/census.tsv");
         let mut it = args.iter();
         while let Some(a) = it.next() {
@@ -413,11 +464,15 @@ mod census {
                 }
                 "--limit" => limit = it.next().and_then(|j| j.parse().ok()).unwrap_or(usize::MAX),
                 "--out" => out_path = it.next().map(PathBuf::from).unwrap_or(out_path),
+                "--recheck" => recheck = true,
                 _ => {
                     eprintln!("{}", super::USAGE);
                     return ExitCode::from(2);
                 }
             }
+        }
+        if recheck {
+            return recheck_file(&out_path);
         }
         let tc = match toolchain() {
             Ok(t) => t,
