@@ -17,6 +17,8 @@ pub enum OperandName {
     D,
     /// The kernel's scratch buffer.
     Workspace,
+    /// The scale factors of a quantized tensor.
+    Scales,
 }
 
 impl fmt::Display for OperandName {
@@ -27,6 +29,7 @@ impl fmt::Display for OperandName {
             OperandName::C => "C",
             OperandName::D => "D",
             OperandName::Workspace => "workspace",
+            OperandName::Scales => "scale factors",
         })
     }
 }

@@ -158,6 +158,30 @@ fn check_shape(what: &str, rows: usize, k: usize, len: usize) -> Result<()> {
     Ok(())
 }
 
+/// Output buffers (elements, scale factors) against what the shape needs; each names its buffer.
+fn check_outputs(
+    data: usize,
+    data_needed: usize,
+    scales: usize,
+    scales_needed: usize,
+) -> Result<()> {
+    if data < data_needed {
+        return Err(Error::BufferTooSmall {
+            operand: OperandName::D,
+            len: data,
+            required: data_needed,
+        });
+    }
+    if scales < scales_needed {
+        return Err(Error::BufferTooSmall {
+            operand: OperandName::Scales,
+            len: scales,
+            required: scales_needed,
+        });
+    }
+    Ok(())
+}
+
 fn check(kernel: &str, status: i32) -> Result<()> {
     if status == cutlass_sys::CUTLASS_RS_OK {
         Ok(())
@@ -222,13 +246,7 @@ pub fn quantize_fp8_blockwise_into<T: QuantInput>(
     let (rows, cols, block) = (out.rows, out.cols, out.block);
     check_shape("FP8 blockwise quantization", rows, cols, x.len())?;
     let n_scales = rows.div_ceil(block.rows()) * cols.div_ceil(128);
-    if out.data.len() < rows * cols || out.scales.len() < n_scales {
-        return Err(Error::BufferTooSmall {
-            operand: OperandName::D,
-            len: out.scales.len(),
-            required: n_scales,
-        });
-    }
+    check_outputs(out.data.len(), rows * cols, out.scales.len(), n_scales)?;
     stream.context().bind_to_thread()?;
     let (px, _gx) = x.device_ptr(stream);
     let (pd, _gd) = out.data.device_ptr_mut(stream);
@@ -286,13 +304,7 @@ fn launch_block_scaled<T: QuantInput, S: cudarc::driver::DeviceRepr>(
     let (code, bits, multiple) = elem;
     check_k(what, k, bits, multiple)?;
     let data_bytes = (rows * k * bits).div_ceil(8);
-    if data.len() < data_bytes || sf.len() < layout.size() {
-        return Err(Error::BufferTooSmall {
-            operand: OperandName::D,
-            len: data.len(),
-            required: data_bytes,
-        });
-    }
+    check_outputs(data.len(), data_bytes, sf.len(), layout.size())?;
     stream.context().bind_to_thread()?;
     let (px, _gx) = x.device_ptr(stream);
     let (pd, _gd) = data.device_ptr_mut(stream);
@@ -556,5 +568,30 @@ impl Nvfp4Tensor {
             Some(&self.amax),
             &self.layout,
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn output_checks_name_the_short_buffer() {
+        use crate::error::{Error, OperandName};
+        assert!(super::check_outputs(10, 10, 4, 4).is_ok());
+        assert!(matches!(
+            super::check_outputs(9, 10, 4, 4),
+            Err(Error::BufferTooSmall {
+                operand: OperandName::D,
+                len: 9,
+                required: 10
+            })
+        ));
+        assert!(matches!(
+            super::check_outputs(10, 10, 3, 4),
+            Err(Error::BufferTooSmall {
+                operand: OperandName::Scales,
+                len: 3,
+                required: 4
+            })
+        ));
     }
 }
