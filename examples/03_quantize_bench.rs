@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use anyhow::Result;
 use cudarc::driver::{sys, CudaContext, CudaSlice, CudaStream};
+use cutlass::blockscale::ScaleMajor;
 use cutlass::numeric::{E2M1, E2M3, E4M3};
 use cutlass::quantize::{self, Fp8Block, Fp8BlockwiseTensor, MxTensor, Nvfp4Tensor};
 use half::bf16;
@@ -77,7 +78,13 @@ fn main() -> Result<()> {
                 "fp8 1x128",
                 n * 2.0 + n + (rows * k.div_ceil(128) * 4) as f64,
                 {
-                    let mut o = Fp8BlockwiseTensor::alloc(s, rows, k, Fp8Block::Group1x128)?;
+                    let mut o = Fp8BlockwiseTensor::alloc(
+                        s,
+                        rows,
+                        k,
+                        Fp8Block::Group1x128,
+                        ScaleMajor::MN,
+                    )?;
                     Box::new(move || Ok(quantize::quantize_fp8_blockwise_into(s, xr, &mut o)?))
                 },
             ),
@@ -85,7 +92,13 @@ fn main() -> Result<()> {
                 "fp8 128x128",
                 n * 2.0 + n + (rows.div_ceil(128) * k.div_ceil(128) * 4) as f64,
                 {
-                    let mut o = Fp8BlockwiseTensor::alloc(s, rows, k, Fp8Block::Block128x128)?;
+                    let mut o = Fp8BlockwiseTensor::alloc(
+                        s,
+                        rows,
+                        k,
+                        Fp8Block::Block128x128,
+                        ScaleMajor::MN,
+                    )?;
                     Box::new(move || Ok(quantize::quantize_fp8_blockwise_into(s, xr, &mut o)?))
                 },
             ),

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use cudarc::driver::{CudaContext, CudaStream};
-use cutlass::blockscale::{self, ScaleFactorLayout, ScaledElement};
+use cutlass::blockscale::{self, ScaleFactorLayout, ScaleMajor, ScaledElement};
 use cutlass::numeric::{E2M1, E2M3, E3M2, E4M3, E5M2};
 use cutlass::packed::{PackedVec, SubByte};
 use cutlass::quantize::{self, Fp8Block, MxElement, QuantInput};
@@ -68,11 +68,19 @@ const SHAPES: [(usize, usize); 4] = [(200, 160), (129, 100), (1, 4096), (300, 52
 fn check_fp8<T: QuantInput>(stream: &Arc<CudaStream>, specials: bool) -> usize {
     let mut compared = 0;
     for (rows, k) in SHAPES {
-        for block in [Fp8Block::Group1x128, Fp8Block::Block128x128] {
+        for (block, major) in [
+            (Fp8Block::Group1x128, ScaleMajor::K),
+            (Fp8Block::Block128x128, ScaleMajor::K),
+            (Fp8Block::Group1x128, ScaleMajor::MN),
+            (Fp8Block::Block128x128, ScaleMajor::MN),
+        ] {
             let (t, x) = as_input::<T>(&inputs(rows, k, rows as u64 * 31 + k as u64, specials));
             let dx = stream.clone_htod(&t).unwrap();
-            let q = quantize::quantize_fp8_blockwise(stream, &dx, rows, k, block).unwrap();
-            let (he, hs) = blockscale::quantize_fp8_blockwise(&x, rows, k, block.rows(), 128);
+            let q = quantize::quantize_fp8_blockwise(stream, &dx, rows, k, block, major).unwrap();
+            let (he, hs_k) = blockscale::quantize_fp8_blockwise(&x, rows, k, block.rows(), 128);
+            let (rb, kb) = (rows.div_ceil(block.rows()), k.div_ceil(128));
+            // The GPU writes the same scales in `major` order.
+            let hs = blockscale::scales_to_major(&hs_k, rb, kb, ScaleMajor::K, major);
             let de = stream.clone_dtoh(&q.data).unwrap();
             let ds = stream.clone_dtoh(&q.scales).unwrap();
             let diff_e = he
@@ -91,7 +99,7 @@ fn check_fp8<T: QuantInput>(stream: &Arc<CudaStream>, specials: bool) -> usize {
                 "FP8 {block:?} {rows}x{k}: elements and scales differing"
             );
             // Dequantization: e4m3 * scale rounded once, as the host computes it.
-            let hd = blockscale::dequantize_fp8_blockwise(&he, &hs, rows, k, block.rows(), 128);
+            let hd = blockscale::dequantize_fp8_blockwise(&he, &hs_k, rows, k, block.rows(), 128);
             let dd = stream.clone_dtoh(&q.dequantize(stream).unwrap()).unwrap();
             let diff_d = hd
                 .iter()
@@ -295,7 +303,8 @@ fn bad_arguments_get_typed_errors() {
         cutlass::Error::Misaligned { .. }
     ));
     assert!(matches!(
-        quantize::quantize_fp8_blockwise(&stream, &x, 0, 10, Fp8Block::Group1x128).unwrap_err(),
+        quantize::quantize_fp8_blockwise(&stream, &x, 0, 10, Fp8Block::Group1x128, ScaleMajor::MN)
+            .unwrap_err(),
         cutlass::Error::InvalidProblem { .. }
     ));
 }

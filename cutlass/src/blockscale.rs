@@ -334,6 +334,47 @@ pub fn quantize_nvfp4(x: &[f32], rows: usize, k: usize) -> BlockScaled<E2M1, UE4
     }
 }
 
+/// The order of a blockwise scale matrix of a `[rows, cols]` tensor with `row_blocks x col_blocks`
+/// scales (`cols` is K).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ScaleMajor {
+    /// Row-major `[row_blocks, col_blocks]`: the scales of one row block are contiguous (the Triton
+    /// recipe's and [`quantize_fp8_blockwise`]'s order).
+    K,
+    /// Column-major: the scales of one k-block are contiguous, `[col_blocks, row_blocks]` — the
+    /// M-/N-major order CUTLASS's `Sm90BlockwiseScaleConfig` reads (and loads by TMA).
+    MN,
+}
+
+impl ScaleMajor {
+    /// Offset of the scale of row block `bi`, column block `bj`.
+    pub fn offset(self, bi: usize, bj: usize, row_blocks: usize, col_blocks: usize) -> usize {
+        match self {
+            ScaleMajor::K => bi * col_blocks + bj,
+            ScaleMajor::MN => bj * row_blocks + bi,
+        }
+    }
+}
+
+/// Reorders a `row_blocks x col_blocks` scale matrix from `from` to `to` order.
+pub fn scales_to_major(
+    scales: &[f32],
+    row_blocks: usize,
+    col_blocks: usize,
+    from: ScaleMajor,
+    to: ScaleMajor,
+) -> Vec<f32> {
+    assert_eq!(scales.len(), row_blocks * col_blocks, "scale count");
+    let mut out = vec![0.0f32; scales.len()];
+    for bi in 0..row_blocks {
+        for bj in 0..col_blocks {
+            out[to.offset(bi, bj, row_blocks, col_blocks)] =
+                scales[from.offset(bi, bj, row_blocks, col_blocks)];
+        }
+    }
+    out
+}
+
 /// FP8 blockwise quantization (DeepSeek-V3 / DeepGEMM recipe, `shared/seeds/triton-2d-block-fp8-gemm.md`):
 /// one f32 scale per `block_rows x block_cols` block of a row-major `[rows, cols]` matrix. With
 /// `a = max(amax, 1e-4)`: elements `e4m3(x * (448 / a))`, scale `a / 448` (DeepGEMM's

@@ -9,6 +9,8 @@ mod sealed {
     impl Sealed for half::f16 {}
     impl Sealed for half::bf16 {}
     impl Sealed for f32 {}
+    impl Sealed for crate::numeric::E4M3 {}
+    impl Sealed for crate::numeric::E5M2 {}
 }
 
 /// A Rust type that stands for one of the catalog's element types. Sealed: the set follows the
@@ -76,13 +78,59 @@ impl Element for f32 {
     }
 }
 
+/// The FP8 formats (SM90 FP8 GEMMs). `from_f64` rounds through f32 (exact for every f32 input;
+/// an f64 within half an f32 ulp of an FP8 tie may round differently from a single rounding).
+macro_rules! fp8_element {
+    ($t:ty, $data_type:expr, $unit_roundoff:expr, $nan:expr) => {
+        impl Element for $t {
+            const DATA_TYPE: DataType = $data_type;
+            const UNIT_ROUNDOFF: f64 = $unit_roundoff;
+            const POISON: Self = <$t>::from_bits($nan);
+            fn to_f64(self) -> f64 {
+                <$t>::to_f64(self)
+            }
+            fn from_f64(v: f64) -> Self {
+                <$t>::from_f32(v as f32)
+            }
+            fn to_bits_u64(self) -> u64 {
+                self.to_bits() as u64
+            }
+        }
+        impl Fp8 for $t {}
+    };
+}
+
+/// The FP8 element types (e4m3, e5m2): the operands of SM90 FP8 GEMMs, tensor-wise
+/// ([`crate::GemmProblem::with_tensor_scales`]) or blockwise ([`crate::BlockwiseGemm`]) scaled.
+pub trait Fp8: Element {}
+
+fp8_element!(crate::numeric::E4M3, DataType::E4M3, 1.0 / 16.0, 0x7f);
+fp8_element!(crate::numeric::E5M2, DataType::E5M2, 1.0 / 8.0, 0x7f);
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn poison_is_nan_and_roundoff_matches_the_format() {
+        use crate::numeric::{E4M3, E5M2};
         assert!(f16::POISON.is_nan() && bf16::POISON.is_nan() && f32::POISON.is_nan());
+        assert!(E4M3::POISON.is_nan() && E5M2::POISON.is_nan());
+        for (u, one_plus_2u, one_plus_u) in [
+            (
+                E4M3::UNIT_ROUNDOFF,
+                E4M3::from_f64(1.0 + 2.0 * E4M3::UNIT_ROUNDOFF).to_f64(),
+                E4M3::from_f64(1.0 + E4M3::UNIT_ROUNDOFF).to_f64(),
+            ),
+            (
+                E5M2::UNIT_ROUNDOFF,
+                E5M2::from_f64(1.0 + 2.0 * E5M2::UNIT_ROUNDOFF).to_f64(),
+                E5M2::from_f64(1.0 + E5M2::UNIT_ROUNDOFF).to_f64(),
+            ),
+        ] {
+            assert_eq!(one_plus_2u, 1.0 + 2.0 * u);
+            assert_eq!(one_plus_u, 1.0);
+        }
         // 1 + u rounds to 1 (tie to even), 1 + 2u is the next representable value.
         for (u, one_plus_2u, one_plus_u) in [
             (

@@ -19,6 +19,10 @@ pub enum OperandName {
     Workspace,
     /// The scale factors of a quantized tensor.
     Scales,
+    /// The scales of A (blockwise and block-scaled GEMMs).
+    ScalesA,
+    /// The scales of B (blockwise and block-scaled GEMMs).
+    ScalesB,
 }
 
 impl fmt::Display for OperandName {
@@ -30,6 +34,8 @@ impl fmt::Display for OperandName {
             OperandName::D => "D",
             OperandName::Workspace => "workspace",
             OperandName::Scales => "scale factors",
+            OperandName::ScalesA => "scales of A",
+            OperandName::ScalesB => "scales of B",
         })
     }
 }
@@ -75,6 +81,21 @@ pub enum Error {
         stride: usize,
         /// The smallest allowed stride: the span of one matrix.
         min: usize,
+    },
+    /// The kernels for these element types on this architecture do not read this operand in this
+    /// layout (for example, Hopper's wgmma reads 8-bit operands K-major only).
+    UnsupportedLayout {
+        /// The operand.
+        operand: OperandName,
+        /// The rule, in words.
+        rule: String,
+    },
+    /// A scale tensor does not match what the kernel reads: its granularity, layout or shape.
+    ScaleMismatch {
+        /// The scales (or the operand they scale).
+        operand: OperandName,
+        /// The rule, in words.
+        rule: String,
     },
     /// A buffer is shorter than the extent implied by the shape, leading dimension and batch stride.
     BufferTooSmall {
@@ -163,6 +184,10 @@ impl fmt::Display for Error {
                 "operand {operand}: batch stride {stride} is smaller than one matrix ({min} elements); \
                  matrices of a batch may not overlap"
             ),
+            Error::UnsupportedLayout { operand, rule } => {
+                write!(f, "operand {operand}: unsupported layout: {rule}")
+            }
+            Error::ScaleMismatch { operand, rule } => write!(f, "{operand}: {rule}"),
             Error::BufferTooSmall { operand, len, required } => write!(
                 f,
                 "operand {operand}: buffer holds {len} elements but the shape, leading dimension and \
@@ -247,6 +272,11 @@ pub fn status_message(status: i32) -> String {
         s::CUTLASS_RS_ERROR_WORKSPACE_TOO_SMALL => "workspace too small".into(),
         s::CUTLASS_RS_ERROR_NOT_BUILT => {
             "these kernels are not in this build (built with CUTLASS_RS_KERNELS=none?)".into()
+        }
+        s::CUTLASS_RS_ERROR_TMA_DESCRIPTOR => {
+            "the driver refused a TMA descriptor of the kernel (cuTensorMapEncodeTiled failed; \
+             sub-byte TMA types need an SM100 device)"
+                .into()
         }
         x if x >= s::CUTLASS_RS_ERROR_CUDA_BASE => {
             format!("CUDA runtime error {}", x - s::CUTLASS_RS_ERROR_CUDA_BASE)

@@ -25,6 +25,15 @@ pub enum Workspace<'a> {
     Buffer(&'a mut dyn DevicePtrMut<u8>),
 }
 
+/// How A and B are scaled beyond alpha.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Scaling {
+    /// Plain or tensor-wise (folded into alpha).
+    None,
+    /// Blockwise f32 scales of A and B (SM90 FP8 blockwise kernels).
+    Blockwise,
+}
+
 /// Where C comes from.
 enum Source<'a, T> {
     None,
@@ -54,6 +63,7 @@ pub struct Gemm<TA: Element, TB: Element, TD: Element> {
     /// User-side geometry of A, B, C, D.
     user: [ResolvedMatrix; 4],
     workspace_size: usize,
+    scaling: Scaling,
     _types: PhantomData<(TA, TB, TD)>,
 }
 
@@ -81,6 +91,15 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
     /// Plans a GEMM for a described device without touching it: every check that does not need
     /// the buffers runs here, so this is how to validate a problem on a machine without the GPU.
     pub fn plan(device: DeviceInfo, problem: &GemmProblem, kernel: Option<&str>) -> Result<Self> {
+        Self::plan_with(device, problem, kernel, Scaling::None)
+    }
+
+    pub(crate) fn plan_with(
+        device: DeviceInfo,
+        problem: &GemmProblem,
+        kernel: Option<&str>,
+        scaling: Scaling,
+    ) -> Result<Self> {
         problem.check()?;
         let user = [
             problem.resolve(OperandName::A)?,
@@ -134,7 +153,15 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
         } else {
             (TA::DATA_TYPE, TB::DATA_TYPE)
         };
+        check_layout_rules(&device, ta, tb, &ops)?;
         let serves = |s: &KernelSpec| -> std::result::Result<(), String> {
+            if s.blockwise.is_some() != (scaling == Scaling::Blockwise) {
+                return Err(if scaling == Scaling::Blockwise {
+                    "the kernel has no blockwise scales".into()
+                } else {
+                    "the kernel takes blockwise scales (use BlockwiseGemm)".into()
+                });
+            }
             let want = [
                 (ta, ops[0].m.layout),
                 (tb, ops[1].m.layout),
@@ -237,10 +264,11 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
             ops,
             user,
             workspace_size: 0,
+            scaling,
             _types: PhantomData,
         };
         // Aligned stand-in addresses: the workspace size depends on the shape only.
-        let args = gemm.args(16, 16, None, 16);
+        let args = gemm.args(16, 16, None, 16, Some((16, 16)));
         let mut bytes = 0usize;
         // SAFETY: args is fully initialized; workspace_size reads it and writes `bytes`.
         let status = unsafe { (kernel.entry.workspace_size)(&args, &mut bytes) };
@@ -289,7 +317,7 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
             Some(c) => Source::Buffer(c),
             None => Source::None,
         };
-        self.run_checked(stream, a, b, c, d, workspace)
+        self.run_checked(stream, a, b, None, c, d, workspace)
     }
 
     /// `D = alpha * A·B + beta * D`: C is D itself, with D's geometry.
@@ -309,14 +337,72 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
                     .into(),
             });
         }
-        self.run_checked(stream, a, b, Source::D, d, workspace)
+        self.run_checked(stream, a, b, None, Source::D, d, workspace)
     }
 
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn run_scaled(
+        &self,
+        stream: &Arc<CudaStream>,
+        a: &dyn DevicePtr<TA>,
+        b: &dyn DevicePtr<TB>,
+        scales: (&dyn DevicePtr<f32>, &dyn DevicePtr<f32>),
+        c: Option<&dyn DevicePtr<TD>>,
+        d: &mut dyn DevicePtrMut<TD>,
+        workspace: Workspace<'_>,
+    ) -> Result<()> {
+        let c = match c {
+            Some(c) => Source::Buffer(c),
+            None => Source::None,
+        };
+        self.run_checked(stream, a, b, Some(scales), c, d, workspace)
+    }
+
+    /// [`Gemm::run_raw`] with blockwise scales.
+    ///
+    /// # Safety
+    /// As [`Gemm::run_raw`]; the scale pointers must hold [`Gemm::scale_lens`] f32 values.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) unsafe fn run_raw_scaled(
+        &self,
+        a: sys::CUdeviceptr,
+        b: sys::CUdeviceptr,
+        scales: (sys::CUdeviceptr, sys::CUdeviceptr),
+        c: Option<sys::CUdeviceptr>,
+        d: sys::CUdeviceptr,
+        workspace: sys::CUdeviceptr,
+        workspace_bytes: usize,
+        stream: sys::CUstream,
+    ) -> Result<()> {
+        if c.is_none() && self.problem.beta != 0.0 {
+            return Err(Error::InvalidProblem {
+                reason: format!("beta is {} but no C was given", self.problem.beta),
+            });
+        }
+        if self.scaling != Scaling::Blockwise {
+            return Err(Error::InvalidProblem {
+                reason: "this plan takes no scales".into(),
+            });
+        }
+        self.check_pointers(a, b, c, d)?;
+        self.check_scale_pointers(scales)?;
+        if workspace_bytes < self.workspace_size {
+            return Err(Error::BufferTooSmall {
+                operand: OperandName::Workspace,
+                len: workspace_bytes,
+                required: self.workspace_size,
+            });
+        }
+        self.launch(a, b, c, d, Some(scales), workspace, workspace_bytes, stream)
+    }
+
+    #[allow(clippy::too_many_arguments)]
     fn run_checked(
         &self,
         stream: &Arc<CudaStream>,
         a: &dyn DevicePtr<TA>,
         b: &dyn DevicePtr<TB>,
+        scales: Option<(&dyn DevicePtr<f32>, &dyn DevicePtr<f32>)>,
         c: Source<'_, TD>,
         d: &mut dyn DevicePtrMut<TD>,
         workspace: Workspace<'_>,
@@ -334,8 +420,24 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
             }
             _ => {}
         }
+        if (self.scaling == Scaling::Blockwise) != scales.is_some() {
+            return Err(Error::InvalidProblem {
+                reason: "blockwise kernels take scales and other kernels none".into(),
+            });
+        }
+        if let Some((sa, sb)) = scales {
+            self.check_scale_lens(sa.len(), sb.len())?;
+        }
         let (pa, _ga) = a.device_ptr(stream);
         let (pb, _gb) = b.device_ptr(stream);
+        let (psf, _gsa, _gsb) = match scales {
+            Some((sa, sb)) => {
+                let (p1, g1) = sa.device_ptr(stream);
+                let (p2, g2) = sb.device_ptr(stream);
+                (Some((p1, p2)), Some(g1), Some(g2))
+            }
+            None => (None, None, None),
+        };
         let (pc, _gc) = match c {
             Source::Buffer(c) => {
                 let (p, g) = c.device_ptr(stream);
@@ -346,6 +448,9 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
         let (pd, _gd) = d.device_ptr_mut(stream);
         let pc = if matches!(c, Source::D) { Some(pd) } else { pc };
         self.check_pointers(pa, pb, pc, pd)?;
+        if let Some(sf) = psf {
+            self.check_scale_pointers(sf)?;
+        }
         let mut managed = None;
         let (pw, _gw) = match workspace {
             _ if self.workspace_size == 0 => (0, None),
@@ -378,7 +483,18 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
         };
         // SAFETY: every pointer was checked against the extent the problem reaches, its alignment
         // and aliasing; the guards keep the buffers' stream ordering until the launch is queued.
-        unsafe { self.launch(pa, pb, pc, pd, pw, self.workspace_size, stream.cu_stream()) }
+        unsafe {
+            self.launch(
+                pa,
+                pb,
+                pc,
+                pd,
+                psf,
+                pw,
+                self.workspace_size,
+                stream.cu_stream(),
+            )
+        }
     }
 
     /// Launches on raw device pointers, for callers that manage memory themselves (FFI,
@@ -406,6 +522,11 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
                 reason: format!("beta is {} but no C was given", self.problem.beta),
             });
         }
+        if self.scaling != Scaling::None {
+            return Err(Error::InvalidProblem {
+                reason: "this plan takes scales: use BlockwiseGemm::run_raw".into(),
+            });
+        }
         self.check_pointers(a, b, c, d)?;
         if workspace_bytes < self.workspace_size {
             return Err(Error::BufferTooSmall {
@@ -414,21 +535,22 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
                 required: self.workspace_size,
             });
         }
-        self.launch(a, b, c, d, workspace, workspace_bytes, stream)
+        self.launch(a, b, c, d, None, workspace, workspace_bytes, stream)
     }
 
     #[allow(clippy::too_many_arguments)]
-    unsafe fn launch(
+    pub(crate) unsafe fn launch(
         &self,
         a: u64,
         b: u64,
         c: Option<u64>,
         d: u64,
+        scales: Option<(u64, u64)>,
         workspace: u64,
         workspace_bytes: usize,
         stream: sys::CUstream,
     ) -> Result<()> {
-        let args = self.args(a, b, c, d);
+        let args = self.args(a, b, c, d, scales);
         let entry = self.kernel.entry;
         let status = (entry.can_implement)(&args);
         self.check_status(status)?;
@@ -454,7 +576,19 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
     }
 
     /// The C ABI arguments in the kernel's view (A and B exchanged when swapped). Without C, C is D.
-    fn args(&self, a: u64, b: u64, c: Option<u64>, d: u64) -> cutlass_rs_gemm_args {
+    /// `scales` (of A, of B) are passed to blockwise kernels only.
+    fn args(
+        &self,
+        a: u64,
+        b: u64,
+        c: Option<u64>,
+        d: u64,
+        scales: Option<(u64, u64)>,
+    ) -> cutlass_rs_gemm_args {
+        let (sfa, sfb) = match (self.scaling, scales) {
+            (Scaling::Blockwise, Some((sa, sb))) => (sa as *const _, sb as *const _),
+            _ => (std::ptr::null(), std::ptr::null()),
+        };
         let (ka, kb) = if self.swapped { (b, a) } else { (a, b) };
         let [oa, ob, oc, od] = self.ops;
         let (pc, c_geom) = match c {
@@ -480,8 +614,11 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
             batch_stride_d: od.m.batch_stride as i64,
             alpha: self.problem.alpha,
             beta: self.problem.beta,
-            sfa: std::ptr::null(),
-            sfb: std::ptr::null(),
+            sfa,
+            sfb,
+            e: std::ptr::null(),
+            sfd: std::ptr::null_mut(),
+            norm_constant: std::ptr::null(),
             device_id: self.device.ordinal as i32,
             sm_count: self.device.sm_count,
         }
@@ -579,6 +716,137 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
         }
         Ok(())
     }
+}
+
+impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
+    /// Blockwise scales: `ceil(m / 1) * ceil(k / 128) * batch` for A, `ceil(n / 128) *
+    /// ceil(k / 128) * batch` for B (the kernel's M- and N-major layouts, batch after batch).
+    pub(crate) fn scale_lens(&self) -> (usize, usize) {
+        let bw = self
+            .kernel
+            .spec
+            .blockwise
+            .unwrap_or(cutlass_kernels::Blockwise {
+                m: 1,
+                n: 128,
+                k: 128,
+            });
+        let p = &self.problem;
+        let kb = p.k.div_ceil(bw.k as usize);
+        (
+            p.m.div_ceil(bw.m as usize) * kb * p.batch,
+            p.n.div_ceil(bw.n as usize) * kb * p.batch,
+        )
+    }
+
+    pub(crate) fn check_scale_lens(&self, a: usize, b: usize) -> Result<()> {
+        let (ra, rb) = self.scale_lens();
+        for (op, len, required) in [(OperandName::ScalesA, a, ra), (OperandName::ScalesB, b, rb)] {
+            if len < required {
+                return Err(Error::BufferTooSmall {
+                    operand: op,
+                    len,
+                    required,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn check_scale_pointers(&self, (sa, sb): (u64, u64)) -> Result<()> {
+        for (op, p) in [(OperandName::ScalesA, sa), (OperandName::ScalesB, sb)] {
+            if p % POINTER_ALIGNMENT != 0 {
+                return Err(Error::Misaligned {
+                    operand: op,
+                    what: "pointer".into(),
+                    value: p,
+                    required: POINTER_ALIGNMENT,
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The layouts the catalog's kernels for these types on the device's architecture read (one source
+/// of truth: the catalog, not this build). A layout no entry has is an error that names the
+/// operand, its layout and the layouts there are, in the user's view, before any kernel is looked
+/// up.
+fn check_layout_rules(
+    device: &DeviceInfo,
+    ta: cutlass_kernels::DataType,
+    tb: cutlass_kernels::DataType,
+    ops: &[KernelOperand; 4],
+) -> Result<()> {
+    let arch_specs: Vec<KernelSpec> = cutlass_kernels::catalog::all()
+        .into_iter()
+        .filter(|s| s.arch.runs_on(device.compute_capability))
+        .filter(|s| s.a.ty == ta && s.b.ty == tb && !s.op_class.is_sparse())
+        .collect();
+    let Some(arch) = arch_specs.first().map(|s| s.arch) else {
+        // No kernel for these types on this architecture at all: kernel lookup reports it.
+        return Ok(());
+    };
+    let (la, lb) = (ops[0].m.layout, ops[1].m.layout);
+    if arch_specs
+        .iter()
+        .any(|s| s.a.layout == la && s.b.layout == lb)
+    {
+        return Ok(());
+    }
+    // In the user's view: with a column-major D the kernel computes Dᵀ = Bᵀ·Aᵀ, so its A is the
+    // user's B transposed and its B the user's A transposed.
+    let swapped = ops[0].user == OperandName::B;
+    let user = |ka: Layout, kb: Layout| {
+        if swapped {
+            (kb.transposed(), ka.transposed())
+        } else {
+            (ka, kb)
+        }
+    };
+    let name = |(a, b): (Layout, Layout)| {
+        let t = |l: Layout, row: char, col: char| if l == Layout::RowMajor { row } else { col };
+        format!("{}{}", t(a, 'T', 'N'), t(b, 'T', 'N'))
+    };
+    let mut allowed: Vec<String> = arch_specs
+        .iter()
+        .map(|s| name(user(s.a.layout, s.b.layout)))
+        .collect();
+    allowed.sort();
+    allowed.dedup();
+    let (ua, ub) = user(la, lb);
+    // Blame A when no allowed pair has A's layout, else B.
+    let a_ok = arch_specs
+        .iter()
+        .any(|s| user(s.a.layout, s.b.layout).0 == ua);
+    let (op, layout) = if a_ok {
+        (OperandName::B, ub)
+    } else {
+        (OperandName::A, ua)
+    };
+    let words = |l: Layout| match l {
+        Layout::RowMajor => "row-major",
+        Layout::ColumnMajor => "column-major",
+    };
+    Err(Error::UnsupportedLayout {
+        operand: op,
+        rule: format!(
+            "{op} is {} but the {ta} x {tb} kernels for {arch} with a {} D take {} only \
+             (A's letter, then B's: T row-major, N column-major){}",
+            words(layout),
+            words(if swapped {
+                ops[3].m.layout.transposed()
+            } else {
+                ops[3].m.layout
+            }),
+            allowed.join(", "),
+            if arch == cutlass_kernels::Arch::Sm90a && ta.bits() == 8 {
+                "; Hopper's wgmma reads 8-bit operands K-major only"
+            } else {
+                ""
+            }
+        ),
+    })
 }
 
 fn op_index(op: OperandName) -> usize {

@@ -30,6 +30,8 @@ pub(crate) struct Entry {
         usize,
         *mut std::ffi::c_void,
     ) -> i32,
+    pub(crate) prepare:
+        unsafe extern "C" fn(*const cutlass_rs_gemm_args, *mut std::ffi::c_void, usize) -> i32,
 }
 
 impl Entry {
@@ -38,6 +40,7 @@ impl Entry {
             can_implement: e.can_implement.expect("registry entry has can_implement"),
             workspace_size: e.workspace_size.expect("registry entry has workspace_size"),
             run: e.run.expect("registry entry has run"),
+            prepare: e.prepare.expect("registry entry has prepare"),
         }
     }
 }
@@ -94,5 +97,155 @@ impl DeviceInfo {
             sm_count: ctx
                 .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?,
         })
+    }
+}
+
+/// A kernel's arguments as raw device pointers, in the kernel's own view (no transposition):
+/// what [`Kernel::prepare_raw`] and [`Kernel::run_raw`] pass through the C ABI. Leading dimensions
+/// and batch strides are in elements; scale pointers are for block-scaled and blockwise kernels,
+/// null otherwise.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RawArgs {
+    /// Rows of A, C, D.
+    pub m: usize,
+    /// Columns of B, C, D.
+    pub n: usize,
+    /// The reduction extent.
+    pub k: usize,
+    /// Batch count (at least 1).
+    pub batch: usize,
+    /// A, B, C, D and their leading dimensions and batch strides.
+    pub a: sys::CUdeviceptr,
+    /// Leading dimension of A.
+    pub lda: usize,
+    /// Batch stride of A.
+    pub batch_stride_a: usize,
+    /// B.
+    pub b: sys::CUdeviceptr,
+    /// Leading dimension of B.
+    pub ldb: usize,
+    /// Batch stride of B.
+    pub batch_stride_b: usize,
+    /// C.
+    pub c: sys::CUdeviceptr,
+    /// Leading dimension of C.
+    pub ldc: usize,
+    /// Batch stride of C.
+    pub batch_stride_c: usize,
+    /// D.
+    pub d: sys::CUdeviceptr,
+    /// Leading dimension of D.
+    pub ldd: usize,
+    /// Batch stride of D.
+    pub batch_stride_d: usize,
+    /// Scale factors of A (block-scaled: `Sm1xxBlockScaledConfig` layout; blockwise: M-major).
+    pub sfa: sys::CUdeviceptr,
+    /// Scale factors of B.
+    pub sfb: sys::CUdeviceptr,
+    /// `alpha`.
+    pub alpha: f32,
+    /// `beta`.
+    pub beta: f32,
+}
+
+impl Kernel {
+    pub(crate) fn abi_args(&self, device: &DeviceInfo, r: &RawArgs) -> cutlass_rs_gemm_args {
+        cutlass_rs_gemm_args {
+            m: r.m as i64,
+            n: r.n as i64,
+            k: r.k as i64,
+            batch: r.batch as i64,
+            a: r.a as *const _,
+            lda: r.lda as i64,
+            batch_stride_a: r.batch_stride_a as i64,
+            b: r.b as *const _,
+            ldb: r.ldb as i64,
+            batch_stride_b: r.batch_stride_b as i64,
+            c: r.c as *const _,
+            ldc: r.ldc as i64,
+            batch_stride_c: r.batch_stride_c as i64,
+            d: r.d as *mut _,
+            ldd: r.ldd as i64,
+            batch_stride_d: r.batch_stride_d as i64,
+            alpha: r.alpha,
+            beta: r.beta,
+            sfa: r.sfa as *const _,
+            sfb: r.sfb as *const _,
+            e: std::ptr::null(),
+            sfd: std::ptr::null_mut(),
+            norm_constant: std::ptr::null(),
+            device_id: device.ordinal as i32,
+            sm_count: device.sm_count,
+        }
+    }
+
+    fn status(&self, status: i32) -> Result<()> {
+        if status == cutlass_sys::CUTLASS_RS_OK {
+            Ok(())
+        } else {
+            Err(crate::Error::Cutlass {
+                kernel: self.name.into(),
+                status,
+                message: crate::error::status_message(status),
+            })
+        }
+    }
+
+    /// The workspace size for these arguments (depends on the shape only).
+    pub(crate) fn workspace_bytes(&self, device: &DeviceInfo, args: &RawArgs) -> Result<usize> {
+        let abi = self.abi_args(device, args);
+        let mut bytes = 0usize;
+        // SAFETY: workspace_size reads the arguments and writes `bytes`; no pointer is dereferenced.
+        self.status(unsafe { (self.entry.workspace_size)(&abi, &mut bytes) })?;
+        Ok(bytes)
+    }
+
+    /// Everything a launch does on the host, for any architecture on any device: CUTLASS's
+    /// `can_implement`, the workspace size, and the kernel parameters with their TMA descriptors
+    /// (encoded by the driver for these pointers). Launches nothing. Returns the workspace size.
+    /// This is how SM100 and SM120 kernels' host paths are exercised on a Hopper GPU.
+    ///
+    /// # Safety
+    /// The pointers must be device allocations of `device` large enough for the extents the
+    /// arguments describe (TMA descriptors encode them; nothing is read or written), and the
+    /// device's context must be current on this thread.
+    pub unsafe fn prepare_raw(&self, device: &DeviceInfo, args: &RawArgs) -> Result<usize> {
+        let abi = self.abi_args(device, args);
+        let mut bytes = 0usize;
+        self.status((self.entry.workspace_size)(&abi, &mut bytes))?;
+        self.status((self.entry.prepare)(&abi, std::ptr::null_mut(), usize::MAX))?;
+        Ok(bytes)
+    }
+
+    /// Launches on raw pointers after checking that the device can run the kernel: a kernel of
+    /// another architecture returns [`crate::Error::ArchMismatch`] before any call into it.
+    ///
+    /// # Safety
+    /// As [`Kernel::prepare_raw`], and the buffers must hold valid data for the kernel, the
+    /// workspace at least the size [`Kernel::prepare_raw`] returned, `stream` a live stream of the
+    /// device; nothing else may write the buffers until the kernel completes.
+    pub unsafe fn run_raw(
+        &self,
+        device: &DeviceInfo,
+        args: &RawArgs,
+        workspace: sys::CUdeviceptr,
+        workspace_bytes: usize,
+        stream: sys::CUstream,
+    ) -> Result<()> {
+        if !self.spec.arch.runs_on(device.compute_capability) {
+            return Err(crate::Error::ArchMismatch {
+                kernel: self.name.into(),
+                arch: self.spec.arch,
+                device: device.compute_capability,
+            });
+        }
+        let abi = self.abi_args(device, args);
+        self.status((self.entry.can_implement)(&abi))?;
+        self.status((self.entry.run)(
+            &abi,
+            workspace as *mut std::ffi::c_void,
+            workspace_bytes,
+            stream as *mut std::ffi::c_void,
+        ))
     }
 }

@@ -7,8 +7,10 @@
 //!
 //! | architecture | inputs A x B | accumulator | C / D | layouts of A, B | D layout | status |
 //! |---|---|---|---|---|---|---|
-//! | SM90a (H100, H200) | f16 x f16, bf16 x bf16 | f32 | input type or f32 | TN, NT, NN, TT | row- or column-major | runs (tested on H100/H200) |
-//! | SM100a, SM120a | every dense row of Tables 1–3 (legacy, FP8/FP6/FP4, mx/nv block-scaled) | f32 (s32) | see the catalog | per Tables 4–20 | row-major | generated and compiled to PTX, MMA instructions checked (`kernels/census.tsv`); no Blackwell GPU here, so none has run; the safe API runs the f16/bf16 ones when built, block-scaled operands arrive with the block-scaled issue |
+//! | SM90a (H100, H200) | f16 x f16, bf16 x bf16 ([`Gemm`]) | f32 | input type or f32 | TN, NT, NN, TT | row- or column-major | runs (tested on an H200) |
+//! | SM90a | e4m3/e5m2 x e4m3/e5m2, mixed too ([`Gemm`]; per-tensor scales in alpha: [`GemmProblem::with_tensor_scales`]) | f32 | bf16, f16, f32 | TN (Hopper reads 8-bit operands K-major) | row- or column-major | runs (tested on an H200) |
+//! | SM90a | FP8 with 1x128 x 128x128 f32 blockwise scales ([`BlockwiseGemm`]) | f32 | bf16, f16, f32 | TN | row-major | runs (tested on an H200) |
+//! | SM100a, SM120a | every row of Tables 1–3 (legacy, FP8/FP6/FP4, mx/nv block-scaled; sparse rows compile only) | f32 (s32) | see the catalog | per Tables 4–20 | row-major | compiled to PTX with the MMA instructions checked (`kernels/census.tsv`); MX/NVFP4 through [`BlockScaledGemm`], whose host path (checks, `can_implement`, TMA descriptors) runs on a Hopper GPU up to the launch; no Blackwell GPU here, so none has run |
 //!
 //! Host-side formats for every type of the seed's Tables 1–3, usable without a GPU:
 //!
@@ -23,9 +25,12 @@
 //! Which of those kernels a build contains is chosen at build time (`CUTLASS_RS_ARCHS`,
 //! `CUTLASS_RS_KERNELS`); [`built_kernels`] lists them. The default build has 128x256x64
 //! cooperative kernels for f16 and bf16 in all four layouts (output of the input type) and with f32
-//! output in TN.
+//! output in TN, and e4m3 x e4m3 -> bf16 tensor-wise and blockwise kernels.
 //!
-//! Rules checked before a launch: device architecture against the kernel's; 16-byte alignment of
+//! Rules checked before a launch: the A/B layouts the catalog's kernels for these types read on this
+//! architecture ([`Error::UnsupportedLayout`]); scale tensors' granularity, order, vector size and
+//! length ([`Error::ScaleMismatch`], [`Error::BufferTooSmall`]); device architecture against the
+//! kernel's; 16-byte alignment of
 //! pointers; leading dimensions, batch strides and contiguous extents multiples of 16 bytes;
 //! leading dimension at least the contiguous extent; batch stride at least one matrix; buffer
 //! lengths against the extent the shape, leading dimension and batch stride reach; the output not
@@ -52,6 +57,8 @@
 #![deny(missing_docs)]
 
 pub mod blockscale;
+pub mod blockscaled;
+pub mod blockwise;
 pub mod element;
 pub mod error;
 pub mod gemm;
@@ -62,11 +69,15 @@ pub mod problem;
 pub mod quantize;
 pub mod reference;
 
+pub use blockscaled::BlockScaledGemm;
+pub use blockwise::BlockwiseGemm;
 pub use cutlass_kernels::{Arch, DataType, KernelSpec, Layout};
-pub use element::Element;
+/// The raw C ABI (status codes, argument struct, registry).
+pub use cutlass_sys as sys;
+pub use element::{Element, Fp8};
 pub use error::{Error, OperandName, Result};
 pub use gemm::{gemm, Gemm, Workspace};
-pub use kernel::{built_kernels, DeviceInfo, Kernel};
+pub use kernel::{built_kernels, DeviceInfo, Kernel, RawArgs};
 pub use problem::{GemmProblem, MatrixLayout, ResolvedMatrix};
 
 /// Whether a CUDA driver and at least one device are present. Never panics: on a machine without

@@ -209,6 +209,15 @@ impl GemmProblem {
         }
     }
 
+    /// Folds per-tensor scales of A and B into alpha: `D = alpha * (scale_a·A)(scale_b·B) + beta·C`
+    /// (FP8 tensor-wise scaling; alpha becomes `alpha * scale_a * scale_b`, rounded once in f32).
+    pub fn with_tensor_scales(self, scale_a: f32, scale_b: f32) -> GemmProblem {
+        GemmProblem {
+            alpha: self.alpha * (scale_a * scale_b),
+            ..self
+        }
+    }
+
     /// Multiply-adds of the whole batch times two.
     pub fn flops(&self) -> f64 {
         2.0 * self.m as f64 * self.n as f64 * self.k as f64 * self.batch as f64

@@ -3,7 +3,7 @@
 //!
 //! | function | output | scales |
 //! |---|---|---|
-//! | [`quantize_fp8_blockwise`] | e4m3, row-major | f32, row-major `[ceil(rows/br), ceil(cols/128)]`, br = 1 or 128 |
+//! | [`quantize_fp8_blockwise`] | e4m3, row-major | f32, `ceil(rows/br) x ceil(cols/128)`, br = 1 or 128, [`ScaleMajor::K`] (row-major) or [`ScaleMajor::MN`] (what [`crate::BlockwiseGemm`] reads) |
 //! | [`quantize_mx`] | e4m3 / e5m2 / e2m3 / e3m2 / e2m1, packed | ue8m0 per 32, `Sm1xxBlockScaledConfig` layout |
 //! | [`quantize_nvfp4`] | e2m1, packed | ue4m3 per 16, `Sm1xxBlockScaledConfig` layout, plus the tensor amax |
 //!
@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
 
-use crate::blockscale::ScaleFactorLayout;
+use crate::blockscale::{ScaleFactorLayout, ScaleMajor};
 use crate::element::Element;
 use crate::error::{status_message, Error, OperandName, Result};
 use crate::numeric::{E2M1, E2M3, E3M2, E4M3, E5M2, UE4M3, UE8M0};
@@ -100,8 +100,10 @@ impl Fp8Block {
 pub struct Fp8BlockwiseTensor {
     /// Elements, row-major `[rows, cols]`.
     pub data: CudaSlice<E4M3>,
-    /// Scales, row-major `[ceil(rows / block.rows()), ceil(cols / 128)]`.
+    /// Scales, `ceil(rows / block.rows()) x ceil(cols / 128)` in `scale_major` order.
     pub scales: CudaSlice<f32>,
+    /// The order of `scales`.
+    pub scale_major: ScaleMajor,
     /// Rows.
     pub rows: usize,
     /// Columns (K).
@@ -202,6 +204,7 @@ impl Fp8BlockwiseTensor {
         rows: usize,
         cols: usize,
         block: Fp8Block,
+        scale_major: ScaleMajor,
     ) -> Result<Self> {
         check_shape(
             "FP8 blockwise quantization",
@@ -216,6 +219,7 @@ impl Fp8BlockwiseTensor {
         Ok(Fp8BlockwiseTensor {
             data,
             scales,
+            scale_major,
             rows,
             cols,
             block,
@@ -223,16 +227,18 @@ impl Fp8BlockwiseTensor {
     }
 }
 
-/// Quantizes a row-major `[rows, cols]` matrix to e4m3 with blockwise f32 scales.
+/// Quantizes a row-major `[rows, cols]` matrix to e4m3 with blockwise f32 scales in `scale_major`
+/// order ([`ScaleMajor::MN`] for [`crate::BlockwiseGemm`]).
 pub fn quantize_fp8_blockwise<T: QuantInput>(
     stream: &Arc<CudaStream>,
     x: &dyn DevicePtr<T>,
     rows: usize,
     cols: usize,
     block: Fp8Block,
+    scale_major: ScaleMajor,
 ) -> Result<Fp8BlockwiseTensor> {
     check_shape("FP8 blockwise quantization", rows, cols, x.len())?;
-    let mut out = Fp8BlockwiseTensor::alloc(stream, rows, cols, block)?;
+    let mut out = Fp8BlockwiseTensor::alloc(stream, rows, cols, block, scale_major)?;
     quantize_fp8_blockwise_into(stream, x, &mut out)?;
     Ok(out)
 }
@@ -259,6 +265,7 @@ pub fn quantize_fp8_blockwise_into<T: QuantInput>(
             rows as i64,
             cols as i64,
             block.rows() as i64,
+            (out.scale_major == ScaleMajor::MN) as i32,
             pd as *mut _,
             ps as *mut f32,
             stream.cu_stream() as *mut _,
@@ -487,6 +494,7 @@ impl Fp8BlockwiseTensor {
                     self.rows as i64,
                     self.cols as i64,
                     self.block.rows() as i64,
+                    (self.scale_major == ScaleMajor::MN) as i32,
                     po as *mut f32,
                     stream.cu_stream() as *mut _,
                 )

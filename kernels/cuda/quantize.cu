@@ -379,7 +379,7 @@ __global__ void __launch_bounds__(kThreads) amax_kernel(const T *x, int64_t n, u
 // FP8 1 x 128 groups: 16 threads per group, rows_per_thread<T> rows per thread.
 template <class T>
 __global__ void __launch_bounds__(kThreads) fp8_1x128_kernel(const T *x, int64_t rows, int64_t k, uint8_t *out,
-                                                            float *scales) {
+                                                            float *scales, bool mn_major) {
   constexpr int kPer = 16;
   constexpr int R = rows_per_thread<T>();
   const int64_t groups_per_row = (k + 127) / 128;
@@ -402,7 +402,8 @@ __global__ void __launch_bounds__(kThreads) fp8_1x128_kernel(const T *x, int64_t
       if (!live || row >= rows) continue;
       const float a = fmaxf(amax, 1e-4f);
       store_fp8(out, row * k + i0, fp8_pack8(v[q], 448.0f / a, __NV_E4M3), n);
-      if (chunk % kPer == 0) scales[row * groups_per_row + i0 / 128] = a / 448.0f;
+      if (chunk % kPer == 0)
+        scales[mn_major ? (i0 / 128) * rows + row : row * groups_per_row + i0 / 128] = a / 448.0f;
     }
   }
 }
@@ -413,7 +414,7 @@ constexpr int kBlockThreads = 512;
 
 template <class T>
 __global__ void __launch_bounds__(kBlockThreads) fp8_128x128_kernel(const T *x, int64_t rows, int64_t cols, uint8_t *out,
-                                                                   float *scales) {
+                                                                   float *scales, bool mn_major) {
   const int64_t bc = (cols + 127) / 128;
   const int64_t brow = blockIdx.x / bc, bcol = blockIdx.x % bc;
   // Thread layout: 16 threads per row of 128 (8 values each), 32 rows per pass, 4 passes.
@@ -444,7 +445,8 @@ __global__ void __launch_bounds__(kBlockThreads) fp8_128x128_kernel(const T *x, 
     for (int w = 1; w < kBlockThreads / 32; ++w) m = fmaxf(m, warp_max[w]);
     const float a = fmaxf(m, 1e-4f);
     block_scale = 448.0f / a;  // the inverse scale
-    scales[brow * bc + bcol] = a / 448.0f;
+    const int64_t br = (rows + 127) / 128;
+    scales[mn_major ? bcol * br + brow : brow * bc + bcol] = a / 448.0f;
   }
   __syncthreads();
   const float inv = block_scale;
@@ -498,11 +500,13 @@ __global__ void dequant_block_kernel(const uint8_t *packed, int elem, const uint
 }
 
 __global__ void dequant_fp8_blockwise_kernel(const uint8_t *q, const float *scales, int64_t rows, int64_t cols, int64_t br,
-                                             int64_t bcs, float *out) {
+                                             int64_t bcs, bool mn_major, float *out) {
   const int64_t bc = (cols + bcs - 1) / bcs;
+  const int64_t nbr = (rows + br - 1) / br;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < rows * cols; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t r = i / cols, c = i % cols;
-    out[i] = __half2float(__half(__nv_cvt_fp8_to_halfraw(q[i], __NV_E4M3))) * scales[(r / br) * bc + c / bcs];
+    const int64_t s = mn_major ? (c / bcs) * nbr + r / br : (r / br) * bc + c / bcs;
+    out[i] = __half2float(__half(__nv_cvt_fp8_to_halfraw(q[i], __NV_E4M3))) * scales[s];
   }
 }
 
@@ -529,7 +533,7 @@ int dispatch_input(int dtype, F &&f) {
 }  // namespace
 
 extern "C" int cutlass_rs_quantize_fp8_blockwise(const void *x, int x_dtype, int64_t rows, int64_t cols, int64_t block_rows,
-                                                 void *out, float *scales, void *stream) {
+                                                 int scales_mn_major, void *out, float *scales, void *stream) {
   if (!x || !out || !scales) return CUTLASS_RS_ERROR_NULL_ARGUMENT;
   if (rows <= 0 || cols <= 0 || (block_rows != 1 && block_rows != 128)) return CUTLASS_RS_ERROR_INVALID_PROBLEM;
   cudaStream_t s = static_cast<cudaStream_t>(stream);
@@ -537,11 +541,11 @@ extern "C" int cutlass_rs_quantize_fp8_blockwise(const void *x, int x_dtype, int
     using T = decltype(tag);
     if (block_rows == 1) {
       fp8_1x128_kernel<T><<<row_grid(((cols + 127) / 128) * 16, rows, rows_per_thread<T>()), kThreads, 0, s>>>(static_cast<const T *>(x), rows, cols,
-                                                                 static_cast<uint8_t *>(out), scales);
+                                                                 static_cast<uint8_t *>(out), scales, scales_mn_major != 0);
     } else {
       int64_t blocks = ((rows + 127) / 128) * ((cols + 127) / 128);
       fp8_128x128_kernel<T><<<int(blocks), kBlockThreads, 0, s>>>(static_cast<const T *>(x), rows, cols,
-                                                             static_cast<uint8_t *>(out), scales);
+                                                             static_cast<uint8_t *>(out), scales, scales_mn_major != 0);
     }
   });
   return st != CUTLASS_RS_OK ? st : status_of(cudaGetLastError());
@@ -604,9 +608,9 @@ extern "C" int cutlass_rs_dequantize_block_scaled(const void *packed, int elem_d
 }
 
 extern "C" int cutlass_rs_dequantize_fp8_blockwise(const void *q, const float *scales, int64_t rows, int64_t cols,
-                                                   int64_t block_rows, float *out, void *stream) {
+                                                   int64_t block_rows, int scales_mn_major, float *out, void *stream) {
   if (!q || !scales || !out) return CUTLASS_RS_ERROR_NULL_ARGUMENT;
   dequant_fp8_blockwise_kernel<<<1024, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-      static_cast<const uint8_t *>(q), scales, rows, cols, block_rows, 128, out);
+      static_cast<const uint8_t *>(q), scales, rows, cols, block_rows, 128, scales_mn_major != 0, out);
   return status_of(cudaGetLastError());
 }

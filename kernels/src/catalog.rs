@@ -5,7 +5,7 @@
 //! are computed from specs ([`KernelSpec::name`]) and looked up.
 
 use crate::spec::{
-    BlockScale, EpilogueSchedule, KernelSchedule, KernelSpec, OpClass, Operand, Origin,
+    BlockScale, Blockwise, EpilogueSchedule, KernelSchedule, KernelSpec, OpClass, Operand, Origin,
     TileScheduler,
 };
 use crate::tables::{type_row, TypeFamily, TypeRow};
@@ -19,32 +19,109 @@ pub struct Sm90Tile {
     pub tile: [u32; 3],
     /// Cluster shape (m, n, k).
     pub cluster: [u32; 3],
-    /// Mainloop schedule; the epilogue schedule follows from it.
+    /// Mainloop schedule.
     pub schedule: KernelSchedule,
+    /// Epilogue schedule.
+    pub epilogue: EpilogueSchedule,
+}
+
+const fn sm90_tile(
+    tile: [u32; 3],
+    cluster: [u32; 3],
+    schedule: KernelSchedule,
+    epilogue: EpilogueSchedule,
+) -> Sm90Tile {
+    Sm90Tile {
+        tile,
+        cluster,
+        schedule,
+        epilogue,
+    }
 }
 
 /// The SM90 tiles of the catalog for 16-bit inputs.
 ///
 /// 128x256x64 with a 2x1x1 cluster and the cooperative schedule is the large-problem workhorse
 /// (on an H200 it matched cuBLAS at 8192^3 bf16, see `shared/GPU.md`); the others serve smaller
-/// problems and are there for the kernel-selection issue.
+/// problems and are there for the kernel-selection issue. All but the first are emitted by
+/// CUTLASS's own generator (`tests/names_match_cutlass_library.rs` checks; the first, with an f32
+/// output, is pruned there by a shared-memory heuristic yet compiles and runs).
 pub const SM90_TILES_16BIT: &[Sm90Tile] = &[
-    Sm90Tile {
-        tile: [128, 256, 64],
-        cluster: [2, 1, 1],
-        schedule: KernelSchedule::TmaWarpSpecializedCooperative,
-    },
-    Sm90Tile {
-        tile: [128, 128, 64],
-        cluster: [1, 2, 1],
-        schedule: KernelSchedule::TmaWarpSpecializedCooperative,
-    },
-    Sm90Tile {
-        tile: [64, 128, 64],
-        cluster: [1, 1, 1],
-        schedule: KernelSchedule::TmaWarpSpecializedPingpong,
-    },
+    sm90_tile([128, 256, 64], [2, 1, 1], COOP, COOP_EPI),
+    sm90_tile([128, 128, 64], [1, 2, 1], COOP, COOP_EPI),
+    sm90_tile([64, 128, 64], [1, 2, 1], PINGPONG, PINGPONG_EPI),
+    sm90_tile([128, 128, 64], [1, 2, 1], WS, NOSMEM),
 ];
+
+/// The SM90 tf32 tiles (k = 32 elements = 128 bytes).
+pub const SM90_TILES_TF32: &[Sm90Tile] = &[
+    sm90_tile([128, 128, 32], [1, 2, 1], COOP, COOP_EPI),
+    sm90_tile([128, 128, 32], [1, 2, 1], PINGPONG, PINGPONG_EPI),
+    sm90_tile([128, 128, 32], [1, 2, 1], WS, NOSMEM),
+];
+
+/// The SM90 s8/u8 tiles.
+pub const SM90_TILES_INT8: &[Sm90Tile] = &[
+    sm90_tile([128, 128, 128], [1, 2, 1], COOP, COOP_EPI),
+    sm90_tile([64, 128, 128], [1, 2, 1], PINGPONG, PINGPONG_EPI),
+    sm90_tile([128, 128, 128], [1, 2, 1], WS, NOSMEM),
+];
+
+/// The SM90 FP8 (tensor-wise scaled) tiles: the f32-promoting cooperative and warp-specialized
+/// schedules and the fast-accumulation ones.
+pub const SM90_TILES_FP8: &[Sm90Tile] = &[
+    sm90_tile([128, 128, 128], [1, 2, 1], COOP, COOP_EPI),
+    sm90_tile(
+        [128, 256, 128],
+        [1, 2, 1],
+        KernelSchedule::TmaWarpSpecializedCooperativeFp8FastAccum,
+        COOP_EPI,
+    ),
+    sm90_tile(
+        [64, 128, 128],
+        [1, 2, 1],
+        KernelSchedule::TmaWarpSpecializedPingpongFp8FastAccum,
+        PINGPONG_EPI,
+    ),
+    sm90_tile([128, 128, 128], [1, 2, 1], WS, NOSMEM),
+];
+
+/// The SM90 FP8 blockwise tile: the recipe's 128x128x128 with the scale blocks of
+/// [`SM90_BLOCKWISE`] (CUTLASS's generator emits blockwise kernels with the cooperative schedule
+/// only).
+pub const SM90_TILES_FP8_BLOCKWISE: &[Sm90Tile] = &[sm90_tile(
+    [128, 128, 128],
+    [1, 2, 1],
+    KernelSchedule::TmaWarpSpecializedCooperativeFp8Blockwise,
+    COOP_EPI,
+)];
+
+/// The blockwise scale blocks of the SM90 FP8 blockwise entries: 1x128 for A (activations, one
+/// scale per row and 128 elements of K) and 128x128 for B (weights), as in
+/// `shared/seeds/triton-2d-block-fp8-gemm.md` and DeepSeek-V3.
+pub const SM90_BLOCKWISE: Blockwise = Blockwise {
+    m: 1,
+    n: 128,
+    k: 128,
+};
+
+const COOP: KernelSchedule = KernelSchedule::TmaWarpSpecializedCooperative;
+const PINGPONG: KernelSchedule = KernelSchedule::TmaWarpSpecializedPingpong;
+const WS: KernelSchedule = KernelSchedule::TmaWarpSpecialized;
+const COOP_EPI: EpilogueSchedule = EpilogueSchedule::TmaWarpSpecializedCooperative;
+const PINGPONG_EPI: EpilogueSchedule = EpilogueSchedule::TmaWarpSpecialized;
+const NOSMEM: EpilogueSchedule = EpilogueSchedule::NoSmemWarpSpecialized;
+
+/// The FP8 type pairs of the SM90 catalog, mixed ones included.
+pub const SM90_FP8_PAIRS: [(DataType, DataType); 4] = [
+    (DataType::E4M3, DataType::E4M3),
+    (DataType::E4M3, DataType::E5M2),
+    (DataType::E5M2, DataType::E4M3),
+    (DataType::E5M2, DataType::E5M2),
+];
+
+/// The outputs (C = D) of the SM90 FP8 entries.
+pub const SM90_FP8_OUTPUTS: [DataType; 3] = [DataType::Bf16, DataType::F16, DataType::F32];
 
 /// The four A/B layouts, in the seed's order: TN, NT, NN, TT.
 pub const AB_LAYOUTS: [(Layout, Layout); 4] = [
@@ -61,29 +138,32 @@ pub const SM90_16BIT_INPUTS: [DataType; 2] = [DataType::F16, DataType::Bf16];
 /// through the transpose identity `D^T = B^T A^T`, so one output layout covers both.
 pub const OUTPUT_LAYOUT: Layout = Layout::RowMajor;
 
-fn sm90_spec(input: DataType, output: DataType, ab: (Layout, Layout), t: &Sm90Tile) -> KernelSpec {
-    let epilogue_schedule = match t.schedule {
-        KernelSchedule::TmaWarpSpecializedCooperative => {
-            EpilogueSchedule::TmaWarpSpecializedCooperative
-        }
-        _ => EpilogueSchedule::TmaWarpSpecialized,
-    };
+/// One SM90 entry. `output` is the type of C and D; `accumulator` the MMA's.
+fn sm90_spec(
+    (a, b): (DataType, DataType),
+    output: DataType,
+    accumulator: DataType,
+    ab: (Layout, Layout),
+    t: &Sm90Tile,
+    blockwise: Option<Blockwise>,
+) -> KernelSpec {
     KernelSpec {
         arch: Arch::Sm90a,
         op_class: OpClass::TensorOp,
         block_scale: None,
+        blockwise,
         origin: None,
-        a: Operand::tma(input, ab.0),
-        b: Operand::tma(input, ab.1),
+        a: Operand::tma(a, ab.0),
+        b: Operand::tma(b, ab.1),
         c: Operand::tma(output, OUTPUT_LAYOUT),
         d: Operand::tma(output, OUTPUT_LAYOUT),
-        accumulator: DataType::F32,
+        accumulator,
         compute: DataType::F32,
         tile: t.tile,
         cluster: t.cluster,
         stages: 0,
         kernel_schedule: t.schedule,
-        epilogue_schedule,
+        epilogue_schedule: t.epilogue,
         tile_scheduler: TileScheduler::Persistent,
     }
 }
@@ -116,17 +196,24 @@ fn compute(row: &TypeRow) -> DataType {
     }
 }
 
-/// Every dense SM100 and SM120 entry the seed allows: for each tile table, each of its dense tile
-/// rows, each dense type row it serves, each concrete type pair, each layout both allow and each
-/// dispatch policy. Cluster 1x1x1 for 1SM MMAs and SM120, 2x1x1 for 2SM MMAs. Sparse rows are in
-/// the tables (`tables::TILE_TABLES`) but not yet in the catalog.
+/// Every SM100 and SM120 entry the seed allows: for each tile table, each of its tile rows, each
+/// type row it serves with the same density (dense tile rows take dense type rows, sparse tile
+/// rows sparse ones), each concrete type pair, each layout both allow and each dispatch policy.
+/// Cluster 1x1x1 for 1SM MMAs and SM120, 2x1x1 for 2SM MMAs. Dense entries come first, then the
+/// sparse ones (compiled by the census; running them is not wired yet).
 pub fn sm1xx() -> Vec<KernelSpec> {
+    let mut out = sm1xx_with(false);
+    out.extend(sm1xx_with(true));
+    out
+}
+
+fn sm1xx_with(sparse: bool) -> Vec<KernelSpec> {
     let mut out = Vec::new();
     for table in TILE_TABLES {
-        for tile_row in table.rows.iter().filter(|r| !r.sparse) {
+        for tile_row in table.rows.iter().filter(|r| r.sparse == sparse) {
             for &(tt, tr) in table.type_rows {
                 let row = type_row(tt, tr).expect("tile tables name existing type rows");
-                if row.sparse {
+                if row.sparse != sparse {
                     continue;
                 }
                 for (ta, tb) in row.type_pairs() {
@@ -153,12 +240,14 @@ pub fn sm1xx() -> Vec<KernelSpec> {
                                 row.a.block_scale().map(|(sf, vec)| BlockScale { sf, vec });
                             out.push(KernelSpec {
                                 arch: table.arch,
-                                op_class: if block_scale.is_some() {
-                                    OpClass::BlockScaledTensorOp
-                                } else {
-                                    OpClass::TensorOp
+                                op_class: match (block_scale.is_some(), sparse) {
+                                    (false, false) => OpClass::TensorOp,
+                                    (true, false) => OpClass::BlockScaledTensorOp,
+                                    (false, true) => OpClass::SparseTensorOp,
+                                    (true, true) => OpClass::BlockScaledSparseTensorOp,
                                 },
                                 block_scale,
+                                blockwise: None,
                                 origin: Some(Origin {
                                     type_table: tt,
                                     type_row: tr,
@@ -201,15 +290,66 @@ pub fn all() -> Vec<KernelSpec> {
     out
 }
 
-/// The SM90 entries.
+/// The SM90 entries, in a stable order: f16/bf16 (all four layouts), tf32 (TN, NT, NN), s8/u8
+/// (TN), FP8 tensor-wise (TN, the four e4m3/e5m2 pairs), FP8 blockwise (TN).
+///
+/// 8-bit operands are TN only: Hopper's wgmma reads 8-bit operands from shared memory K-major.
 pub fn sm90() -> Vec<KernelSpec> {
     let mut out = Vec::new();
+    let tn = [AB_LAYOUTS[0]];
     for input in SM90_16BIT_INPUTS {
         for output in [input, DataType::F32] {
             for ab in AB_LAYOUTS {
                 for t in SM90_TILES_16BIT {
-                    out.push(sm90_spec(input, output, ab, t));
+                    out.push(sm90_spec(
+                        (input, input),
+                        output,
+                        DataType::F32,
+                        ab,
+                        t,
+                        None,
+                    ));
                 }
+            }
+        }
+    }
+    for ab in &AB_LAYOUTS[..3] {
+        for t in SM90_TILES_TF32 {
+            let pair = (DataType::Tf32, DataType::Tf32);
+            out.push(sm90_spec(pair, DataType::F32, DataType::F32, *ab, t, None));
+        }
+    }
+    // s8 writes s32 or s8; u8 writes s32 (CUTLASS's generator pairs an 8-bit output with an s8 C).
+    for (input, outputs) in [
+        (DataType::I8, &[DataType::I32, DataType::I8][..]),
+        (DataType::U8, &[DataType::I32][..]),
+    ] {
+        for &output in outputs {
+            for ab in tn {
+                for t in SM90_TILES_INT8 {
+                    let pair = (input, input);
+                    out.push(sm90_spec(pair, output, DataType::I32, ab, t, None));
+                }
+            }
+        }
+    }
+    for pair in SM90_FP8_PAIRS {
+        for output in SM90_FP8_OUTPUTS {
+            for t in SM90_TILES_FP8 {
+                // An f32 D through shared memory does not fit beside a 128x256x128 FP8 mainloop
+                // (CUTLASS's generator prunes it too).
+                if output == DataType::F32 && t.tile[1] == 256 {
+                    continue;
+                }
+                out.push(sm90_spec(pair, output, DataType::F32, tn[0], t, None));
+            }
+        }
+    }
+    for pair in SM90_FP8_PAIRS {
+        for output in SM90_FP8_OUTPUTS {
+            for t in SM90_TILES_FP8_BLOCKWISE {
+                let bw = Some(SM90_BLOCKWISE);
+                out.push(sm90_spec(pair, output, DataType::F32, tn[0], t, bw));
             }
         }
     }
@@ -217,10 +357,31 @@ pub fn sm90() -> Vec<KernelSpec> {
 }
 
 /// The kernels built when the user selects none: the 128x256x64 cooperative kernel for f16 and bf16
-/// in all four layouts with an output of the input type, plus f32 output in the TN layout.
-/// Small enough that a cold build stays within a few minutes on two cores.
+/// in all four layouts with an output of the input type, plus f32 output in the TN layout, and the
+/// e4m3 x e4m3 -> bf16 FP8 kernels, tensor-wise and blockwise (12 kernels). Small enough that a
+/// cold build stays within a few minutes on two cores.
 pub fn is_default(spec: &KernelSpec) -> bool {
+    is_default_16bit(spec) || is_default_fp8(spec)
+}
+
+/// The FP8 kernels of the default set: e4m3 x e4m3 to bf16 at 128x128x128 (cluster 1x2x1,
+/// cooperative), tensor-wise (scales folded into alpha) and blockwise (1x128 x 128x128 scales).
+fn is_default_fp8(spec: &KernelSpec) -> bool {
     spec.arch == Arch::Sm90a
+        && (spec.a.ty, spec.b.ty, spec.d.ty) == (DataType::E4M3, DataType::E4M3, DataType::Bf16)
+        && spec.tile == [128, 128, 128]
+        && spec.cluster == [1, 2, 1]
+        && matches!(
+            spec.kernel_schedule,
+            KernelSchedule::TmaWarpSpecializedCooperative
+                | KernelSchedule::TmaWarpSpecializedCooperativeFp8Blockwise
+        )
+}
+
+fn is_default_16bit(spec: &KernelSpec) -> bool {
+    spec.arch == Arch::Sm90a
+        && SM90_16BIT_INPUTS.contains(&spec.a.ty)
+        && spec.kernel_schedule == SM90_TILES_16BIT[0].schedule
         && spec.tile == SM90_TILES_16BIT[0].tile
         && spec.cluster == SM90_TILES_16BIT[0].cluster
         && (spec.d.ty == spec.a.ty
@@ -254,9 +415,14 @@ impl NameFilter {
         self.patterns.is_empty()
     }
 
-    /// Whether `name` is selected.
+    /// Whether the pattern `default` is given: it selects the default set (see [`is_default`]).
+    pub fn includes_default(&self) -> bool {
+        self.patterns.iter().any(|p| p == "default")
+    }
+
+    /// Whether `name` is selected (by a pattern other than `default`).
     pub fn matches(&self, name: &str) -> bool {
-        self.patterns.iter().any(|p| {
+        self.patterns.iter().filter(|p| *p != "default").any(|p| {
             if p.contains('*') || p.contains('?') {
                 glob_match(p.as_bytes(), name.as_bytes())
             } else {
@@ -293,7 +459,8 @@ pub fn glob_match(pattern: &[u8], text: &[u8]) -> bool {
 }
 
 /// Selects catalog entries: those for one of `archs` that `filter` matches, or, with an empty
-/// filter, the default set for those architectures.
+/// filter, the default set for those architectures. The pattern `default` adds the default set to
+/// what the other patterns select (`default,*e5m2*`).
 pub fn select(archs: &[Arch], filter: &NameFilter) -> Vec<KernelSpec> {
     all()
         .into_iter()
@@ -302,7 +469,7 @@ pub fn select(archs: &[Arch], filter: &NameFilter) -> Vec<KernelSpec> {
             if filter.is_empty() {
                 is_default(s)
             } else {
-                filter.matches(&s.name())
+                (filter.includes_default() && is_default(s)) || filter.matches(&s.name())
             }
         })
         .collect()
@@ -313,8 +480,9 @@ pub fn find(name: &str) -> Option<KernelSpec> {
     all().into_iter().find(|s| s.name() == name)
 }
 
-/// The MMA instruction an entry's PTX must contain: `wgmma.mma_async` (SM90),
-/// `tcgen05.mma.cta_group::{1,2}.kind::{kind}` (SM100) or `mma.sync...kind::{kind}` (SM120), with
+/// The MMA instruction an entry's PTX must contain: `wgmma.mma_async...{acc}.{a}.{b}` (SM90, a
+/// glob with `*`),
+/// `tcgen05.mma[.sp].cta_group::{1,2}.kind::{kind}` (SM100) or `mma.sync...kind::{kind}` (SM120), with
 /// the kind from the type row (Tables 1–3) and, for the mxf4/nvf4 rows, the dispatch policy.
 pub fn expected_mma(spec: &KernelSpec) -> String {
     let kind = match spec.kernel_schedule {
@@ -324,15 +492,28 @@ pub fn expected_mma(spec: &KernelSpec) -> String {
         | KernelSchedule::Sm120Mxf8f6f4Pingpong => "mxf8f6f4".to_string(),
         KernelSchedule::Sm100Mxf4OneSm | KernelSchedule::Sm100Mxf4TwoSm => "mxf4".to_string(),
         KernelSchedule::Sm100Nvf4OneSm | KernelSchedule::Sm100Nvf4TwoSm => "mxf4nvf4".to_string(),
+        KernelSchedule::Sm100SparseMxf8f6f4OneSm | KernelSchedule::Sm100SparseMxf8f6f4TwoSm => {
+            "mxf8f6f4".to_string()
+        }
+        KernelSchedule::Sm100SparseNvf4OneSm | KernelSchedule::Sm100SparseNvf4TwoSm => {
+            "mxf4nvf4".to_string()
+        }
         _ => match spec.origin.and_then(|o| type_row(o.type_table, o.type_row)) {
             Some(row) => row.kind.ptx().to_string(),
             None => String::new(),
         },
     };
     match spec.arch {
-        Arch::Sm90a => "wgmma.mma_async".to_string(),
+        // `wgmma.mma_async.sync.aligned.m64n{N}k{K}.{acc}.{a}.{b}` (a glob: N and K vary).
+        Arch::Sm90a => format!(
+            "wgmma.mma_async.sync.aligned.m64n*k*.{}.{}.{}*",
+            spec.accumulator.short_name(),
+            spec.a.ty.short_name(),
+            spec.b.ty.short_name()
+        ),
         Arch::Sm100a => format!(
-            "tcgen05.mma.cta_group::{}.kind::{kind}",
+            "tcgen05.mma{}.cta_group::{}.kind::{kind}",
+            if spec.op_class.is_sparse() { ".sp" } else { "" },
             spec.kernel_schedule.sms()
         ),
         _ => format!("mma.sync.aligned.kind::{kind}"),

@@ -27,6 +27,9 @@ pub const QUANTIZE_SOURCE_NAME: &str = "cutlass_rs_quantize.cu";
 pub const SM1XX_GEMM_TEMPLATE: &str = include_str!("../templates/gemm_sm1xx.cu.in");
 /// One SM90 GEMM instantiation.
 pub const SM90_GEMM_TEMPLATE: &str = include_str!("../templates/gemm_sm90.cu.in");
+/// One SM90 FP8 GEMM with blockwise f32 scales of A and B.
+pub const SM90_BLOCKWISE_GEMM_TEMPLATE: &str =
+    include_str!("../templates/gemm_sm90_blockwise.cu.in");
 /// C++ helpers shared by all generated kernels (written next to them, not rendered).
 pub const SHIM_HEADER: &str = include_str!("../templates/cutlass_rs_shim.hpp");
 /// The file name the generated kernels include the shim by.
@@ -118,13 +121,30 @@ pub fn kernel_source(spec: &KernelSpec) -> Result<String, String> {
     let template = match spec.arch {
         Arch::Sm90a => {
             values.push(("tile_scheduler", spec.tile_scheduler.cpp_type().into()));
-            SM90_GEMM_TEMPLATE
+            match spec.blockwise {
+                Some(bw) => {
+                    values.push(("sf_m", v(bw.m)));
+                    values.push(("sf_n", v(bw.n)));
+                    values.push(("sf_k", v(bw.k)));
+                    SM90_BLOCKWISE_GEMM_TEMPLATE
+                }
+                None => SM90_GEMM_TEMPLATE,
+            }
         }
         _ => {
             let o = spec
                 .origin
                 .ok_or_else(|| format!("{}: SM1xx entries need their seed rows", spec.name()))?;
             values.push(("op_class", spec.op_class.cpp_type().into()));
+            // Sparse SM100 mainloops carve the epilogue's shared memory out with the builder's
+            // `StageCountAutoCarveoutEpi`, as CUTLASS's generator does.
+            let stage_count = if spec.op_class.is_sparse() {
+                "cutlass::gemm::collective::StageCountAutoCarveoutEpi<CollectiveEpilogue>"
+                    .to_string()
+            } else {
+                "cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(\n        sizeof(typename CollectiveEpilogue::SharedStorage))>".to_string()
+            };
+            values.push(("stage_count", stage_count));
             values.push(("type_table", o.type_table.to_string()));
             values.push(("type_row", o.type_row.to_string()));
             values.push(("tile_table", o.tile_table.to_string()));

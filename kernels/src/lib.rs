@@ -17,7 +17,7 @@ pub mod tables;
 pub mod tile_tables;
 pub mod types;
 
-pub use spec::{EpilogueSchedule, KernelSchedule, KernelSpec, Operand, TileScheduler};
+pub use spec::{Blockwise, EpilogueSchedule, KernelSchedule, KernelSpec, Operand, TileScheduler};
 pub use types::{Arch, DataType, Layout};
 
 #[cfg(test)]
@@ -58,7 +58,13 @@ mod tests {
     #[test]
     fn default_set_is_small_and_covers_all_layouts() {
         let d = catalog::select(&[Arch::Sm90a], &catalog::NameFilter::parse(""));
-        assert_eq!(d.len(), 10);
+        assert_eq!(d.len(), 12);
+        assert_eq!(
+            d.iter()
+                .filter(|s| s.a.ty == DataType::E4M3 && s.blockwise.is_some())
+                .count(),
+            1
+        );
         for ty in catalog::SM90_16BIT_INPUTS {
             let layouts: HashSet<String> = d
                 .iter()
@@ -68,6 +74,16 @@ mod tests {
             assert_eq!(layouts.len(), 4, "{ty}");
         }
         assert!(catalog::select(&[Arch::Sm100a], &catalog::NameFilter::parse("")).is_empty());
+        // `default` adds the default set to other patterns.
+        let more = catalog::select(
+            &[Arch::Sm90a],
+            &catalog::NameFilter::parse("default,*_e5m2_e5m2_*"),
+        );
+        assert!(more.len() > d.len());
+        assert!(d.iter().all(|s| more.contains(s)));
+        assert!(more
+            .iter()
+            .all(|s| catalog::is_default(s) || s.name().contains("_e5m2_e5m2_")));
     }
 
     #[test]
@@ -103,10 +119,14 @@ mod tests {
             let src = codegen::kernel_source(&s).unwrap();
             assert!(src.starts_with("// generated, do not edit"));
             assert!(!src.contains("${"));
-            assert!(src.contains(&format!(
-                "CUTLASS_RS_DEFINE_ENTRY_POINTS({}, Gemm)",
-                s.name()
-            )));
+            let entry = match s.blockwise {
+                Some(_) => format!(
+                    "CUTLASS_RS_DEFINE_SCALED_ENTRY_POINTS({}, Gemm, ScaleConfig)",
+                    s.name()
+                ),
+                None => format!("CUTLASS_RS_DEFINE_ENTRY_POINTS({}, Gemm)", s.name()),
+            };
+            assert!(src.contains(&entry), "{}", s.name());
         }
         let specs = catalog::all();
         let h = codegen::header(&specs).unwrap();
@@ -148,8 +168,11 @@ mod tests {
                 .iter()
                 .find(|t| t.table == o.tile_table)
                 .unwrap();
+            let sparse = s.op_class.is_sparse();
+            assert_eq!(sparse, row.sparse, "{}", s.name());
+            assert_eq!(sparse, s.kernel_schedule.is_sparse(), "{}", s.name());
             assert!(
-                table.rows.iter().any(|r| !r.sparse
+                table.rows.iter().any(|r| r.sparse == sparse
                     && r.m == s.tile[0]
                     && r.n == s.tile[1]
                     && r.allows(s.a.layout, s.b.layout)),
@@ -158,15 +181,36 @@ mod tests {
             );
         }
         assert!(per_arch["100a"] > 0 && per_arch["120a"] > 0, "{per_arch:?}");
-        // Every dense row of every tile table is represented.
+        // Every type row, dense and sparse, is represented in each of its layouts.
+        for r in tables::TABLE_1
+            .iter()
+            .chain(tables::TABLE_2)
+            .chain(tables::TABLE_3)
+        {
+            for &(la, lb) in r.layouts() {
+                assert!(
+                    entries.iter().any(|s| {
+                        let o = s.origin.unwrap();
+                        (o.type_table, o.type_row) == (r.table, r.row)
+                            && (s.a.layout, s.b.layout) == (la, lb)
+                    }),
+                    "Table {} row {} has no entry in {la:?}/{lb:?}",
+                    r.table,
+                    r.row
+                );
+            }
+        }
+        // Every row of every tile table, dense and sparse, is represented.
         for t in tile_tables::TILE_TABLES {
-            for r in t.rows.iter().filter(|r| !r.sparse) {
+            for r in t.rows.iter() {
                 assert!(
                     entries
                         .iter()
                         .any(|s| s.origin.unwrap().tile_table == t.table
+                            && s.op_class.is_sparse() == r.sparse
                             && s.tile[0] == r.m
-                            && s.tile[1] == r.n),
+                            && s.tile[1] == r.n
+                            && r.policies.contains(&s.kernel_schedule.policy())),
                     "table {} row {}x{} has no entry",
                     t.table,
                     r.m,

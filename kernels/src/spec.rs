@@ -33,6 +33,16 @@ pub enum KernelSchedule {
     TmaWarpSpecializedCooperative,
     /// `KernelTmaWarpSpecializedPingpong` (SM90, SM120): consumer warp groups alternate tiles.
     TmaWarpSpecializedPingpong,
+    /// `KernelTmaWarpSpecialized` (SM90): one consumer warp group, not persistent.
+    TmaWarpSpecialized,
+    /// `KernelTmaWarpSpecializedCooperativeFP8FastAccum` (SM90 FP8): cooperative, accumulating in
+    /// the tensor core's FP8 accumulator without periodic promotion to f32.
+    TmaWarpSpecializedCooperativeFp8FastAccum,
+    /// `KernelTmaWarpSpecializedPingpongFP8FastAccum` (SM90 FP8): pingpong with fast accumulation.
+    TmaWarpSpecializedPingpongFp8FastAccum,
+    /// `KernelTmaWarpSpecializedCooperativeFP8Blockwise` (SM90 FP8 with blockwise scales of A and B
+    /// applied to the f32 accumulator once per k-block).
+    TmaWarpSpecializedCooperativeFp8Blockwise,
     /// `KernelTmaWarpSpecialized1SmSm100`.
     Sm100OneSm,
     /// `KernelTmaWarpSpecialized2SmSm100`.
@@ -53,6 +63,18 @@ pub enum KernelSchedule {
     Sm120Mxf8f6f4Cooperative,
     /// `KernelTmaWarpSpecializedPingpongMxf8f6f4Sm120`.
     Sm120Mxf8f6f4Pingpong,
+    /// `KernelSparseTmaWarpSpecialized1SmSm100` (structured-sparse A).
+    Sm100SparseOneSm,
+    /// `KernelSparseTmaWarpSpecialized2SmSm100`.
+    Sm100SparseTwoSm,
+    /// `KernelSparseTmaWarpSpecialized1SmMxf8f6f4Sm100` (sparse, block-scaled).
+    Sm100SparseMxf8f6f4OneSm,
+    /// `KernelSparseTmaWarpSpecialized2SmMxf8f6f4Sm100`.
+    Sm100SparseMxf8f6f4TwoSm,
+    /// `KernelSparseTmaWarpSpecialized1SmNvf4Sm100` (sparse, block-scaled FP4).
+    Sm100SparseNvf4OneSm,
+    /// `KernelSparseTmaWarpSpecialized2SmNvf4Sm100`.
+    Sm100SparseNvf4TwoSm,
 }
 
 impl KernelSchedule {
@@ -60,6 +82,10 @@ impl KernelSchedule {
     pub const ALL: &'static [KernelSchedule] = &[
         KernelSchedule::TmaWarpSpecializedCooperative,
         KernelSchedule::TmaWarpSpecializedPingpong,
+        KernelSchedule::TmaWarpSpecialized,
+        KernelSchedule::TmaWarpSpecializedCooperativeFp8FastAccum,
+        KernelSchedule::TmaWarpSpecializedPingpongFp8FastAccum,
+        KernelSchedule::TmaWarpSpecializedCooperativeFp8Blockwise,
         KernelSchedule::Sm100OneSm,
         KernelSchedule::Sm100TwoSm,
         KernelSchedule::Sm100Mxf8f6f4OneSm,
@@ -70,6 +96,12 @@ impl KernelSchedule {
         KernelSchedule::Sm100Nvf4TwoSm,
         KernelSchedule::Sm120Mxf8f6f4Cooperative,
         KernelSchedule::Sm120Mxf8f6f4Pingpong,
+        KernelSchedule::Sm100SparseOneSm,
+        KernelSchedule::Sm100SparseTwoSm,
+        KernelSchedule::Sm100SparseMxf8f6f4OneSm,
+        KernelSchedule::Sm100SparseMxf8f6f4TwoSm,
+        KernelSchedule::Sm100SparseNvf4OneSm,
+        KernelSchedule::Sm100SparseNvf4TwoSm,
     ];
 
     /// The suffix in procedural names (`KernelScheduleSuffixes` in `cutlass_library`).
@@ -77,6 +109,16 @@ impl KernelSchedule {
         match self {
             KernelSchedule::TmaWarpSpecializedCooperative => "_warpspecialized_cooperative",
             KernelSchedule::TmaWarpSpecializedPingpong => "_warpspecialized_pingpong",
+            KernelSchedule::TmaWarpSpecialized => "_warpspecialized",
+            KernelSchedule::TmaWarpSpecializedCooperativeFp8FastAccum => {
+                "_warpspecialized_cooperative_fp8_fastaccum"
+            }
+            KernelSchedule::TmaWarpSpecializedPingpongFp8FastAccum => {
+                "_warpspecialized_pingpong_fp8_fastaccum"
+            }
+            KernelSchedule::TmaWarpSpecializedCooperativeFp8Blockwise => {
+                "_warpspecialized_cooperative"
+            }
             KernelSchedule::Sm100OneSm => "_1sm",
             KernelSchedule::Sm100TwoSm => "_2sm",
             KernelSchedule::Sm100Mxf8f6f4OneSm => "_q_1sm",
@@ -87,6 +129,14 @@ impl KernelSchedule {
             KernelSchedule::Sm100Nvf4TwoSm => "_o_vs16_2sm",
             KernelSchedule::Sm120Mxf8f6f4Cooperative => "_cooperative_q",
             KernelSchedule::Sm120Mxf8f6f4Pingpong => "_pingpong_q",
+            KernelSchedule::Sm100SparseOneSm => "_1sm",
+            KernelSchedule::Sm100SparseTwoSm => "_2sm",
+            // cutlass_library 4.2 has no sparse block-scaled schedules; these follow its dense
+            // block-scaled suffixes.
+            KernelSchedule::Sm100SparseMxf8f6f4OneSm => "_q_1sm",
+            KernelSchedule::Sm100SparseMxf8f6f4TwoSm => "_q_2sm",
+            KernelSchedule::Sm100SparseNvf4OneSm => "_o_vs16_1sm",
+            KernelSchedule::Sm100SparseNvf4TwoSm => "_o_vs16_2sm",
         }
     }
 
@@ -95,6 +145,16 @@ impl KernelSchedule {
         match self {
             KernelSchedule::TmaWarpSpecializedCooperative => "KernelTmaWarpSpecializedCooperative",
             KernelSchedule::TmaWarpSpecializedPingpong => "KernelTmaWarpSpecializedPingpong",
+            KernelSchedule::TmaWarpSpecialized => "KernelTmaWarpSpecialized",
+            KernelSchedule::TmaWarpSpecializedCooperativeFp8FastAccum => {
+                "KernelTmaWarpSpecializedCooperativeFP8FastAccum"
+            }
+            KernelSchedule::TmaWarpSpecializedPingpongFp8FastAccum => {
+                "KernelTmaWarpSpecializedPingpongFP8FastAccum"
+            }
+            KernelSchedule::TmaWarpSpecializedCooperativeFp8Blockwise => {
+                "KernelTmaWarpSpecializedCooperativeFP8Blockwise"
+            }
             KernelSchedule::Sm100OneSm => "KernelTmaWarpSpecialized1SmSm100",
             KernelSchedule::Sm100TwoSm => "KernelTmaWarpSpecialized2SmSm100",
             KernelSchedule::Sm100Mxf8f6f4OneSm => "KernelTmaWarpSpecialized1SmMxf8f6f4Sm100",
@@ -107,6 +167,16 @@ impl KernelSchedule {
             KernelSchedule::Sm120Mxf8f6f4Pingpong => {
                 "KernelTmaWarpSpecializedPingpongMxf8f6f4Sm120"
             }
+            KernelSchedule::Sm100SparseOneSm => "KernelSparseTmaWarpSpecialized1SmSm100",
+            KernelSchedule::Sm100SparseTwoSm => "KernelSparseTmaWarpSpecialized2SmSm100",
+            KernelSchedule::Sm100SparseMxf8f6f4OneSm => {
+                "KernelSparseTmaWarpSpecialized1SmMxf8f6f4Sm100"
+            }
+            KernelSchedule::Sm100SparseMxf8f6f4TwoSm => {
+                "KernelSparseTmaWarpSpecialized2SmMxf8f6f4Sm100"
+            }
+            KernelSchedule::Sm100SparseNvf4OneSm => "KernelSparseTmaWarpSpecialized1SmNvf4Sm100",
+            KernelSchedule::Sm100SparseNvf4TwoSm => "KernelSparseTmaWarpSpecialized2SmNvf4Sm100",
         }
     }
 
@@ -129,9 +199,25 @@ impl KernelSchedule {
             KernelSchedule::Sm100TwoSm
             | KernelSchedule::Sm100Mxf8f6f4TwoSm
             | KernelSchedule::Sm100Mxf4TwoSm
-            | KernelSchedule::Sm100Nvf4TwoSm => 2,
+            | KernelSchedule::Sm100Nvf4TwoSm
+            | KernelSchedule::Sm100SparseTwoSm
+            | KernelSchedule::Sm100SparseMxf8f6f4TwoSm
+            | KernelSchedule::Sm100SparseNvf4TwoSm => 2,
             _ => 1,
         }
+    }
+
+    /// Whether the schedule is for a structured-sparse A.
+    pub const fn is_sparse(self) -> bool {
+        matches!(
+            self,
+            KernelSchedule::Sm100SparseOneSm
+                | KernelSchedule::Sm100SparseTwoSm
+                | KernelSchedule::Sm100SparseMxf8f6f4OneSm
+                | KernelSchedule::Sm100SparseMxf8f6f4TwoSm
+                | KernelSchedule::Sm100SparseNvf4OneSm
+                | KernelSchedule::Sm100SparseNvf4TwoSm
+        )
     }
 
     /// Short name for listings.
@@ -154,6 +240,8 @@ pub enum EpilogueSchedule {
     TmaWarpSpecialized2Sm,
     /// `collective::EpilogueScheduleAuto` (required on SM120).
     Auto,
+    /// `NoSmemWarpSpecialized` (SM90): stores D straight from registers, no shared memory.
+    NoSmemWarpSpecialized,
 }
 
 impl EpilogueSchedule {
@@ -164,6 +252,7 @@ impl EpilogueSchedule {
             | EpilogueSchedule::TmaWarpSpecialized
             | EpilogueSchedule::TmaWarpSpecialized2Sm => "_epi_tma",
             EpilogueSchedule::TmaWarpSpecialized1Sm | EpilogueSchedule::Auto => "",
+            EpilogueSchedule::NoSmemWarpSpecialized => "_epi_nosmem",
         }
     }
 
@@ -177,6 +266,7 @@ impl EpilogueSchedule {
             EpilogueSchedule::TmaWarpSpecialized1Sm => "cutlass::epilogue::TmaWarpSpecialized1Sm",
             EpilogueSchedule::TmaWarpSpecialized2Sm => "cutlass::epilogue::TmaWarpSpecialized2Sm",
             EpilogueSchedule::Auto => "cutlass::epilogue::collective::EpilogueScheduleAuto",
+            EpilogueSchedule::NoSmemWarpSpecialized => "cutlass::epilogue::NoSmemWarpSpecialized",
         }
     }
 }
@@ -188,14 +278,29 @@ pub enum OpClass {
     TensorOp,
     /// `OpClassBlockScaledTensorOp`: mx/nv block-scaled operands.
     BlockScaledTensorOp,
+    /// `OpClassSparseTensorOp`: 2:4 structured-sparse A (compressed A plus metadata E).
+    SparseTensorOp,
+    /// `OpClassBlockScaledSparseTensorOp`: structured-sparse A with mx/nv block scaling.
+    BlockScaledSparseTensorOp,
 }
 
 impl OpClass {
+    /// Whether A is structured-sparse.
+    pub const fn is_sparse(self) -> bool {
+        matches!(
+            self,
+            OpClass::SparseTensorOp | OpClass::BlockScaledSparseTensorOp
+        )
+    }
+
     /// The name in procedural names.
     pub const fn name(self) -> &'static str {
         match self {
             OpClass::TensorOp => "tensorop",
             OpClass::BlockScaledTensorOp => "bstensorop",
+            OpClass::SparseTensorOp => "sptensorop",
+            // Not in cutlass_library 4.2 (it has no sparse block-scaled kernels): ours.
+            OpClass::BlockScaledSparseTensorOp => "bssptensorop",
         }
     }
 
@@ -204,6 +309,8 @@ impl OpClass {
         match self {
             OpClass::TensorOp => "cutlass::arch::OpClassTensorOp",
             OpClass::BlockScaledTensorOp => "cutlass::arch::OpClassBlockScaledTensorOp",
+            OpClass::SparseTensorOp => "cutlass::arch::OpClassSparseTensorOp",
+            OpClass::BlockScaledSparseTensorOp => "cutlass::arch::OpClassBlockScaledSparseTensorOp",
         }
     }
 }
@@ -215,6 +322,18 @@ pub struct BlockScale {
     pub sf: DataType,
     /// Elements of K per scale factor (32 or 16).
     pub vec: u32,
+}
+
+/// Blockwise scaling of A and B (SM90 FP8): f32 scales, one per `m x k` block of A and one per
+/// `n x k` block of B (`Sm90BlockwiseScaleConfig<m, n, k>`, scales M- and N-major).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Blockwise {
+    /// Rows of A per scale (1: one scale per row, the activations of the 1x128 recipe).
+    pub m: u32,
+    /// Columns of B per scale (128 for 128x128 weight blocks).
+    pub n: u32,
+    /// Elements of K per scale (128).
+    pub k: u32,
 }
 
 /// Where a catalog entry comes from in the seed: its type row (Tables 1–3) and tile table.
@@ -262,6 +381,8 @@ pub struct KernelSpec {
     pub op_class: OpClass,
     /// Block scaling of A and B (block-scaled entries).
     pub block_scale: Option<BlockScale>,
+    /// Blockwise f32 scaling of A and B (SM90 FP8 blockwise entries).
+    pub blockwise: Option<Blockwise>,
     /// The seed rows this entry comes from (SM100/SM120 entries).
     pub origin: Option<Origin>,
     /// A (m x k).
@@ -294,17 +415,18 @@ pub struct KernelSpec {
 impl KernelSpec {
     /// The procedural name, compatible with `cutlass_library`'s `GemmOperation.procedural_name()`
     /// for CUTLASS 3.x kernels:
-    /// `cutlass3x_sm{arch}_tensorop_gemm_{a}_{b}_{acc}_{c}_{d}_{tile}_{cluster}_{stages}_{layouts}_align{n}{scheduler}{schedule}{epilogue}`.
+    /// `cutlass3x_sm{arch}_{op}_{gemm|spgemm}_{a}_{b}_{acc}_{c}_{d}_{tile}_{cluster}_{stages}_{layouts}_align{n}{scheduler}{schedule}{epilogue}`.
     ///
     /// It names the generated file, the C symbols and what `CUTLASS_RS_KERNELS` matches.
     pub fn name(&self) -> String {
         let join = |v: &[u32; 3]| format!("{}x{}x{}", v[0], v[1], v[2]);
         format!(
-            "cutlass3x_sm{arch}_{op}_gemm_{a}_{b}_{acc}_{c}_{d}_{tile}_{cluster}_{stages}_{la}{lb}{lc}_align{align}{sched}{ks}{es}",
+            "cutlass3x_sm{arch}_{op}_{core}_{a}_{b}_{acc}_{c}_{d}_{tile}_{cluster}_{stages}_{la}{lb}{lc}_align{align}{sched}{ks}{es}",
             arch = self.arch.number(),
             op = self.op_class.name(),
-            a = self.operand_type_name(self.a.ty),
-            b = self.operand_type_name(self.b.ty),
+            core = if self.op_class.is_sparse() { "spgemm" } else { "gemm" },
+            a = self.operand_type_name(self.a.ty, false),
+            b = self.operand_type_name(self.b.ty, true),
             acc = self.accumulator.short_name(),
             c = self.c.ty.short_name(),
             d = self.d.ty.short_name(),
@@ -398,7 +520,24 @@ impl KernelSpec {
         Ok(())
     }
 
-    fn operand_type_name(&self, ty: DataType) -> String {
+    /// The A (`is_b == false`) or B operand's type as procedural names write it: `e4m3`,
+    /// `ue8m0xe2m1` (block-scaled: scale type x element type) or `1x128f32xe4m3` (blockwise:
+    /// scale block, scale type x element type).
+    pub fn operand_label(&self, is_b: bool) -> String {
+        self.operand_type_name(if is_b { self.b.ty } else { self.a.ty }, is_b)
+    }
+
+    fn operand_type_name(&self, ty: DataType, is_b: bool) -> String {
+        if let Some(bw) = self.blockwise {
+            // `{vec_mn}x{vec_k}{acc}x{type}`, as cutlass_library names blockwise operands.
+            let mn = if is_b { bw.n } else { bw.m };
+            return format!(
+                "{mn}x{}{}x{}",
+                bw.k,
+                self.accumulator.short_name(),
+                ty.short_name()
+            );
+        }
         match self.block_scale {
             Some(bs) => format!("{}x{}", bs.sf.short_name(), ty.short_name()),
             None => ty.short_name().to_string(),
@@ -435,6 +574,11 @@ impl KernelSpec {
                 "{name}: SM100/SM120 entries must name their seed rows (origin)"
             ));
         }
+        if self.blockwise.is_some() && self.arch != Arch::Sm90a {
+            return Err(format!(
+                "{name}: blockwise (f32-scale) entries are SM90 only in this catalog"
+            ));
+        }
         match self.arch {
             Arch::Sm90a => {
                 let cluster_size: u32 = self.cluster.iter().product();
@@ -449,38 +593,104 @@ impl KernelSpec {
                         "{name}: SM90 tile k must span a multiple of 128 bytes (one 128B swizzle atom)"
                     ));
                 }
-                match self.kernel_schedule {
-                    KernelSchedule::TmaWarpSpecializedCooperative => {
-                        if self.tile[0] % 128 != 0 {
-                            return Err(format!(
-                                "{name}: the cooperative schedule needs tile m a multiple of 128"
-                            ));
-                        }
-                        if self.epilogue_schedule != EpilogueSchedule::TmaWarpSpecializedCooperative
-                        {
-                            return Err(format!(
-                                "{name}: the cooperative schedule needs the cooperative epilogue"
-                            ));
-                        }
-                    }
-                    KernelSchedule::TmaWarpSpecializedPingpong => {
-                        if self.tile[0] % 64 != 0 {
-                            return Err(format!(
-                                "{name}: the pingpong schedule needs tile m a multiple of 64"
-                            ));
-                        }
-                        if self.epilogue_schedule != EpilogueSchedule::TmaWarpSpecialized {
-                            return Err(format!(
-                                "{name}: the pingpong schedule needs the TmaWarpSpecialized epilogue"
-                            ));
-                        }
-                    }
+                use KernelSchedule as K;
+                let (min_m, epilogues): (u32, &[EpilogueSchedule]) = match self.kernel_schedule {
+                    K::TmaWarpSpecializedCooperative
+                    | K::TmaWarpSpecializedCooperativeFp8FastAccum
+                    | K::TmaWarpSpecializedCooperativeFp8Blockwise => (
+                        128,
+                        &[
+                            EpilogueSchedule::TmaWarpSpecializedCooperative,
+                            EpilogueSchedule::NoSmemWarpSpecialized,
+                        ],
+                    ),
+                    K::TmaWarpSpecializedPingpong | K::TmaWarpSpecializedPingpongFp8FastAccum => (
+                        64,
+                        &[
+                            EpilogueSchedule::TmaWarpSpecialized,
+                            EpilogueSchedule::NoSmemWarpSpecialized,
+                        ],
+                    ),
+                    K::TmaWarpSpecialized => (64, &[EpilogueSchedule::NoSmemWarpSpecialized]),
                     other => {
                         return Err(format!(
                             "{name}: {} is not an SM90 schedule",
                             other.policy()
                         ));
                     }
+                };
+                if self.tile[0] % min_m != 0 {
+                    return Err(format!(
+                        "{name}: {} needs tile m a multiple of {min_m}",
+                        self.kernel_schedule.policy()
+                    ));
+                }
+                if !epilogues.contains(&self.epilogue_schedule) {
+                    return Err(format!(
+                        "{name}: {} does not pair with the {} epilogue",
+                        self.kernel_schedule.policy(),
+                        self.epilogue_schedule.cpp_type()
+                    ));
+                }
+                let fp8 = |t: DataType| matches!(t, DataType::E4M3 | DataType::E5M2);
+                let fp8_only = matches!(
+                    self.kernel_schedule,
+                    K::TmaWarpSpecializedCooperativeFp8FastAccum
+                        | K::TmaWarpSpecializedPingpongFp8FastAccum
+                        | K::TmaWarpSpecializedCooperativeFp8Blockwise
+                );
+                if fp8_only && !(fp8(self.a.ty) && fp8(self.b.ty)) {
+                    return Err(format!(
+                        "{name}: {} takes e4m3/e5m2 operands only",
+                        self.kernel_schedule.policy()
+                    ));
+                }
+                let blockwise_schedule =
+                    self.kernel_schedule == K::TmaWarpSpecializedCooperativeFp8Blockwise;
+                match self.blockwise {
+                    Some(bw) => {
+                        if !blockwise_schedule {
+                            return Err(format!(
+                                "{name}: blockwise scales need the FP8 blockwise schedule"
+                            ));
+                        }
+                        if bw.m == 0
+                            || bw.n == 0
+                            || self.tile[0] % bw.m != 0
+                            || self.tile[1] % bw.n != 0
+                            || bw.k != self.tile[2]
+                            || self.accumulator != DataType::F32
+                        {
+                            return Err(format!(
+                                "{name}: blockwise scale blocks {}x{}x{} must divide the tile {}x{} and span its k ({}), with an f32 accumulator",
+                                bw.m, bw.n, bw.k, self.tile[0], self.tile[1], self.tile[2]
+                            ));
+                        }
+                    }
+                    None if blockwise_schedule => {
+                        return Err(format!(
+                            "{name}: the FP8 blockwise schedule needs blockwise scales"
+                        ));
+                    }
+                    None => {}
+                }
+                if self.block_scale.is_some() {
+                    return Err(format!("{name}: SM90 has no block-scaled (mx/nv) MMA"));
+                }
+                if self.a.ty.bits() == 8
+                    && (self.a.layout, self.b.layout) != (Layout::RowMajor, Layout::ColumnMajor)
+                {
+                    return Err(format!(
+                        "{name}: SM90 wgmma reads 8-bit operands K-major only: layout TN, not {}",
+                        self.layout_name()
+                    ));
+                }
+                if self.a.ty == DataType::Tf32
+                    && (self.a.layout, self.b.layout) == (Layout::RowMajor, Layout::RowMajor)
+                {
+                    return Err(format!(
+                        "{name}: tf32 TT needs CUTLASS's transposed epilogue, which the catalog does not use"
+                    ));
                 }
                 if self.tile[1] % 8 != 0 || self.tile[1] > 256 {
                     return Err(format!(

@@ -33,6 +33,9 @@ extern "C" {
 #define CUTLASS_RS_ERROR_WORKSPACE_TOO_SMALL 102
 /* The entry point exists but its kernels were not compiled into this build. */
 #define CUTLASS_RS_ERROR_NOT_BUILT 103
+/* The driver refused a TMA descriptor the kernel needs (cuTensorMapEncodeTiled failed; reported by
+ * prepare(), e.g. sub-byte TMA types on a device before SM100). */
+#define CUTLASS_RS_ERROR_TMA_DESCRIPTOR 104
 /* A CUDA runtime error: the status is CUTLASS_RS_ERROR_CUDA_BASE + the cudaError_t value. */
 #define CUTLASS_RS_ERROR_CUDA_BASE 1000
 
@@ -65,6 +68,14 @@ typedef struct cutlass_rs_gemm_args {
    * after batch); ignored by other kernels. */
   const void *sfa;
   const void *sfb;
+  /* Structured-sparse kernels: A is the compressed A (m x k/2, packed) and e its metadata, both
+   * in the layouts of the kernel's SparseConfig; ignored by dense kernels. */
+  const void *e;
+  /* Block-scaled output (LinCombBlockScaleFactor epilogues): D's scale factors, written in the
+   * Sm1xxBlockScaledConfig layout, and the device scalar the epilogue divides by; ignored by
+   * other kernels. */
+  void *sfd;
+  const float *norm_constant;
   /* The CUDA device ordinal and its multiprocessor count (persistent kernels size their grid by it). */
   int32_t device_id;
   int32_t sm_count;
@@ -74,6 +85,10 @@ typedef int (*cutlass_rs_can_implement_fn)(const cutlass_rs_gemm_args *args);
 typedef int (*cutlass_rs_workspace_size_fn)(const cutlass_rs_gemm_args *args, size_t *bytes);
 typedef int (*cutlass_rs_run_fn)(const cutlass_rs_gemm_args *args, void *workspace,
                                  size_t workspace_bytes, void *stream);
+/* Everything run() does on the host before the launch: can_implement, the workspace-size check and
+ * the kernel parameters (TMA descriptors included); launches nothing, touches no device memory. */
+typedef int (*cutlass_rs_prepare_fn)(const cutlass_rs_gemm_args *args, void *workspace,
+                                     size_t workspace_bytes);
 
 /* One compiled kernel: its procedural name (the catalog's) and its entry points. */
 typedef struct cutlass_rs_kernel_entry {
@@ -81,6 +96,7 @@ typedef struct cutlass_rs_kernel_entry {
   cutlass_rs_can_implement_fn can_implement;
   cutlass_rs_workspace_size_fn workspace_size;
   cutlass_rs_run_fn run;
+  cutlass_rs_prepare_fn prepare;
 } cutlass_rs_kernel_entry;
 
 /* Element types of the quantization entry points. */

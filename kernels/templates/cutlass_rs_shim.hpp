@@ -4,6 +4,10 @@
 
 #include <cstdint>
 #include <exception>
+#include <iostream>
+#include <mutex>
+#include <sstream>
+#include <string>
 #include <type_traits>
 
 #include <cuda_runtime_api.h>
@@ -37,14 +41,31 @@ inline bool problem_fits(const cutlass_rs_gemm_args *a) {
   return fits_int(a->m) && fits_int(a->n) && fits_int(a->k) && fits_int(a->batch) && a->batch >= 1;
 }
 
+// Whether a mainloop takes scale factors (block-scaled mx/nv or blockwise f32).
 template <class M, class = void>
-struct is_block_scaled : std::false_type {};
+struct takes_scales : std::false_type {};
 template <class M>
-struct is_block_scaled<M, std::void_t<typename M::LayoutSFA>> : std::true_type {};
+struct takes_scales<M, std::void_t<typename M::LayoutSFA>> : std::true_type {};
+
+// Whether a mainloop is structured-sparse (compressed A plus metadata E).
+template <class M, class = void>
+struct is_sparse : std::false_type {};
+template <class M>
+struct is_sparse<M, std::void_t<typename M::LayoutE>> : std::true_type {};
+
+// The scale-factor layout config of a kernel: the block-scaled mainloop's own
+// Sm1xxBlkScaledConfig, or the blockwise config its generated source names (ScaleConfig).
+template <class Mainloop, class ScaleConfig, class = void>
+struct scale_config { using type = ScaleConfig; };
+template <class Mainloop, class ScaleConfig>
+struct scale_config<Mainloop, ScaleConfig, std::void_t<typename Mainloop::Sm1xxBlkScaledConfig>> {
+  using type = typename Mainloop::Sm1xxBlkScaledConfig;
+};
 
 // Builds the CUTLASS 3.x arguments (LinearCombination epilogue) field by field, so one function
-// serves the SM90, SM100 and SM120 collectives, block-scaled ones included.
-template <class Gemm>
+// serves the SM90, SM100 and SM120 collectives, block-scaled and blockwise ones included.
+// ScaleConfig is the blockwise scale config (void for the other kernels).
+template <class Gemm, class ScaleConfig = void>
 typename Gemm::Arguments make_arguments(const cutlass_rs_gemm_args *a) {
   using Kernel = typename Gemm::GemmKernel;
   using Mainloop = typename Kernel::CollectiveMainloop;
@@ -53,11 +74,21 @@ typename Gemm::Arguments make_arguments(const cutlass_rs_gemm_args *a) {
   args.problem_shape = {static_cast<int>(a->m), static_cast<int>(a->n), static_cast<int>(a->k),
                         static_cast<int>(a->batch)};
   args.mainloop.ptr_A = static_cast<decltype(args.mainloop.ptr_A)>(a->a);
-  args.mainloop.dA = make_stride<typename Kernel::StrideA>(a->lda, a->batch_stride_a);
   args.mainloop.ptr_B = static_cast<decltype(args.mainloop.ptr_B)>(a->b);
   args.mainloop.dB = make_stride<typename Kernel::StrideB>(a->ldb, a->batch_stride_b);
-  if constexpr (is_block_scaled<Mainloop>::value) {
-    using Config = typename Mainloop::Sm1xxBlkScaledConfig;
+  if constexpr (is_sparse<Mainloop>::value) {
+    // Compressed A and its metadata are packed in the SparseConfig's layouts (lda is unused).
+    using SparseConfig = typename Mainloop::SparseConfig;
+    auto shape = cute::make_shape(static_cast<int>(a->m), static_cast<int>(a->n), static_cast<int>(a->k),
+                                  static_cast<int>(a->batch));
+    args.mainloop.layout_a = SparseConfig::fill_layoutA(shape);
+    args.mainloop.ptr_E = static_cast<decltype(args.mainloop.ptr_E)>(a->e);
+    args.mainloop.layout_e = SparseConfig::fill_layoutE(shape);
+  } else {
+    args.mainloop.dA = make_stride<typename Kernel::StrideA>(a->lda, a->batch_stride_a);
+  }
+  if constexpr (takes_scales<Mainloop>::value) {
+    using Config = typename scale_config<Mainloop, ScaleConfig>::type;
     auto shape = cute::make_shape(static_cast<int>(a->m), static_cast<int>(a->n), static_cast<int>(a->k),
                                   static_cast<int>(a->batch));
     args.mainloop.ptr_SFA = static_cast<decltype(args.mainloop.ptr_SFA)>(a->sfa);
@@ -76,27 +107,29 @@ typename Gemm::Arguments make_arguments(const cutlass_rs_gemm_args *a) {
   return args;
 }
 
-template <class Gemm>
+template <class Gemm, class ScaleConfig = void>
 int can_implement(const cutlass_rs_gemm_args *a) noexcept {
   try {
     if (a == nullptr || a->a == nullptr || a->b == nullptr || a->c == nullptr || a->d == nullptr)
       return CUTLASS_RS_ERROR_NULL_ARGUMENT;
-    if (is_block_scaled<typename Gemm::GemmKernel::CollectiveMainloop>::value && (a->sfa == nullptr || a->sfb == nullptr))
+    if (takes_scales<typename Gemm::GemmKernel::CollectiveMainloop>::value && (a->sfa == nullptr || a->sfb == nullptr))
+      return CUTLASS_RS_ERROR_NULL_ARGUMENT;
+    if (is_sparse<typename Gemm::GemmKernel::CollectiveMainloop>::value && a->e == nullptr)
       return CUTLASS_RS_ERROR_NULL_ARGUMENT;
     if (!problem_fits(a)) return CUTLASS_RS_ERROR_INVALID_PROBLEM;
-    auto args = make_arguments<Gemm>(a);
+    auto args = make_arguments<Gemm, ScaleConfig>(a);
     return static_cast<int>(Gemm::can_implement(args));
   } catch (...) {
     return CUTLASS_RS_ERROR_EXCEPTION;
   }
 }
 
-template <class Gemm>
+template <class Gemm, class ScaleConfig = void>
 int workspace_size(const cutlass_rs_gemm_args *a, size_t *bytes) noexcept {
   try {
     if (a == nullptr || bytes == nullptr) return CUTLASS_RS_ERROR_NULL_ARGUMENT;
     if (!problem_fits(a)) return CUTLASS_RS_ERROR_INVALID_PROBLEM;
-    auto args = make_arguments<Gemm>(a);
+    auto args = make_arguments<Gemm, ScaleConfig>(a);
     *bytes = Gemm::get_workspace_size(args);
     return CUTLASS_RS_OK;
   } catch (...) {
@@ -104,12 +137,56 @@ int workspace_size(const cutlass_rs_gemm_args *a, size_t *bytes) noexcept {
   }
 }
 
-template <class Gemm>
+// CUTLASS reports a TMA descriptor the driver refuses (cuTensorMapEncodeTiled) on std::cerr and
+// carries on. prepare() captures std::cerr while it builds the kernel parameters and turns that
+// report into a status. The capture is serialized; other threads' std::cerr output during it would
+// be captured too, which is why run() does not do this.
+struct CerrCapture {
+  static std::mutex &mutex() {
+    static std::mutex m;
+    return m;
+  }
+  std::lock_guard<std::mutex> lock{mutex()};
+  std::ostringstream text;
+  std::streambuf *saved;
+  CerrCapture() : saved(std::cerr.rdbuf(text.rdbuf())) {}
+  ~CerrCapture() { std::cerr.rdbuf(saved); }
+  CerrCapture(const CerrCapture &) = delete;
+  CerrCapture &operator=(const CerrCapture &) = delete;
+};
+
+template <class Gemm, class ScaleConfig = void>
+int prepare(const cutlass_rs_gemm_args *a, void *workspace, size_t workspace_bytes) noexcept {
+  try {
+    int status = can_implement<Gemm, ScaleConfig>(a);
+    if (status != CUTLASS_RS_OK) return status;
+    auto args = make_arguments<Gemm, ScaleConfig>(a);
+    if (Gemm::get_workspace_size(args) > workspace_bytes) return CUTLASS_RS_ERROR_WORKSPACE_TOO_SMALL;
+    // The kernel parameters, as GemmUniversalAdapter::initialize builds them (TMA descriptors
+    // encoded by the driver), without its cudaFuncSetAttribute on the kernel, which needs a
+    // device that can run it.
+    bool tma_refused = false;
+    {
+      CerrCapture capture;
+      auto params = Gemm::GemmKernel::to_underlying_arguments(args, workspace);
+      (void)params;
+      tma_refused = capture.text.str().find("Failed to initialize the TMA descriptor") != std::string::npos;
+    }
+    if (tma_refused) return CUTLASS_RS_ERROR_TMA_DESCRIPTOR;
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return CUTLASS_RS_ERROR_CUDA_BASE + static_cast<int>(e);
+    return CUTLASS_RS_OK;
+  } catch (...) {
+    return CUTLASS_RS_ERROR_EXCEPTION;
+  }
+}
+
+template <class Gemm, class ScaleConfig = void>
 int run(const cutlass_rs_gemm_args *a, void *workspace, size_t workspace_bytes, void *stream) noexcept {
   try {
-    int status = can_implement<Gemm>(a);
+    int status = can_implement<Gemm, ScaleConfig>(a);
     if (status != CUTLASS_RS_OK) return status;
-    auto args = make_arguments<Gemm>(a);
+    auto args = make_arguments<Gemm, ScaleConfig>(a);
     if (Gemm::get_workspace_size(args) > workspace_bytes) return CUTLASS_RS_ERROR_WORKSPACE_TOO_SMALL;
     Gemm gemm;
     cutlass::Status s = gemm.run(args, workspace, static_cast<cudaStream_t>(stream));
@@ -128,15 +205,23 @@ int run(const cutlass_rs_gemm_args *a, void *workspace, size_t workspace_bytes, 
 
 }  // namespace cutlass_rs
 
-// Defines the three extern "C" entry points of one kernel over its Gemm type.
-#define CUTLASS_RS_DEFINE_ENTRY_POINTS(NAME, GEMM)                                                  \
+// Defines the four extern "C" entry points of one kernel over its Gemm type and, for blockwise
+// kernels, their scale config (void otherwise).
+#define CUTLASS_RS_DEFINE_SCALED_ENTRY_POINTS(NAME, GEMM, SCALE_CONFIG)                             \
   extern "C" int NAME##_can_implement(const cutlass_rs_gemm_args *args) {                          \
-    return cutlass_rs::can_implement<GEMM>(args);                                                  \
+    return cutlass_rs::can_implement<GEMM, SCALE_CONFIG>(args);                                    \
   }                                                                                                \
   extern "C" int NAME##_workspace_size(const cutlass_rs_gemm_args *args, size_t *bytes) {          \
-    return cutlass_rs::workspace_size<GEMM>(args, bytes);                                          \
+    return cutlass_rs::workspace_size<GEMM, SCALE_CONFIG>(args, bytes);                            \
   }                                                                                                \
   extern "C" int NAME##_run(const cutlass_rs_gemm_args *args, void *workspace, size_t workspace_bytes, \
                             void *stream) {                                                        \
-    return cutlass_rs::run<GEMM>(args, workspace, workspace_bytes, stream);                        \
+    return cutlass_rs::run<GEMM, SCALE_CONFIG>(args, workspace, workspace_bytes, stream);          \
+  }                                                                                                \
+  extern "C" int NAME##_prepare(const cutlass_rs_gemm_args *args, void *workspace,                 \
+                                size_t workspace_bytes) {                                          \
+    return cutlass_rs::prepare<GEMM, SCALE_CONFIG>(args, workspace, workspace_bytes);              \
   }
+
+// Defines the entry points of a kernel without blockwise scales.
+#define CUTLASS_RS_DEFINE_ENTRY_POINTS(NAME, GEMM) CUTLASS_RS_DEFINE_SCALED_ENTRY_POINTS(NAME, GEMM, void)

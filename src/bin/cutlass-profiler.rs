@@ -40,19 +40,15 @@ const COLUMNS: [&str; 15] = [
 ];
 
 fn fields(s: &KernelSpec) -> [String; 15] {
-    let ty = |t: cutlass_kernels::DataType| match s.block_scale {
-        Some(bs) => format!("{}x{}", bs.sf.short_name(), t.short_name()),
-        None => t.short_name().to_string(),
-    };
     let origin = |f: fn(&cutlass_kernels::spec::Origin) -> u8| {
         s.origin.map_or("-".to_string(), |o| f(&o).to_string())
     };
     [
         s.name(),
         format!("sm{}", s.arch.tag()),
-        "0".into(),
-        ty(s.a.ty),
-        ty(s.b.ty),
+        if s.op_class.is_sparse() { "1" } else { "0" }.into(),
+        s.operand_label(false),
+        s.operand_label(true),
         s.layout_name(),
         s.a.align.to_string(),
         s.b.align.to_string(),
@@ -185,7 +181,7 @@ mod census {
 
     use cutlass_kernels::catalog::{self, NameFilter};
     use cutlass_kernels::codegen;
-    use cutlass_kernels::{Arch, KernelSpec};
+    use cutlass_kernels::{Arch, DataType, KernelSpec};
 
     const HEADER: &str = "name\tstatus\tseconds\tptx_mma\tkind_ok";
 
@@ -264,13 +260,15 @@ mod census {
                 format!("{}x{}x{}", s.tile[0], s.tile[1], s.tile[2]),
                 s.arch,
             );
-            if picked
-                .iter()
-                .any(|p| p.origin.unwrap().tile_table == o.tile_table && p.tile == s.tile)
-            {
+            let sparse = s.op_class.is_sparse();
+            if picked.iter().any(|p| {
+                p.origin.unwrap().tile_table == o.tile_table
+                    && p.tile == s.tile
+                    && p.op_class.is_sparse() == sparse
+            }) {
                 continue;
             }
-            if seen.insert(("tile", key.1, 0, key.3, s.arch)) {
+            if seen.insert(("tile", key.1, sparse as u8, key.3, s.arch)) {
                 picked.push(*s);
             }
         }
@@ -278,6 +276,30 @@ mod census {
             .into_iter()
             .filter(catalog::is_default)
             .collect();
+        // A representative SM90 set per type: every (A, B, scaling) pair with each of its
+        // schedules and each of its layouts, and each output type of a type family once.
+        let mut seen90 = HashSet::new();
+        for s in catalog::sm90() {
+            let pair = format!("{}/{}", s.operand_label(false), s.operand_label(true));
+            let family = match s.a.ty {
+                DataType::E4M3 | DataType::E5M2 => {
+                    format!("fp8 blockwise={}", s.blockwise.is_some())
+                }
+                t => t.short_name().to_string(),
+            };
+            let keys = [
+                format!("{pair} {}", s.kernel_schedule.policy()),
+                format!("{pair} {}", s.layout_name()),
+                format!("{family} -> {}", s.d.ty.short_name()),
+            ];
+            let new = keys.iter().filter(|k| !seen90.contains(*k)).count() > 0;
+            for k in keys {
+                seen90.insert(k);
+            }
+            if new && !out.contains(&s) {
+                out.push(s);
+            }
+        }
         out.extend(picked);
         out
     }
@@ -333,9 +355,16 @@ mod census {
         } else {
             vec![want]
         };
+        let matches = |op: &str, w: &str| {
+            if w.contains('*') {
+                catalog::glob_match(w.as_bytes(), op.as_bytes())
+            } else {
+                op.starts_with(w)
+            }
+        };
         found
             .iter()
-            .any(|op| alts.iter().any(|w| op.starts_with(w.as_str())) && vec_ok(op))
+            .any(|op| alts.iter().any(|w| matches(op, w)) && vec_ok(op))
     }
 
     fn compile(tc: &Toolchain, dir: &Path, spec: &KernelSpec) -> (String, f64, String, String) {

@@ -2,9 +2,10 @@
 
 One spec per line, tab-separated:
 arch a b acc c d layout_a layout_b layout_c align_a align_b align_c align_d tile cluster stages
-kernel_schedule epilogue_schedule tile_scheduler op_class sf_type
+kernel_schedule epilogue_schedule tile_scheduler op_class sf_type blockwise
 (tile and cluster as MxNxK; layouts as t/n; schedules as cutlass_library enum member names;
-op_class tensorop or bstensorop; sf_type the scale-factor type of block-scaled entries, else -).
+op_class tensorop, bstensorop or sptensorop; sf_type the scale-factor type of block-scaled entries, else -;
+blockwise the scale block MxNxK of blockwise-scaled entries, else -).
 Used by tests/names_match_cutlass_library.rs with PYTHONPATH pointing at the nvidia-cutlass wheel.
 """
 import sys
@@ -22,12 +23,13 @@ LAYOUTS = {"t": LayoutType.RowMajor, "n": LayoutType.ColumnMajor}
 
 for line in sys.stdin:
     f = line.rstrip("\n").split("\t")
-    if len(f) < 21:
+    if len(f) < 22:
         continue
-    (arch, a, b, acc, c, d, la, lb, lc, aa, ab, ac, ad, tile, cluster, stages, ks, es, ts, opc, sf) = f[:21]
+    (arch, a, b, acc, c, d, la, lb, lc, aa, ab, ac, ad, tile, cluster, stages, ks, es, ts, opc, sf, bw) = f[:22]
     tile = [int(x) for x in tile.split("x")]
     cluster = [int(x) for x in cluster.split("x")]
-    opclass = OpcodeClass.BlockScaledTensorOp if opc == "bstensorop" else OpcodeClass.TensorOp
+    opclass = {"bstensorop": OpcodeClass.BlockScaledTensorOp,
+               "sptensorop": OpcodeClass.SparseTensorOp}.get(opc, OpcodeClass.TensorOp)
     math = MathInstruction([tile[0], tile[1], 16], TYPES[a], TYPES[b], TYPES[acc],
                            opclass, MathOperation.multiply_add)
     td = TileDescription(tile, int(stages), [4, 1, 1], math, int(arch), int(arch), cluster)
@@ -37,6 +39,12 @@ for line in sys.stdin:
         kind = GemmKind.BlockScaledUniversal3x
         extra = dict(ScaleFactorA=TYPES[sf], ScaleFactorB=TYPES[sf],
                      ScaleFactorD={"tensor": TensorDescription(DataType.void, LAYOUTS[lc]), "vector_size": 0})
+    if opc == "sptensorop":
+        kind = GemmKind.SparseUniversal3x
+    if bw != "-":
+        kind = GemmKind.BlockwiseUniversal3x
+        vm, vn, vk = (int(x) for x in bw.split("x"))
+        extra = dict(ScaleFactorMVecSize=vm, ScaleFactorNVecSize=vn, ScaleFactorKVecSize=vk)
     op = GemmOperation(
         kind, int(arch), td,
         TensorDescription(TYPES[a], LAYOUTS[la], int(aa)),

@@ -1,0 +1,598 @@
+//! Block-scaled GEMMs (SM100, SM120): MX (`mx_float8_t`, `mx_float6_t`, `mx_float4_t`: ue8m0 per
+//! 32 elements of K) and NVFP4 (`nv_float4_t`: ue4m3 per 16, plus a per-tensor scale) operands
+//! whose scale factors lie in the `Sm1xxBlockScaledConfig` layout, as [`crate::quantize`] writes
+//! them.
+//!
+//! Operands are typed: an [`MxTensor<E>`] carries its element format in its type and its scale
+//! layout (rows, K, 32 per scale) in its value, an [`Nvfp4Tensor`] its ue4m3 scales per 16 and its
+//! amax; a plan takes only kernels whose formats, scale type and vector size match, and every
+//! shape, alignment and buffer rule is checked with a typed error before any call into a kernel.
+//!
+//! `D = alpha * A·B + beta * C` with A `[m, k]` and B given as `W[n, k]` (both K-major, "TN") and a
+//! row-major D. For NVFP4 the per-tensor scales of A and B multiply alpha.
+//!
+//! No Blackwell GPU has run these kernels here. On other GPUs a plan made with
+//! [`BlockScaledGemm::plan_any_arch`] drives the kernel's host path up to the launch
+//! ([`BlockScaledGemm::prepare_mx`]); a launch returns [`Error::ArchMismatch`].
+
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use cudarc::driver::{CudaContext, CudaStream, DevicePtr, DevicePtrMut};
+use cutlass_kernels::{DataType, KernelSpec, Layout};
+
+use crate::blockscale::ScaleFactorLayout;
+use crate::element::Element;
+use crate::error::{Error, OperandName, Result};
+use crate::gemm::Workspace;
+use crate::kernel::{built_kernels, DeviceInfo, Kernel, RawArgs};
+use crate::numeric::E2M1;
+use crate::problem::GemmProblem;
+use crate::quantize::{MxElement, MxTensor, Nvfp4Tensor};
+
+/// The scale-factor family of a plan.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Family {
+    /// ue8m0 per 32.
+    Mx,
+    /// ue4m3 per 16.
+    Nv,
+}
+
+impl Family {
+    fn sf(self) -> (DataType, u32) {
+        match self {
+            Family::Mx => (DataType::UE8M0, 32),
+            Family::Nv => (DataType::UE4M3, 16),
+        }
+    }
+}
+
+/// A planned block-scaled GEMM: A elements `EA`, B elements `EB`, C and D `TD`.
+pub struct BlockScaledGemm<EA: MxElement, EB: MxElement, TD: Element> {
+    problem: GemmProblem,
+    device: DeviceInfo,
+    kernel: Kernel,
+    family: Family,
+    workspace_size: usize,
+    _types: PhantomData<(EA, EB, TD)>,
+}
+
+impl<EA: MxElement, EB: MxElement, TD: Element> std::fmt::Debug for BlockScaledGemm<EA, EB, TD> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BlockScaledGemm")
+            .field("kernel", &self.kernel.name)
+            .field("problem", &self.problem)
+            .finish()
+    }
+}
+
+fn data_type<E: MxElement>() -> DataType {
+    match E::DTYPE {
+        cutlass_sys::CUTLASS_RS_DTYPE_E4M3 => DataType::E4M3,
+        cutlass_sys::CUTLASS_RS_DTYPE_E5M2 => DataType::E5M2,
+        cutlass_sys::CUTLASS_RS_DTYPE_E2M3 => DataType::E2M3,
+        cutlass_sys::CUTLASS_RS_DTYPE_E3M2 => DataType::E3M2,
+        _ => DataType::E2M1,
+    }
+}
+
+impl<EA: MxElement, EB: MxElement, TD: Element> BlockScaledGemm<EA, EB, TD> {
+    /// Plans an MX GEMM (ue8m0 scales per 32) on `ctx`'s device.
+    pub fn new_mx(ctx: &CudaContext, problem: &GemmProblem) -> Result<Self> {
+        Self::plan(DeviceInfo::query(ctx)?, problem, None, Family::Mx, false)
+    }
+
+    /// Plans an MX GEMM for a described device, optionally with the kernel of this name.
+    pub fn plan_mx(
+        device: DeviceInfo,
+        problem: &GemmProblem,
+        kernel: Option<&str>,
+    ) -> Result<Self> {
+        Self::plan(device, problem, kernel, Family::Mx, false)
+    }
+
+    /// Plans with the named kernel even when `device` cannot run it: every check and
+    /// [`BlockScaledGemm::prepare_mx`] / [`BlockScaledGemm::prepare_nvfp4`] work, a launch returns
+    /// [`Error::ArchMismatch`]. For exercising SM100/SM120 host paths on another GPU.
+    pub fn plan_any_arch(device: DeviceInfo, problem: &GemmProblem, kernel: &str) -> Result<Self> {
+        let family = built_kernels()
+            .iter()
+            .find(|k| k.name == kernel)
+            .and_then(|k| k.spec.block_scale)
+            .map(|bs| if bs.vec == 16 { Family::Nv } else { Family::Mx })
+            .unwrap_or(Family::Mx);
+        Self::plan(device, problem, Some(kernel), family, true)
+    }
+
+    fn plan(
+        device: DeviceInfo,
+        problem: &GemmProblem,
+        kernel: Option<&str>,
+        family: Family,
+        any_arch: bool,
+    ) -> Result<Self> {
+        problem.check()?;
+        for (op, layout, want) in [
+            (OperandName::A, problem.a.layout, Layout::RowMajor),
+            (OperandName::B, problem.b.layout, Layout::ColumnMajor),
+            (OperandName::D, problem.d.layout, Layout::RowMajor),
+        ] {
+            if layout != want {
+                return Err(Error::UnsupportedLayout {
+                    operand: op,
+                    rule: "block-scaled GEMMs take K-major A [m, k] and B [n, k] (TN), as the \
+                           quantizers write them, and write a row-major D"
+                        .into(),
+                });
+            }
+        }
+        if problem.batch != 1 || problem.a.ld.is_some() || problem.b.ld.is_some() {
+            return Err(Error::InvalidProblem {
+                reason: "block-scaled GEMMs take packed single-batch operands (quantized tensors)"
+                    .into(),
+            });
+        }
+        let (sf, vec) = family.sf();
+        let (ta, tb) = (data_type::<EA>(), data_type::<EB>());
+        let serves = |s: &KernelSpec| -> std::result::Result<(), String> {
+            let Some(bs) = s.block_scale else {
+                return Err("not a block-scaled kernel".into());
+            };
+            if (bs.sf, bs.vec) != (sf, vec) {
+                return Err(format!(
+                    "it reads {} scales per {}, the operands have {sf} per {vec}",
+                    bs.sf, bs.vec
+                ));
+            }
+            if (s.a.ty, s.b.ty, s.d.ty) != (ta, tb, TD::DATA_TYPE)
+                || s.c.ty != TD::DATA_TYPE
+                || (s.a.layout, s.b.layout) != (Layout::RowMajor, Layout::ColumnMajor)
+            {
+                return Err(format!(
+                    "it is {} x {} -> {} {}, the plan needs {ta} x {tb} -> {} TN",
+                    s.a.ty,
+                    s.b.ty,
+                    s.d.ty,
+                    s.layout_name(),
+                    TD::DATA_TYPE
+                ));
+            }
+            Ok(())
+        };
+        let kernel = match kernel {
+            Some(name) => {
+                let k = built_kernels()
+                    .iter()
+                    .find(|k| k.name == name)
+                    .copied()
+                    .ok_or_else(|| Error::KernelNotBuilt { name: name.into() })?;
+                serves(&k.spec).map_err(|reason| Error::KernelMismatch {
+                    name: name.into(),
+                    reason,
+                })?;
+                k
+            }
+            None => {
+                let candidates: Vec<Kernel> = built_kernels()
+                    .iter()
+                    .filter(|k| serves(&k.spec).is_ok())
+                    .copied()
+                    .collect();
+                let Some(first) = candidates.first().copied() else {
+                    return Err(Error::NoKernel {
+                        request: format!(
+                            "block-scaled {ta} x {tb} ({sf} per {vec}) -> {} TN",
+                            TD::DATA_TYPE
+                        ),
+                        built: built_kernels().iter().map(|k| k.name.to_string()).collect(),
+                    });
+                };
+                candidates
+                    .iter()
+                    .copied()
+                    .find(|k| k.spec.arch.runs_on(device.compute_capability))
+                    .unwrap_or(first)
+            }
+        };
+        if !any_arch && !kernel.spec.arch.runs_on(device.compute_capability) {
+            return Err(Error::ArchMismatch {
+                kernel: kernel.name.into(),
+                arch: kernel.spec.arch,
+                device: device.compute_capability,
+            });
+        }
+        // Alignment in elements (Tables 1-3): K for A and B (their contiguous extent, and the
+        // leading dimension of packed operands), N for D and C.
+        let spec = kernel.spec;
+        for (op, value, align, what) in [
+            (
+                OperandName::A,
+                problem.k,
+                spec.a.align,
+                "contiguous extent k =",
+            ),
+            (
+                OperandName::B,
+                problem.k,
+                spec.b.align,
+                "contiguous extent k =",
+            ),
+            (
+                OperandName::D,
+                problem.n,
+                spec.d.align,
+                "contiguous extent n =",
+            ),
+        ] {
+            if value % align as usize != 0 {
+                return Err(Error::Misaligned {
+                    operand: op,
+                    what: what.into(),
+                    value: value as u64,
+                    required: align as u64,
+                });
+            }
+        }
+        let mut plan = BlockScaledGemm {
+            problem: *problem,
+            device,
+            kernel,
+            family,
+            workspace_size: 0,
+            _types: PhantomData,
+        };
+        let args = plan.raw(&[256; 6], None);
+        plan.workspace_size = kernel.workspace_bytes(&device, &args)?;
+        Ok(plan)
+    }
+
+    /// The chosen kernel's name.
+    pub fn kernel_name(&self) -> &'static str {
+        self.kernel.name
+    }
+
+    /// The chosen kernel's spec.
+    pub fn kernel_spec(&self) -> &KernelSpec {
+        &self.kernel.spec
+    }
+
+    /// Bytes of workspace the kernel needs.
+    pub fn workspace_size(&self) -> usize {
+        self.workspace_size
+    }
+
+    /// The scale-factor layouts the kernel reads for A and B.
+    pub fn scale_layouts(&self) -> (ScaleFactorLayout, ScaleFactorLayout) {
+        let vec = self.family.sf().1 as usize;
+        let p = &self.problem;
+        (
+            ScaleFactorLayout::new(p.m, p.k, 1, vec),
+            ScaleFactorLayout::new(p.n, p.k, 1, vec),
+        )
+    }
+
+    fn raw(&self, ptrs: &[u64; 6], c: Option<u64>) -> RawArgs {
+        let p = &self.problem;
+        let [a, sfa, b, sfb, d, _] = *ptrs;
+        RawArgs {
+            m: p.m,
+            n: p.n,
+            k: p.k,
+            batch: 1,
+            a,
+            lda: p.k,
+            batch_stride_a: p.m * p.k,
+            b,
+            ldb: p.k,
+            batch_stride_b: p.n * p.k,
+            c: c.unwrap_or(d),
+            ldc: p.n,
+            batch_stride_c: p.m * p.n,
+            d,
+            ldd: p.n,
+            batch_stride_d: p.m * p.n,
+            sfa,
+            sfb,
+            alpha: p.alpha,
+            beta: p.beta,
+        }
+    }
+
+    /// Checks one operand tensor against the plan: shape and scale layout.
+    fn check_operand(
+        &self,
+        op: OperandName,
+        rows: usize,
+        layout: &ScaleFactorLayout,
+    ) -> Result<()> {
+        let p = &self.problem;
+        let (want_rows, scales) = match op {
+            OperandName::A => (p.m, OperandName::ScalesA),
+            _ => (p.n, OperandName::ScalesB),
+        };
+        if (rows, layout.k) != (want_rows, p.k) {
+            return Err(Error::InvalidProblem {
+                reason: format!(
+                    "operand {op} is {rows} x {}, the plan needs {want_rows} x {}",
+                    layout.k, p.k
+                ),
+            });
+        }
+        let vec = self.family.sf().1 as usize;
+        if layout.vec != vec || layout.batch != 1 || layout.rows != rows {
+            return Err(Error::ScaleMismatch {
+                operand: scales,
+                rule: format!(
+                    "the kernel reads one scale per {vec} elements of K in the \
+                     Sm1xxBlockScaledConfig layout of a {rows} x {} operand, the tensor's layout is {layout:?}",
+                    p.k
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn checked_pointers(
+        &self,
+        stream: &Arc<CudaStream>,
+        a: (&dyn DevicePtr<u8>, u64, &ScaleFactorLayout),
+        b: (&dyn DevicePtr<u8>, u64, &ScaleFactorLayout),
+        sf_lens: (usize, usize),
+        c: Option<&dyn DevicePtr<TD>>,
+        d: &mut dyn DevicePtrMut<TD>,
+    ) -> Result<RawArgs> {
+        let p = self.problem;
+        self.check_operand(OperandName::A, a.2.rows, a.2)?;
+        self.check_operand(OperandName::B, b.2.rows, b.2)?;
+        let bits = |t: DataType| t.bits() as usize;
+        for (op, len, need) in [
+            (
+                OperandName::A,
+                a.0.len(),
+                (p.m * p.k * bits(self.kernel.spec.a.ty)).div_ceil(8),
+            ),
+            (
+                OperandName::B,
+                b.0.len(),
+                (p.n * p.k * bits(self.kernel.spec.b.ty)).div_ceil(8),
+            ),
+            (OperandName::ScalesA, sf_lens.0, a.2.size()),
+            (OperandName::ScalesB, sf_lens.1, b.2.size()),
+            (OperandName::D, d.len(), p.m * p.n),
+        ] {
+            if len < need {
+                return Err(Error::BufferTooSmall {
+                    operand: op,
+                    len,
+                    required: need,
+                });
+            }
+        }
+        if let Some(c) = c {
+            if c.len() < p.m * p.n {
+                return Err(Error::BufferTooSmall {
+                    operand: OperandName::C,
+                    len: c.len(),
+                    required: p.m * p.n,
+                });
+            }
+        } else if p.beta != 0.0 {
+            return Err(Error::InvalidProblem {
+                reason: format!("beta is {} but no C was given", p.beta),
+            });
+        }
+        let (pa, _ga) = a.0.device_ptr(stream);
+        let (pb, _gb) = b.0.device_ptr(stream);
+        let pc = c.map(|c| c.device_ptr(stream).0);
+        let (pd, _gd) = d.device_ptr_mut(stream);
+        // Sub-byte operands are read by TMA's unpacking modes, which need a 32-byte aligned base
+        // (seed, Table 2 notes); others need 16 bytes, as does every TMA base.
+        let base = |t: DataType| if t.bits() < 8 { 32 } else { 16 };
+        for (op, ptr, align) in [
+            (OperandName::A, pa, base(self.kernel.spec.a.ty)),
+            (OperandName::B, pb, base(self.kernel.spec.b.ty)),
+            (OperandName::ScalesA, a.1, 16),
+            (OperandName::ScalesB, b.1, 16),
+            (OperandName::D, pd, 16),
+            (OperandName::C, pc.unwrap_or(pd), 16),
+        ] {
+            if ptr % align != 0 {
+                return Err(Error::Misaligned {
+                    operand: op,
+                    what: "pointer".into(),
+                    value: ptr,
+                    required: align,
+                });
+            }
+        }
+        Ok(self.raw(&[pa, a.1, pb, b.1, pd, 0], pc))
+    }
+
+    fn launch(
+        &self,
+        stream: &Arc<CudaStream>,
+        args: RawArgs,
+        workspace: Workspace<'_>,
+    ) -> Result<()> {
+        if !self
+            .kernel
+            .spec
+            .arch
+            .runs_on(self.device.compute_capability)
+        {
+            return Err(Error::ArchMismatch {
+                kernel: self.kernel.name.into(),
+                arch: self.kernel.spec.arch,
+                device: self.device.compute_capability,
+            });
+        }
+        stream.context().bind_to_thread()?;
+        let mut managed = None;
+        let (pw, _gw) = match workspace {
+            _ if self.workspace_size == 0 => (0, None),
+            Workspace::Managed => {
+                // SAFETY: the kernel writes its workspace before reading it.
+                let buf = unsafe { stream.alloc::<u8>(self.workspace_size) }?;
+                let m = managed.insert(buf);
+                let (p, g) = m.device_ptr(stream);
+                (p, Some(g))
+            }
+            Workspace::Buffer(w) => {
+                if w.len() < self.workspace_size {
+                    return Err(Error::BufferTooSmall {
+                        operand: OperandName::Workspace,
+                        len: w.len(),
+                        required: self.workspace_size,
+                    });
+                }
+                let (p, g) = w.device_ptr_mut(stream);
+                (p, Some(g))
+            }
+        };
+        // SAFETY: every buffer was checked against the extents the plan reaches, alignment and
+        // formats above; the guards keep them alive until the launch is queued.
+        unsafe {
+            self.kernel.run_raw(
+                &self.device,
+                &args,
+                pw,
+                self.workspace_size,
+                stream.cu_stream(),
+            )
+        }
+    }
+}
+
+impl<EA: MxElement, EB: MxElement, TD: Element> BlockScaledGemm<EA, EB, TD> {
+    /// Checks the tensors and buffers and launches an MX GEMM.
+    pub fn run_mx(
+        &self,
+        stream: &Arc<CudaStream>,
+        a: &MxTensor<EA>,
+        b: &MxTensor<EB>,
+        c: Option<&dyn DevicePtr<TD>>,
+        d: &mut dyn DevicePtrMut<TD>,
+        workspace: Workspace<'_>,
+    ) -> Result<()> {
+        let args = self.mx_args(stream, a, b, c, d)?;
+        self.launch(stream, args, workspace)
+    }
+
+    /// Everything [`BlockScaledGemm::run_mx`] does except the launch: the checks, CUTLASS's
+    /// `can_implement`, and the kernel parameters with TMA descriptors for these buffers. Works on
+    /// any GPU for any architecture's kernel. Returns the workspace size.
+    pub fn prepare_mx(
+        &self,
+        stream: &Arc<CudaStream>,
+        a: &MxTensor<EA>,
+        b: &MxTensor<EB>,
+        c: Option<&dyn DevicePtr<TD>>,
+        d: &mut dyn DevicePtrMut<TD>,
+    ) -> Result<usize> {
+        let args = self.mx_args(stream, a, b, c, d)?;
+        stream.context().bind_to_thread()?;
+        // SAFETY: the buffers were checked against the extents the arguments describe.
+        unsafe { self.kernel.prepare_raw(&self.device, &args) }
+    }
+
+    fn mx_args(
+        &self,
+        stream: &Arc<CudaStream>,
+        a: &MxTensor<EA>,
+        b: &MxTensor<EB>,
+        c: Option<&dyn DevicePtr<TD>>,
+        d: &mut dyn DevicePtrMut<TD>,
+    ) -> Result<RawArgs> {
+        if self.family != Family::Mx {
+            return Err(Error::ScaleMismatch {
+                operand: OperandName::ScalesA,
+                rule: "this plan's kernel reads NVFP4 (ue4m3 per 16) scales: use run_nvfp4".into(),
+            });
+        }
+        let (psa, _g1) = a.scales.device_ptr(stream);
+        let (psb, _g2) = b.scales.device_ptr(stream);
+        self.checked_pointers(
+            stream,
+            (&a.data, psa, &a.layout),
+            (&b.data, psb, &b.layout),
+            (a.scales.len(), b.scales.len()),
+            c,
+            d,
+        )
+    }
+}
+
+impl<TD: Element> BlockScaledGemm<E2M1, E2M1, TD> {
+    /// Plans an NVFP4 GEMM (ue4m3 scales per 16) on `ctx`'s device.
+    pub fn new_nvfp4(ctx: &CudaContext, problem: &GemmProblem) -> Result<Self> {
+        Self::plan(DeviceInfo::query(ctx)?, problem, None, Family::Nv, false)
+    }
+
+    /// Plans an NVFP4 GEMM for a described device, optionally with the kernel of this name.
+    pub fn plan_nvfp4(
+        device: DeviceInfo,
+        problem: &GemmProblem,
+        kernel: Option<&str>,
+    ) -> Result<Self> {
+        Self::plan(device, problem, kernel, Family::Nv, false)
+    }
+
+    /// Checks and launches an NVFP4 GEMM; alpha is multiplied by both tensors' per-tensor scales
+    /// (read back from the device: this synchronizes the stream).
+    pub fn run_nvfp4(
+        &self,
+        stream: &Arc<CudaStream>,
+        a: &Nvfp4Tensor,
+        b: &Nvfp4Tensor,
+        c: Option<&dyn DevicePtr<TD>>,
+        d: &mut dyn DevicePtrMut<TD>,
+        workspace: Workspace<'_>,
+    ) -> Result<()> {
+        let mut args = self.nv_args(stream, a, b, c, d)?;
+        args.alpha *= a.global_scale(stream)? * b.global_scale(stream)?;
+        self.launch(stream, args, workspace)
+    }
+
+    /// [`BlockScaledGemm::prepare_mx`] for NVFP4 operands.
+    pub fn prepare_nvfp4(
+        &self,
+        stream: &Arc<CudaStream>,
+        a: &Nvfp4Tensor,
+        b: &Nvfp4Tensor,
+        c: Option<&dyn DevicePtr<TD>>,
+        d: &mut dyn DevicePtrMut<TD>,
+    ) -> Result<usize> {
+        let args = self.nv_args(stream, a, b, c, d)?;
+        stream.context().bind_to_thread()?;
+        // SAFETY: the buffers were checked against the extents the arguments describe.
+        unsafe { self.kernel.prepare_raw(&self.device, &args) }
+    }
+
+    fn nv_args(
+        &self,
+        stream: &Arc<CudaStream>,
+        a: &Nvfp4Tensor,
+        b: &Nvfp4Tensor,
+        c: Option<&dyn DevicePtr<TD>>,
+        d: &mut dyn DevicePtrMut<TD>,
+    ) -> Result<RawArgs> {
+        if self.family != Family::Nv {
+            return Err(Error::ScaleMismatch {
+                operand: OperandName::ScalesA,
+                rule: "this plan's kernel reads MX (ue8m0 per 32) scales: use run_mx".into(),
+            });
+        }
+        let (psa, _g1) = a.scales.device_ptr(stream);
+        let (psb, _g2) = b.scales.device_ptr(stream);
+        self.checked_pointers(
+            stream,
+            (&a.data, psa, &a.layout),
+            (&b.data, psb, &b.layout),
+            (a.scales.len(), b.scales.len()),
+            c,
+            d,
+        )
+    }
+}
