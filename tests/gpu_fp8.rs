@@ -575,6 +575,14 @@ fn blackwell_kernels_host_paths_run_on_hopper_and_launches_are_refused() {
                 alloc(DataType::UE8M0, lb.size()),
             )
         });
+        // A block-scaled D: its scale factors and the device scalar the epilogue divides by.
+        let sfd = s.output_scale.map(|o| {
+            let l = ScaleFactorLayout::new(m, n, batch, o.vec as usize);
+            (
+                alloc(DataType::UE8M0, l.size()),
+                stream.clone_htod(&[1.0f32]).unwrap(),
+            )
+        });
         let ptr = |x: &CudaSlice<u8>| x.device_ptr(&stream).0;
         let ld = |layout: Layout, rows: usize, cols: usize| match layout {
             Layout::RowMajor => cols,
@@ -599,9 +607,22 @@ fn blackwell_kernels_host_paths_run_on_hopper_and_launches_are_refused() {
             batch_stride_d: m * n,
             sfa: sf.as_ref().map_or(0, |(x, _)| ptr(x)),
             sfb: sf.as_ref().map_or(0, |(_, y)| ptr(y)),
+            sfd: sfd.as_ref().map_or(0, |(x, _)| ptr(x)),
+            norm_constant: sfd.as_ref().map_or(0, |(_, c)| c.device_ptr(&stream).0),
             alpha: 1.0,
             beta: 0.0,
         };
+        if sfd.is_some() {
+            // Without the output's scale-factor buffer the shim refuses before CUTLASS sees it.
+            let no_sfd = RawArgs { sfd: 0, ..args };
+            // SAFETY: refused before any pointer is used.
+            match unsafe { k.prepare_raw(&info, &no_sfd) } {
+                Err(Error::Cutlass { status, .. }) => {
+                    assert_eq!(status, cutlass::sys::CUTLASS_RS_ERROR_NULL_ARGUMENT)
+                }
+                other => panic!("{}: no SFD gave {other:?}", k.name),
+            }
+        }
         // SAFETY: every buffer is a device allocation of this context covering the extents
         // `args` describes; prepare_raw launches nothing.
         let prepared = unsafe { k.prepare_raw(&info, &args) };

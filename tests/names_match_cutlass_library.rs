@@ -76,6 +76,9 @@ fn line(s: &cutlass_kernels::KernelSpec) -> String {
             .map_or("-".to_string(), |b| b.sf.short_name().to_string()),
         s.blockwise
             .map_or("-".to_string(), |b| format!("{}x{}x{}", b.m, b.n, b.k)),
+        s.output_scale.map_or("-".to_string(), |o| {
+            format!("{}x{}", o.sf.short_name(), o.vec)
+        }),
     ]
     .join("\t")
 }

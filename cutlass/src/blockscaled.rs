@@ -296,6 +296,7 @@ impl<EA: MxElement, EB: MxElement, TD: Element> BlockScaledGemm<EA, EB, TD> {
             sfb,
             alpha: p.alpha,
             beta: p.beta,
+            ..Default::default()
         }
     }
 

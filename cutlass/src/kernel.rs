@@ -142,6 +142,10 @@ pub struct RawArgs {
     pub sfa: sys::CUdeviceptr,
     /// Scale factors of B.
     pub sfb: sys::CUdeviceptr,
+    /// Scale factors of a block-scaled D (written by `LinCombBlockScaleFactor` kernels).
+    pub sfd: sys::CUdeviceptr,
+    /// Device f32 the block-scaled epilogue normalizes by (`norm_constant`).
+    pub norm_constant: sys::CUdeviceptr,
     /// `alpha`.
     pub alpha: f32,
     /// `beta`.
@@ -172,8 +176,8 @@ impl Kernel {
             sfa: r.sfa as *const _,
             sfb: r.sfb as *const _,
             e: std::ptr::null(),
-            sfd: std::ptr::null_mut(),
-            norm_constant: std::ptr::null(),
+            sfd: r.sfd as *mut _,
+            norm_constant: r.norm_constant as *const f32,
             device_id: device.ordinal as i32,
             sm_count: device.sm_count,
         }

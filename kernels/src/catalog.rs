@@ -152,6 +152,7 @@ fn sm90_spec(
         op_class: OpClass::TensorOp,
         block_scale: None,
         blockwise,
+        output_scale: None,
         origin: None,
         a: Operand::tma(a, ab.0),
         b: Operand::tma(b, ab.1),
@@ -248,6 +249,7 @@ fn sm1xx_with(sparse: bool) -> Vec<KernelSpec> {
                                 },
                                 block_scale,
                                 blockwise: None,
+                                output_scale: None,
                                 origin: Some(Origin {
                                     type_table: tt,
                                     type_row: tr,
@@ -287,7 +289,54 @@ fn sm1xx_with(sparse: bool) -> Vec<KernelSpec> {
 pub fn all() -> Vec<KernelSpec> {
     let mut out = sm90();
     out.extend(sm1xx());
+    out.extend(sm100_block_scaled_outputs());
     out
+}
+
+/// Entries whose D is itself block-scaled (`LinCombBlockScaleFactor`: FP4 elements plus their
+/// scale factors), built on rows of the tables with a non-default output and cluster:
+///
+/// 1. The seed's walkthrough (Blackwell narrow-precision GEMM section): `mx_float4_t` x
+///    `mx_float4_t`, NT (Table 3's `kind::mxf8f6f4` row), 256x256x128 MMA tile with
+///    `KernelTmaWarpSpecialized2SmMxf8f6f4Sm100`, cluster 4x4x1, C f16, D e2m1 with ue4m3 scale
+///    factors per 16 (`SFDVectorSize = 16`).
+/// 2. NVFP4 in, NVFP4 out: `nv_float4_t` x `nv_float4_t`, TN, 256x256x256 with
+///    `KernelTmaWarpSpecialized2SmNvf4Sm100`, cluster 2x1x1 (an LLM layer's GEMM that feeds the
+///    next NVFP4 layer).
+pub fn sm100_block_scaled_outputs() -> Vec<KernelSpec> {
+    let nv_out = Some(BlockScale {
+        sf: DataType::UE4M3,
+        vec: 16,
+    });
+    let base = sm1xx_with(false);
+    let pick = |f: &dyn Fn(&KernelSpec) -> bool| -> KernelSpec {
+        *base
+            .iter()
+            .find(|s| f(s))
+            .expect("the tables have the base row of a block-scaled-output entry")
+    };
+    let walkthrough = pick(&|s| {
+        s.arch == Arch::Sm100a
+            && s.kernel_schedule == KernelSchedule::Sm100Mxf8f6f4TwoSm
+            && (s.a.ty, s.b.ty) == (DataType::E2M1, DataType::E2M1)
+            && s.layout_name() == "NT"
+            && s.tile == [256, 256, 128]
+    });
+    let nvfp4 = pick(&|s| {
+        s.arch == Arch::Sm100a
+            && s.kernel_schedule == KernelSchedule::Sm100Nvf4TwoSm
+            && s.block_scale.map(|b| b.sf) == Some(DataType::UE4M3)
+            && s.tile == [256, 256, 256]
+    });
+    [(walkthrough, [4, 4, 1]), (nvfp4, [2, 1, 1])]
+        .into_iter()
+        .map(|(s, cluster)| KernelSpec {
+            cluster,
+            d: Operand::tma(DataType::E2M1, OUTPUT_LAYOUT),
+            output_scale: nv_out,
+            ..s
+        })
+        .collect()
 }
 
 /// The SM90 entries, in a stable order: f16/bf16 (all four layouts), tf32 (TN, NT, NN), s8/u8

@@ -145,6 +145,24 @@ pub fn kernel_source(spec: &KernelSpec) -> Result<String, String> {
                 "cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(\n        sizeof(typename CollectiveEpilogue::SharedStorage))>".to_string()
             };
             values.push(("stage_count", stage_count));
+            // A block-scaled D: the LinCombBlockScaleFactor fusion (D and its scale factors).
+            let (fusion_decl, epilogue_fusion) = match spec.output_scale {
+                Some(o) => (
+                    format!(
+                        "using FusionOperation = cutlass::epilogue::fusion::LinCombBlockScaleFactor<\n    {}, {}, {}, {}, {}, {}>;\n\n",
+                        o.vec,
+                        spec.d.ty.cpp_type(),
+                        spec.compute.cpp_type(),
+                        o.sf.cpp_type(),
+                        spec.d.layout.cpp_type(),
+                        spec.c.ty.cpp_type()
+                    ),
+                    ",\n    FusionOperation".to_string(),
+                ),
+                None => (String::new(), String::new()),
+            };
+            values.push(("fusion_decl", fusion_decl));
+            values.push(("epilogue_fusion", epilogue_fusion));
             values.push(("type_table", o.type_table.to_string()));
             values.push(("type_row", o.type_row.to_string()));
             values.push(("tile_table", o.tile_table.to_string()));

@@ -253,6 +253,49 @@ mod tests {
     }
 
     #[test]
+    fn block_scaled_output_entries_mirror_the_seed_walkthrough() {
+        let e = catalog::sm100_block_scaled_outputs();
+        assert_eq!(e.len(), 2);
+        let w = e[0];
+        w.validate().unwrap();
+        // mx_float4_t x mx_float4_t, NT, 256x256x128, 2SM mxf8f6f4 policy, cluster 4x4x1,
+        // C f16, D e2m1 with ue4m3 per 16.
+        assert_eq!((w.a.ty, w.b.ty), (DataType::E2M1, DataType::E2M1));
+        assert_eq!(
+            w.block_scale.map(|b| (b.sf, b.vec)),
+            Some((DataType::UE8M0, 32))
+        );
+        assert_eq!(w.layout_name(), "NT");
+        assert_eq!((w.tile, w.cluster), ([256, 256, 128], [4, 4, 1]));
+        assert_eq!(
+            w.kernel_schedule.policy(),
+            "KernelTmaWarpSpecialized2SmMxf8f6f4Sm100"
+        );
+        assert_eq!((w.c.ty, w.d.ty), (DataType::F16, DataType::E2M1));
+        assert_eq!((w.a.align, w.b.align, w.d.align), (128, 128, 32));
+        assert_eq!(
+            w.output_scale.map(|o| (o.sf, o.vec)),
+            Some((DataType::UE4M3, 16))
+        );
+        assert!(w.name().ends_with("_epiVs16t"));
+        e[1].validate().unwrap();
+        let src = codegen::kernel_source(&w).unwrap();
+        assert!(src.contains("LinCombBlockScaleFactor<\n    16, cutlass::float_e2m1_t"));
+        assert!(src.contains("FusionOperation>::CollectiveOp"));
+        // The rules: an output scale needs a block-scaled kernel and a narrow D.
+        let mut wide = w;
+        wide.d = Operand::tma(DataType::F16, Layout::RowMajor);
+        assert!(wide.validate().unwrap_err().contains("block-scaled output"));
+        let mut sm90 = catalog::sm90()[0];
+        sm90.output_scale = w.output_scale;
+        assert!(sm90.validate().is_err());
+        // Names stay unique across the whole catalog.
+        let all = catalog::all();
+        let names: HashSet<String> = all.iter().map(KernelSpec::name).collect();
+        assert_eq!(names.len(), all.len());
+    }
+
+    #[test]
     fn arch_parsing_and_capabilities() {
         assert_eq!(Arch::parse("90a"), Some(Arch::Sm90a));
         assert_eq!(Arch::parse("sm_100a"), Some(Arch::Sm100a));

@@ -383,6 +383,9 @@ pub struct KernelSpec {
     pub block_scale: Option<BlockScale>,
     /// Blockwise f32 scaling of A and B (SM90 FP8 blockwise entries).
     pub blockwise: Option<Blockwise>,
+    /// Block-scaled output: D quantized with its scale factors (SFD, row-major like D) by the
+    /// `LinCombBlockScaleFactor` epilogue (SM100/SM120 block-scaled entries).
+    pub output_scale: Option<BlockScale>,
     /// The seed rows this entry comes from (SM100/SM120 entries).
     pub origin: Option<Origin>,
     /// A (m x k).
@@ -429,7 +432,10 @@ impl KernelSpec {
             b = self.operand_type_name(self.b.ty, true),
             acc = self.accumulator.short_name(),
             c = self.c.ty.short_name(),
-            d = self.d.ty.short_name(),
+            d = match self.output_scale {
+                Some(o) => format!("{}x{}", o.sf.short_name(), self.d.ty.short_name()),
+                None => self.d.ty.short_name().to_string(),
+            },
             tile = join(&self.tile),
             cluster = join(&self.cluster),
             stages = self.stages,
@@ -439,7 +445,16 @@ impl KernelSpec {
             align = self.a.align.max(self.b.align),
             sched = self.tile_scheduler.suffix(),
             ks = self.kernel_schedule.suffix(),
-            es = self.epilogue_schedule.suffix(),
+            es = match self.output_scale {
+                // cutlass_library: `_epiVs{vector}{layout of SFD}`.
+                Some(o) => format!(
+                    "{}_epiVs{}{}",
+                    self.epilogue_schedule.suffix(),
+                    o.vec,
+                    self.d.layout.letter()
+                ),
+                None => self.epilogue_schedule.suffix().to_string(),
+            },
         )
     }
 
@@ -573,6 +588,23 @@ impl KernelSpec {
             return Err(format!(
                 "{name}: SM100/SM120 entries must name their seed rows (origin)"
             ));
+        }
+        if let Some(o) = self.output_scale {
+            if self.block_scale.is_none() || self.arch == Arch::Sm90a {
+                return Err(format!(
+                    "{name}: block-scaled outputs come with block-scaled SM100/SM120 kernels"
+                ));
+            }
+            let ok = match o.sf {
+                DataType::UE8M0 => o.vec == 32,
+                DataType::UE4M3 => o.vec == 16,
+                _ => false,
+            };
+            if !ok || !matches!(self.d.ty.bits(), 4 | 6 | 8) || self.d.ty == DataType::UE8M0 {
+                return Err(format!(
+                    "{name}: a block-scaled output is FP8/FP6/FP4 with ue8m0 per 32 or ue4m3 per 16"
+                ));
+            }
         }
         if self.blockwise.is_some() && self.arch != Arch::Sm90a {
             return Err(format!(

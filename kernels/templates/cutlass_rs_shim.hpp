@@ -47,6 +47,13 @@ struct takes_scales : std::false_type {};
 template <class M>
 struct takes_scales<M, std::void_t<typename M::LayoutSFA>> : std::true_type {};
 
+// Whether an epilogue's arguments take a block-scaled output (LinCombBlockScaleFactor).
+template <class T, class = void>
+struct writes_scale_factors : std::false_type {};
+template <class T>
+struct writes_scale_factors<T, std::void_t<decltype(std::declval<T &>().block_scale_factor_ptr)>>
+    : std::true_type {};
+
 // Whether a mainloop is structured-sparse (compressed A plus metadata E).
 template <class M, class = void>
 struct is_sparse : std::false_type {};
@@ -102,6 +109,11 @@ typename Gemm::Arguments make_arguments(const cutlass_rs_gemm_args *a) {
   args.epilogue.dD = make_stride<typename Kernel::StrideD>(a->ldd, a->batch_stride_d);
   args.epilogue.thread.alpha = a->alpha;
   args.epilogue.thread.beta = a->beta;
+  if constexpr (writes_scale_factors<decltype(args.epilogue.thread)>::value) {
+    args.epilogue.thread.block_scale_factor_ptr =
+        static_cast<decltype(args.epilogue.thread.block_scale_factor_ptr)>(a->sfd);
+    args.epilogue.thread.norm_constant_ptr = a->norm_constant;
+  }
   args.hw_info.device_id = a->device_id;
   args.hw_info.sm_count = a->sm_count;
   return args;
@@ -115,6 +127,9 @@ int can_implement(const cutlass_rs_gemm_args *a) noexcept {
     if (takes_scales<typename Gemm::GemmKernel::CollectiveMainloop>::value && (a->sfa == nullptr || a->sfb == nullptr))
       return CUTLASS_RS_ERROR_NULL_ARGUMENT;
     if (is_sparse<typename Gemm::GemmKernel::CollectiveMainloop>::value && a->e == nullptr)
+      return CUTLASS_RS_ERROR_NULL_ARGUMENT;
+    if (writes_scale_factors<decltype(typename Gemm::Arguments{}.epilogue.thread)>::value &&
+        (a->sfd == nullptr || a->norm_constant == nullptr))
       return CUTLASS_RS_ERROR_NULL_ARGUMENT;
     if (!problem_fits(a)) return CUTLASS_RS_ERROR_INVALID_PROBLEM;
     auto args = make_arguments<Gemm, ScaleConfig>(a);

@@ -239,7 +239,8 @@ mod census {
     }
 
     /// The coverage set: each type row in each of its layouts at one valid tile, each
-    /// tile row in one allowed layout, and the SM90 entries of the default build.
+    /// tile row in one allowed layout, a representative SM90 set per type, and the entries with a
+    /// block-scaled output.
     fn coverage() -> Vec<KernelSpec> {
         let all = catalog::sm1xx();
         let mut picked: Vec<KernelSpec> = Vec::new();
@@ -301,6 +302,8 @@ mod census {
             }
         }
         out.extend(picked);
+        // The entries with a block-scaled output (the seed's walkthrough among them).
+        out.extend(catalog::sm100_block_scaled_outputs());
         out
     }
 

@@ -2,10 +2,11 @@
 
 One spec per line, tab-separated:
 arch a b acc c d layout_a layout_b layout_c align_a align_b align_c align_d tile cluster stages
-kernel_schedule epilogue_schedule tile_scheduler op_class sf_type blockwise
+kernel_schedule epilogue_schedule tile_scheduler op_class sf_type blockwise sfd
 (tile and cluster as MxNxK; layouts as t/n; schedules as cutlass_library enum member names;
 op_class tensorop, bstensorop or sptensorop; sf_type the scale-factor type of block-scaled entries, else -;
-blockwise the scale block MxNxK of blockwise-scaled entries, else -).
+blockwise the scale block MxNxK of blockwise-scaled entries, else -; sfd the scale type and vector
+of a block-scaled output as TYPExVEC, else -).
 Used by tests/names_match_cutlass_library.rs with PYTHONPATH pointing at the nvidia-cutlass wheel.
 """
 import sys
@@ -23,9 +24,9 @@ LAYOUTS = {"t": LayoutType.RowMajor, "n": LayoutType.ColumnMajor}
 
 for line in sys.stdin:
     f = line.rstrip("\n").split("\t")
-    if len(f) < 22:
+    if len(f) < 23:
         continue
-    (arch, a, b, acc, c, d, la, lb, lc, aa, ab, ac, ad, tile, cluster, stages, ks, es, ts, opc, sf, bw) = f[:22]
+    (arch, a, b, acc, c, d, la, lb, lc, aa, ab, ac, ad, tile, cluster, stages, ks, es, ts, opc, sf, bw, sfd) = f[:23]
     tile = [int(x) for x in tile.split("x")]
     cluster = [int(x) for x in cluster.split("x")]
     opclass = {"bstensorop": OpcodeClass.BlockScaledTensorOp,
@@ -37,8 +38,12 @@ for line in sys.stdin:
     kind = GemmKind.Universal3x
     if opc == "bstensorop":
         kind = GemmKind.BlockScaledUniversal3x
+        sfd_tensor, sfd_vec = TensorDescription(DataType.void, LAYOUTS[lc]), 0
+        if sfd != "-":
+            sfd_type, sfd_vec = sfd.split("x")
+            sfd_tensor, sfd_vec = TensorDescription(TYPES[sfd_type], LAYOUTS[lc]), int(sfd_vec)
         extra = dict(ScaleFactorA=TYPES[sf], ScaleFactorB=TYPES[sf],
-                     ScaleFactorD={"tensor": TensorDescription(DataType.void, LAYOUTS[lc]), "vector_size": 0})
+                     ScaleFactorD={"tensor": sfd_tensor, "vector_size": sfd_vec})
     if opc == "sptensorop":
         kind = GemmKind.SparseUniversal3x
     if bw != "-":
