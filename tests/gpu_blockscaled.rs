@@ -5,25 +5,18 @@
 //! or when the build has no block-scaled kernel (build with `CUTLASS_RS_ARCHS=90a,100a,120a` and
 //! `CUTLASS_RS_KERNELS=default,<block-scaled names>`).
 
+mod common;
+use common::*;
+
 use std::sync::Arc;
 
-use cudarc::driver::{CudaContext, CudaSlice, CudaStream};
+use cudarc::driver::{CudaSlice, CudaStream};
 use cutlass::numeric::{E2M1, E2M3, E3M2, E4M3, E5M2};
 use cutlass::quantize::{self, MxElement};
 use cutlass::{
     built_kernels, BlockScaledGemm, DataType, DeviceInfo, Error, GemmProblem, OperandName,
 };
 use half::{bf16, f16};
-
-fn device() -> (Arc<CudaContext>, Arc<CudaStream>) {
-    assert!(
-        cutlass::cuda_available(),
-        "this test needs a CUDA GPU (none found)"
-    );
-    let ctx = CudaContext::new(0).expect("CUDA context");
-    let stream = ctx.default_stream();
-    (ctx, stream)
-}
 
 /// The host path's result: the workspace size, or, for sub-byte operands before SM100, the
 /// driver's refusal of TMA's unpacking data types (everything before that descriptor ran).

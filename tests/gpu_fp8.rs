@@ -21,9 +21,12 @@
 //!   `2 k u_f32`; the output rounding adds `2 u_out |ref|`. Bound:
 //!   `2 u_out |ref| + (2^-6 + 2 k 2^-24) * sum |alpha a b| + |beta c| u_f32`.
 
+mod common;
+use common::*;
+
 use std::sync::Arc;
 
-use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
 use cutlass::blockscale::{self, ScaleFactorLayout, ScaleMajor};
 use cutlass::numeric::{E4M3, E5M2};
 use cutlass::quantize::{self, Fp8Block};
@@ -34,26 +37,7 @@ use cutlass::{
 };
 use half::{bf16, f16};
 use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
-
-fn device() -> (Arc<CudaContext>, Arc<CudaStream>) {
-    assert!(
-        cutlass::cuda_available(),
-        "this test needs a CUDA GPU (none found)"
-    );
-    let ctx = CudaContext::new(0).expect("CUDA context");
-    let stream = ctx.default_stream();
-    (ctx, stream)
-}
-
-fn rng() -> StdRng {
-    let seed = std::env::var("CUTLASS_RS_TEST_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| rand::rng().random());
-    println!("seed {seed} (CUTLASS_RS_TEST_SEED={seed} replays)");
-    StdRng::seed_from_u64(seed)
-}
+use rand::Rng;
 
 /// Values for one operand: integers in [-r, r] (`exact`) or random magnitudes, NaN in the gaps.
 fn matrix<T: Element>(

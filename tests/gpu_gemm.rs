@@ -8,6 +8,9 @@
 //! replay). D is poisoned with NaN before every launch, including the padding between rows, and
 //! the padding must still be poison afterwards.
 
+mod common;
+use common::*;
+
 use std::sync::Arc;
 
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream};
@@ -15,26 +18,7 @@ use cutlass::reference::{self, Comparison};
 use cutlass::{Element, Error, Gemm, GemmProblem, Layout, MatrixLayout, OperandName, Workspace};
 use half::{bf16, f16};
 use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
-
-fn device() -> (Arc<CudaContext>, Arc<CudaStream>) {
-    assert!(
-        cutlass::cuda_available(),
-        "this test needs a CUDA GPU (none found)"
-    );
-    let ctx = CudaContext::new(0).expect("CUDA context");
-    let stream = ctx.default_stream();
-    (ctx, stream)
-}
-
-fn rng() -> StdRng {
-    let seed = std::env::var("CUTLASS_RS_TEST_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| rand::rng().random());
-    println!("seed {seed} (CUTLASS_RS_TEST_SEED={seed} replays)");
-    StdRng::seed_from_u64(seed)
-}
+use rand::Rng;
 
 /// Random values in [-1, 1) rounded to T, NaN in the gaps a layout leaves unused.
 fn random_matrix<T: Element>(rng: &mut StdRng, geometry: &cutlass::ResolvedMatrix) -> Vec<T> {

@@ -411,6 +411,13 @@ impl<EA: MxElement, EB: MxElement, TD: Element> BlockScaledGemm<EA, EB, TD> {
         Ok(self.raw(&[pa, a.1, pb, b.1, pd, 0], pc))
     }
 
+    /// The kernel's host path for checked arguments (no launch).
+    fn prepare(&self, stream: &Arc<CudaStream>, args: &RawArgs) -> Result<usize> {
+        stream.context().bind_to_thread()?;
+        // SAFETY: the buffers were checked against the extents the arguments describe.
+        unsafe { self.kernel.prepare_raw(&self.device, args) }
+    }
+
     fn launch(
         &self,
         stream: &Arc<CudaStream>,
@@ -431,27 +438,8 @@ impl<EA: MxElement, EB: MxElement, TD: Element> BlockScaledGemm<EA, EB, TD> {
         }
         stream.context().bind_to_thread()?;
         let mut managed = None;
-        let (pw, _gw) = match workspace {
-            _ if self.workspace_size == 0 => (0, None),
-            Workspace::Managed => {
-                // SAFETY: the kernel writes its workspace before reading it.
-                let buf = unsafe { stream.alloc::<u8>(self.workspace_size) }?;
-                let m = managed.insert(buf);
-                let (p, g) = m.device_ptr(stream);
-                (p, Some(g))
-            }
-            Workspace::Buffer(w) => {
-                if w.len() < self.workspace_size {
-                    return Err(Error::BufferTooSmall {
-                        operand: OperandName::Workspace,
-                        len: w.len(),
-                        required: self.workspace_size,
-                    });
-                }
-                let (p, g) = w.device_ptr_mut(stream);
-                (p, Some(g))
-            }
-        };
+        let (pw, _gw) =
+            crate::gemm::workspace_ptr(stream, workspace, self.workspace_size, &mut managed)?;
         // SAFETY: every buffer was checked against the extents the plan reaches, alignment and
         // formats above; the guards keep them alive until the launch is queued.
         unsafe {
@@ -493,9 +481,7 @@ impl<EA: MxElement, EB: MxElement, TD: Element> BlockScaledGemm<EA, EB, TD> {
         d: &mut dyn DevicePtrMut<TD>,
     ) -> Result<usize> {
         let args = self.mx_args(stream, a, b, c, d)?;
-        stream.context().bind_to_thread()?;
-        // SAFETY: the buffers were checked against the extents the arguments describe.
-        unsafe { self.kernel.prepare_raw(&self.device, &args) }
+        self.prepare(stream, &args)
     }
 
     fn mx_args(
@@ -506,22 +492,43 @@ impl<EA: MxElement, EB: MxElement, TD: Element> BlockScaledGemm<EA, EB, TD> {
         c: Option<&dyn DevicePtr<TD>>,
         d: &mut dyn DevicePtrMut<TD>,
     ) -> Result<RawArgs> {
-        if self.family != Family::Mx {
-            return Err(Error::ScaleMismatch {
-                operand: OperandName::ScalesA,
-                rule: "this plan's kernel reads NVFP4 (ue4m3 per 16) scales: use run_nvfp4".into(),
-            });
-        }
         let (psa, _g1) = a.scales.device_ptr(stream);
         let (psb, _g2) = b.scales.device_ptr(stream);
-        self.checked_pointers(
+        self.operand_args(
             stream,
-            (&a.data, psa, &a.layout),
-            (&b.data, psb, &b.layout),
-            (a.scales.len(), b.scales.len()),
+            Family::Mx,
+            (&a.data, psa, &a.layout, a.scales.len()),
+            (&b.data, psb, &b.layout, b.scales.len()),
             c,
             d,
         )
+    }
+
+    /// Checks the family of the operands against the plan's, then the operands and buffers.
+    #[allow(clippy::type_complexity)]
+    fn operand_args(
+        &self,
+        stream: &Arc<CudaStream>,
+        family: Family,
+        a: (&dyn DevicePtr<u8>, u64, &ScaleFactorLayout, usize),
+        b: (&dyn DevicePtr<u8>, u64, &ScaleFactorLayout, usize),
+        c: Option<&dyn DevicePtr<TD>>,
+        d: &mut dyn DevicePtrMut<TD>,
+    ) -> Result<RawArgs> {
+        if self.family != family {
+            return Err(Error::ScaleMismatch {
+                operand: OperandName::ScalesA,
+                rule: match self.family {
+                    Family::Nv => {
+                        "this plan's kernel reads NVFP4 (ue4m3 per 16) scales: use run_nvfp4".into()
+                    }
+                    Family::Mx => {
+                        "this plan's kernel reads MX (ue8m0 per 32) scales: use run_mx".into()
+                    }
+                },
+            });
+        }
+        self.checked_pointers(stream, (a.0, a.1, a.2), (b.0, b.1, b.2), (a.3, b.3), c, d)
     }
 }
 
@@ -566,9 +573,7 @@ impl<TD: Element> BlockScaledGemm<E2M1, E2M1, TD> {
         d: &mut dyn DevicePtrMut<TD>,
     ) -> Result<usize> {
         let args = self.nv_args(stream, a, b, c, d)?;
-        stream.context().bind_to_thread()?;
-        // SAFETY: the buffers were checked against the extents the arguments describe.
-        unsafe { self.kernel.prepare_raw(&self.device, &args) }
+        self.prepare(stream, &args)
     }
 
     fn nv_args(
@@ -579,19 +584,13 @@ impl<TD: Element> BlockScaledGemm<E2M1, E2M1, TD> {
         c: Option<&dyn DevicePtr<TD>>,
         d: &mut dyn DevicePtrMut<TD>,
     ) -> Result<RawArgs> {
-        if self.family != Family::Nv {
-            return Err(Error::ScaleMismatch {
-                operand: OperandName::ScalesA,
-                rule: "this plan's kernel reads MX (ue8m0 per 32) scales: use run_mx".into(),
-            });
-        }
         let (psa, _g1) = a.scales.device_ptr(stream);
         let (psb, _g2) = b.scales.device_ptr(stream);
-        self.checked_pointers(
+        self.operand_args(
             stream,
-            (&a.data, psa, &a.layout),
-            (&b.data, psb, &b.layout),
-            (a.scales.len(), b.scales.len()),
+            Family::Nv,
+            (&a.data, psa, &a.layout, a.scales.len()),
+            (&b.data, psb, &b.layout, b.scales.len()),
             c,
             d,
         )

@@ -374,18 +374,40 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
         workspace_bytes: usize,
         stream: sys::CUstream,
     ) -> Result<()> {
+        self.raw_checked(a, b, Some(scales), c, d, workspace, workspace_bytes, stream)
+    }
+
+    /// The checks of the raw entry points, then the launch.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn raw_checked(
+        &self,
+        a: sys::CUdeviceptr,
+        b: sys::CUdeviceptr,
+        scales: Option<(sys::CUdeviceptr, sys::CUdeviceptr)>,
+        c: Option<sys::CUdeviceptr>,
+        d: sys::CUdeviceptr,
+        workspace: sys::CUdeviceptr,
+        workspace_bytes: usize,
+        stream: sys::CUstream,
+    ) -> Result<()> {
         if c.is_none() && self.problem.beta != 0.0 {
             return Err(Error::InvalidProblem {
                 reason: format!("beta is {} but no C was given", self.problem.beta),
             });
         }
-        if self.scaling != Scaling::Blockwise {
+        if (self.scaling == Scaling::Blockwise) != scales.is_some() {
             return Err(Error::InvalidProblem {
-                reason: "this plan takes no scales".into(),
+                reason: if scales.is_some() {
+                    "this plan takes no scales".into()
+                } else {
+                    "this plan takes scales: use BlockwiseGemm::run_raw".into()
+                },
             });
         }
         self.check_pointers(a, b, c, d)?;
-        self.check_scale_pointers(scales)?;
+        if let Some(sf) = scales {
+            self.check_scale_pointers(sf)?;
+        }
         if workspace_bytes < self.workspace_size {
             return Err(Error::BufferTooSmall {
                 operand: OperandName::Workspace,
@@ -393,7 +415,7 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
                 required: self.workspace_size,
             });
         }
-        self.launch(a, b, c, d, Some(scales), workspace, workspace_bytes, stream)
+        self.launch(a, b, c, d, scales, workspace, workspace_bytes, stream)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -452,35 +474,7 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
             self.check_scale_pointers(sf)?;
         }
         let mut managed = None;
-        let (pw, _gw) = match workspace {
-            _ if self.workspace_size == 0 => (0, None),
-            Workspace::Managed => {
-                // SAFETY: the kernel writes the workspace before reading it.
-                let buf = unsafe { stream.alloc::<u8>(self.workspace_size) }?;
-                let managed = managed.insert(buf);
-                let (p, g) = managed.device_ptr(stream);
-                (p, Some(g))
-            }
-            Workspace::Buffer(w) => {
-                if w.len() < self.workspace_size {
-                    return Err(Error::BufferTooSmall {
-                        operand: OperandName::Workspace,
-                        len: w.len(),
-                        required: self.workspace_size,
-                    });
-                }
-                let (p, g) = w.device_ptr_mut(stream);
-                if p % POINTER_ALIGNMENT != 0 {
-                    return Err(Error::Misaligned {
-                        operand: OperandName::Workspace,
-                        what: "pointer".into(),
-                        value: p,
-                        required: POINTER_ALIGNMENT,
-                    });
-                }
-                (p, Some(g))
-            }
-        };
+        let (pw, _gw) = workspace_ptr(stream, workspace, self.workspace_size, &mut managed)?;
         // SAFETY: every pointer was checked against the extent the problem reaches, its alignment
         // and aliasing; the guards keep the buffers' stream ordering until the launch is queued.
         unsafe {
@@ -517,25 +511,7 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
         workspace_bytes: usize,
         stream: sys::CUstream,
     ) -> Result<()> {
-        if c.is_none() && self.problem.beta != 0.0 {
-            return Err(Error::InvalidProblem {
-                reason: format!("beta is {} but no C was given", self.problem.beta),
-            });
-        }
-        if self.scaling != Scaling::None {
-            return Err(Error::InvalidProblem {
-                reason: "this plan takes scales: use BlockwiseGemm::run_raw".into(),
-            });
-        }
-        self.check_pointers(a, b, c, d)?;
-        if workspace_bytes < self.workspace_size {
-            return Err(Error::BufferTooSmall {
-                operand: OperandName::Workspace,
-                len: workspace_bytes,
-                required: self.workspace_size,
-            });
-        }
-        self.launch(a, b, c, d, None, workspace, workspace_bytes, stream)
+        self.raw_checked(a, b, None, c, d, workspace, workspace_bytes, stream)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -846,6 +822,45 @@ fn check_layout_rules(
                 ""
             }
         ),
+    })
+}
+
+/// The device address of a launch's workspace (0 when the kernel needs none), allocating it on
+/// `stream` into `managed` for [`Workspace::Managed`]; a caller's buffer must hold `size` bytes and
+/// be 16-byte aligned. The guard keeps the buffer's stream ordering until the launch is queued.
+pub(crate) fn workspace_ptr<'g, 'w: 'g>(
+    stream: &'g Arc<CudaStream>,
+    workspace: Workspace<'w>,
+    size: usize,
+    managed: &'g mut Option<cudarc::driver::CudaSlice<u8>>,
+) -> Result<(u64, Option<cudarc::driver::SyncOnDrop<'g>>)> {
+    Ok(match workspace {
+        _ if size == 0 => (0, None),
+        Workspace::Managed => {
+            // SAFETY: the kernel writes the workspace before reading it.
+            let buf = unsafe { stream.alloc::<u8>(size) }?;
+            let (p, g) = managed.insert(buf).device_ptr(stream);
+            (p, Some(g))
+        }
+        Workspace::Buffer(w) => {
+            if w.len() < size {
+                return Err(Error::BufferTooSmall {
+                    operand: OperandName::Workspace,
+                    len: w.len(),
+                    required: size,
+                });
+            }
+            let (p, g) = w.device_ptr_mut(stream);
+            if p % POINTER_ALIGNMENT != 0 {
+                return Err(Error::Misaligned {
+                    operand: OperandName::Workspace,
+                    what: "pointer".into(),
+                    value: p,
+                    required: POINTER_ALIGNMENT,
+                });
+            }
+            (p, Some(g))
+        }
     })
 }
 
