@@ -261,15 +261,19 @@ mod census {
                 format!("{}x{}x{}", s.tile[0], s.tile[1], s.tile[2]),
                 s.arch,
             );
+            // A tile row is its table, tile, density and policy (1SM and 2SM rows can share a
+            // tile shape).
             let sparse = s.op_class.is_sparse();
+            let policy = s.kernel_schedule.policy();
             if picked.iter().any(|p| {
                 p.origin.unwrap().tile_table == o.tile_table
                     && p.tile == s.tile
                     && p.op_class.is_sparse() == sparse
+                    && p.kernel_schedule.policy() == policy
             }) {
                 continue;
             }
-            if seen.insert(("tile", key.1, sparse as u8, key.3, s.arch)) {
+            if seen.insert((policy, key.1, sparse as u8, key.3, s.arch)) {
                 picked.push(*s);
             }
         }
