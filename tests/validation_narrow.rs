@@ -256,3 +256,32 @@ fn block_scaled_plans_check_layouts_and_batches_before_looking_for_kernels() {
         Error::KernelMismatch { .. }
     ));
 }
+
+#[test]
+fn plain_plans_never_pick_block_scaled_or_sparse_kernels() {
+    // On SM120, e4m3 x e4m3 -> f16 exists only as a block-scaled (mx_float8) kernel: a plain FP8
+    // plan must not take it (it would run without scale factors). With such a kernel in the build
+    // (GPU-test builds) the plan finds no plain kernel; naming it is a mismatch.
+    let p = GemmProblem::new(256, 256, 256);
+    match Gemm::<E4M3, E4M3, half::f16>::plan(RTX5090, &p, None) {
+        Ok(g) => {
+            let s = g.kernel_spec();
+            assert!(
+                s.block_scale.is_none() && !s.op_class.is_sparse(),
+                "{}",
+                g.kernel_name()
+            );
+        }
+        Err(Error::NoKernel { .. }) | Err(Error::ArchMismatch { .. }) => {}
+        Err(e) => panic!("unexpected {e:?}"),
+    }
+    for k in cutlass::built_kernels()
+        .iter()
+        .filter(|k| k.spec.block_scale.is_some() && k.spec.a.ty == cutlass::DataType::E4M3)
+    {
+        assert!(matches!(
+            Gemm::<E4M3, E4M3, half::f16>::plan(RTX5090, &p, Some(k.name)),
+            Err(Error::KernelMismatch { .. }) | Err(Error::ArchMismatch { .. })
+        ));
+    }
+}

@@ -155,6 +155,14 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
         };
         check_layout_rules(&device, ta, tb, &ops)?;
         let serves = |s: &KernelSpec| -> std::result::Result<(), String> {
+            if s.block_scale.is_some() {
+                return Err(
+                    "the kernel takes mx/nv block-scaled operands (use BlockScaledGemm)".into(),
+                );
+            }
+            if s.op_class.is_sparse() {
+                return Err("the kernel takes a structured-sparse A".into());
+            }
             if s.blockwise.is_some() != (scaling == Scaling::Blockwise) {
                 return Err(if scaling == Scaling::Blockwise {
                     "the kernel has no blockwise scales".into()
