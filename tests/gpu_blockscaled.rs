@@ -173,3 +173,72 @@ fn block_scaled_kernels_run_their_host_path_and_refuse_the_launch() {
         kernels.len()
     );
 }
+
+/// NVFP4 in, NVFP4 out (`LinCombBlockScaleFactor`): the output tensor's shape and scale layout are
+/// checked, the host path runs (up to the FP4 TMA descriptors before SM100), the launch is refused.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn nvfp4_output_kernels_run_their_host_path_and_refuse_the_launch() {
+    let (ctx, stream) = device();
+    let info = DeviceInfo::query(&ctx).unwrap();
+    let kernels: Vec<_> = built_kernels()
+        .iter()
+        .filter(|k| k.spec.output_scale.is_some() && k.spec.layout_name() == "TN")
+        .collect();
+    assert!(!kernels.is_empty(), "this build has no NVFP4-output kernel");
+    let (xa, xb) = (input(&stream, M, 5), input(&stream, N, 6));
+    let a = quantize::quantize_nvfp4(&stream, &xa, M, K).unwrap();
+    let b = quantize::quantize_nvfp4(&stream, &xb, N, K).unwrap();
+    let p = GemmProblem::new(M, N, K);
+    for k in kernels {
+        let g = BlockScaledGemm::<E2M1, E2M1, f16>::plan_any_arch(info, &p, k.name).unwrap();
+        let mut d = quantize::Nvfp4Tensor::alloc(&stream, M, N).unwrap();
+        let ws = expect_host_path(
+            k.name,
+            g.kernel_spec(),
+            &info,
+            g.prepare_nvfp4_to_nvfp4(&stream, &a, &b, None, &mut d, 2.0),
+        );
+        assert!(matches!(
+            g.run_nvfp4_to_nvfp4(
+                &stream,
+                &a,
+                &b,
+                None,
+                &mut d,
+                2.0,
+                cutlass::Workspace::Managed
+            )
+            .unwrap_err(),
+            Error::ArchMismatch { .. }
+        ));
+        // An output of another shape, a bad norm constant, and the plain entry point are refused.
+        let mut wrong = quantize::Nvfp4Tensor::alloc(&stream, M, N - 128).unwrap();
+        assert!(matches!(
+            g.prepare_nvfp4_to_nvfp4(&stream, &a, &b, None, &mut wrong, 2.0)
+                .unwrap_err(),
+            Error::ScaleMismatch {
+                operand: OperandName::D,
+                ..
+            }
+        ));
+        assert!(matches!(
+            g.prepare_nvfp4_to_nvfp4(&stream, &a, &b, None, &mut d, 0.0)
+                .unwrap_err(),
+            Error::InvalidProblem { .. }
+        ));
+        let mut plain = stream.alloc_zeros::<f16>(M * N).unwrap();
+        assert!(matches!(
+            g.prepare_nvfp4(&stream, &a, &b, None, &mut plain)
+                .unwrap_err(),
+            Error::ScaleMismatch {
+                operand: OperandName::D,
+                ..
+            }
+        ));
+        println!(
+            "{}: NVFP4-output host path checked (workspace {ws} bytes), launch refused",
+            k.name
+        );
+    }
+}

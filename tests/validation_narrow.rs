@@ -285,3 +285,40 @@ fn plain_plans_never_pick_block_scaled_or_sparse_kernels() {
         ));
     }
 }
+
+#[test]
+fn nvfp4_output_plans_take_only_nvfp4_output_kernels() {
+    use cutlass::numeric::E2M1;
+    use cutlass::BlockScaledGemm;
+    let p = GemmProblem::new(512, 384, 1024);
+    let out_kernel = cutlass::built_kernels()
+        .iter()
+        .find(|k| k.spec.output_scale.is_some() && k.spec.layout_name() == "TN");
+    match BlockScaledGemm::<E2M1, E2M1, half::f16>::plan_nvfp4_to_nvfp4(B200, &p, None) {
+        Ok(g) => {
+            assert!(out_kernel.is_some());
+            assert!(g.kernel_spec().output_scale.is_some());
+        }
+        Err(Error::NoKernel { .. }) => assert!(out_kernel.is_none()),
+        Err(e) => panic!("unexpected {e:?}"),
+    }
+    if let Some(k) = out_kernel {
+        // A plain NVFP4 plan does not take a kernel that writes an NVFP4 D.
+        assert!(matches!(
+            BlockScaledGemm::<E2M1, E2M1, half::f16>::plan_nvfp4(B200, &p, Some(k.name))
+                .unwrap_err(),
+            Error::KernelMismatch { .. }
+        ));
+    }
+    // The walkthrough entry is NT: block-scaled plans are TN.
+    let nt = GemmProblem::new(512, 384, 1024)
+        .with_a(MatrixLayout::col_major())
+        .with_b(MatrixLayout::row_major());
+    assert!(matches!(
+        BlockScaledGemm::<E2M1, E2M1, half::f16>::plan_nvfp4_to_nvfp4(B200, &nt, None).unwrap_err(),
+        Error::UnsupportedLayout {
+            operand: OperandName::A,
+            ..
+        }
+    ));
+}

@@ -9,7 +9,9 @@
 //! shape, alignment and buffer rule is checked with a typed error before any call into a kernel.
 //!
 //! `D = alpha * A·B + beta * C` with A `[m, k]` and B given as `W[n, k]` (both K-major, "TN") and a
-//! row-major D. For NVFP4 the per-tensor scales of A and B multiply alpha.
+//! row-major D. For NVFP4 the per-tensor scales of A and B multiply alpha. A D that is itself NVFP4
+//! (e2m1 with ue4m3 per 16 along N, the `LinCombBlockScaleFactor` epilogue) comes from plans made
+//! with [`BlockScaledGemm::plan_nvfp4_to_nvfp4`] and lands in an [`Nvfp4Tensor`].
 //!
 //! No Blackwell GPU has run these kernels here. On other GPUs a plan made with
 //! [`BlockScaledGemm::plan_any_arch`] drives the kernel's host path up to the launch
@@ -48,12 +50,15 @@ impl Family {
     }
 }
 
-/// A planned block-scaled GEMM: A elements `EA`, B elements `EB`, C and D `TD`.
+/// A planned block-scaled GEMM: A elements `EA`, B elements `EB`, C and D `TD`; or, for plans
+/// with an NVFP4 output ([`BlockScaledGemm::plan_nvfp4_to_nvfp4`]), C `TD` and D an
+/// [`Nvfp4Tensor`] written with its scale factors by the `LinCombBlockScaleFactor` epilogue.
 pub struct BlockScaledGemm<EA: MxElement, EB: MxElement, TD: Element> {
     problem: GemmProblem,
     device: DeviceInfo,
     kernel: Kernel,
     family: Family,
+    nvfp4_out: bool,
     workspace_size: usize,
     _types: PhantomData<(EA, EB, TD)>,
 }
@@ -80,7 +85,14 @@ fn data_type<E: MxElement>() -> DataType {
 impl<EA: MxElement, EB: MxElement, TD: Element> BlockScaledGemm<EA, EB, TD> {
     /// Plans an MX GEMM (ue8m0 scales per 32) on `ctx`'s device.
     pub fn new_mx(ctx: &CudaContext, problem: &GemmProblem) -> Result<Self> {
-        Self::plan(DeviceInfo::query(ctx)?, problem, None, Family::Mx, false)
+        Self::plan(
+            DeviceInfo::query(ctx)?,
+            problem,
+            None,
+            Family::Mx,
+            false,
+            false,
+        )
     }
 
     /// Plans an MX GEMM for a described device, optionally with the kernel of this name.
@@ -89,20 +101,23 @@ impl<EA: MxElement, EB: MxElement, TD: Element> BlockScaledGemm<EA, EB, TD> {
         problem: &GemmProblem,
         kernel: Option<&str>,
     ) -> Result<Self> {
-        Self::plan(device, problem, kernel, Family::Mx, false)
+        Self::plan(device, problem, kernel, Family::Mx, false, false)
     }
 
     /// Plans with the named kernel even when `device` cannot run it: every check and
     /// [`BlockScaledGemm::prepare_mx`] / [`BlockScaledGemm::prepare_nvfp4`] work, a launch returns
     /// [`Error::ArchMismatch`]. For exercising SM100/SM120 host paths on another GPU.
     pub fn plan_any_arch(device: DeviceInfo, problem: &GemmProblem, kernel: &str) -> Result<Self> {
-        let family = built_kernels()
+        let spec = built_kernels()
             .iter()
             .find(|k| k.name == kernel)
-            .and_then(|k| k.spec.block_scale)
+            .map(|k| k.spec);
+        let family = spec
+            .and_then(|s| s.block_scale)
             .map(|bs| if bs.vec == 16 { Family::Nv } else { Family::Mx })
             .unwrap_or(Family::Mx);
-        Self::plan(device, problem, Some(kernel), family, true)
+        let nvfp4_out = spec.is_some_and(|s| s.output_scale.is_some());
+        Self::plan(device, problem, Some(kernel), family, nvfp4_out, true)
     }
 
     fn plan(
@@ -110,6 +125,7 @@ impl<EA: MxElement, EB: MxElement, TD: Element> BlockScaledGemm<EA, EB, TD> {
         problem: &GemmProblem,
         kernel: Option<&str>,
         family: Family,
+        nvfp4_out: bool,
         any_arch: bool,
     ) -> Result<Self> {
         problem.check()?;
@@ -145,7 +161,22 @@ impl<EA: MxElement, EB: MxElement, TD: Element> BlockScaledGemm<EA, EB, TD> {
                     bs.sf, bs.vec
                 ));
             }
-            if (s.a.ty, s.b.ty, s.d.ty) != (ta, tb, TD::DATA_TYPE)
+            let out = s
+                .output_scale
+                .map(|o| (o.sf, o.vec) == (DataType::UE4M3, 16) && s.d.ty == DataType::E2M1);
+            let d_type = if nvfp4_out {
+                DataType::E2M1
+            } else {
+                TD::DATA_TYPE
+            };
+            if out.is_some() != nvfp4_out || out == Some(false) {
+                return Err(if nvfp4_out {
+                    "it does not write an NVFP4 output (D e2m1 with ue4m3 per 16)".into()
+                } else {
+                    "it writes a block-scaled output (plan it with plan_nvfp4_to_nvfp4)".into()
+                });
+            }
+            if (s.a.ty, s.b.ty, s.d.ty) != (ta, tb, d_type)
                 || s.c.ty != TD::DATA_TYPE
                 || (s.a.layout, s.b.layout) != (Layout::RowMajor, Layout::ColumnMajor)
             {
@@ -239,6 +270,7 @@ impl<EA: MxElement, EB: MxElement, TD: Element> BlockScaledGemm<EA, EB, TD> {
             device,
             kernel,
             family,
+            nvfp4_out,
             workspace_size: 0,
             _types: PhantomData,
         };
@@ -342,7 +374,7 @@ impl<EA: MxElement, EB: MxElement, TD: Element> BlockScaledGemm<EA, EB, TD> {
         b: (&dyn DevicePtr<u8>, u64, &ScaleFactorLayout),
         sf_lens: (usize, usize),
         c: Option<&dyn DevicePtr<TD>>,
-        d: &mut dyn DevicePtrMut<TD>,
+        d: (u64, usize, usize),
     ) -> Result<RawArgs> {
         let p = self.problem;
         self.check_operand(OperandName::A, a.2.rows, a.2)?;
@@ -361,7 +393,7 @@ impl<EA: MxElement, EB: MxElement, TD: Element> BlockScaledGemm<EA, EB, TD> {
             ),
             (OperandName::ScalesA, sf_lens.0, a.2.size()),
             (OperandName::ScalesB, sf_lens.1, b.2.size()),
-            (OperandName::D, d.len(), p.m * p.n),
+            (OperandName::D, d.1, d.2),
         ] {
             if len < need {
                 return Err(Error::BufferTooSmall {
@@ -387,7 +419,7 @@ impl<EA: MxElement, EB: MxElement, TD: Element> BlockScaledGemm<EA, EB, TD> {
         let (pa, _ga) = a.0.device_ptr(stream);
         let (pb, _gb) = b.0.device_ptr(stream);
         let pc = c.map(|c| c.device_ptr(stream).0);
-        let (pd, _gd) = d.device_ptr_mut(stream);
+        let pd = d.0;
         // Sub-byte operands are read by TMA's unpacking modes, which need a 32-byte aligned base
         // (seed, Table 2 notes); others need 16 bytes, as does every TMA base.
         let base = |t: DataType| if t.bits() < 8 { 32 } else { 16 };
@@ -409,6 +441,18 @@ impl<EA: MxElement, EB: MxElement, TD: Element> BlockScaledGemm<EA, EB, TD> {
             }
         }
         Ok(self.raw(&[pa, a.1, pb, b.1, pd, 0], pc))
+    }
+
+    fn refuse_nvfp4_out(&self) -> Result<()> {
+        if self.nvfp4_out {
+            return Err(Error::ScaleMismatch {
+                operand: OperandName::D,
+                rule: "this plan's kernel writes an NVFP4 D with its scale factors: use \
+                       run_nvfp4_to_nvfp4"
+                    .into(),
+            });
+        }
+        Ok(())
     }
 
     /// The kernel's host path for checked arguments (no launch).
@@ -494,13 +538,17 @@ impl<EA: MxElement, EB: MxElement, TD: Element> BlockScaledGemm<EA, EB, TD> {
     ) -> Result<RawArgs> {
         let (psa, _g1) = a.scales.device_ptr(stream);
         let (psb, _g2) = b.scales.device_ptr(stream);
+        self.refuse_nvfp4_out()?;
+        let len = d.len();
+        let (pd, _gd) = d.device_ptr_mut(stream);
+        let need = self.problem.m * self.problem.n;
         self.operand_args(
             stream,
             Family::Mx,
             (&a.data, psa, &a.layout, a.scales.len()),
             (&b.data, psb, &b.layout, b.scales.len()),
             c,
-            d,
+            (pd, len, need),
         )
     }
 
@@ -513,7 +561,7 @@ impl<EA: MxElement, EB: MxElement, TD: Element> BlockScaledGemm<EA, EB, TD> {
         a: (&dyn DevicePtr<u8>, u64, &ScaleFactorLayout, usize),
         b: (&dyn DevicePtr<u8>, u64, &ScaleFactorLayout, usize),
         c: Option<&dyn DevicePtr<TD>>,
-        d: &mut dyn DevicePtrMut<TD>,
+        d: (u64, usize, usize),
     ) -> Result<RawArgs> {
         if self.family != family {
             return Err(Error::ScaleMismatch {
@@ -535,7 +583,14 @@ impl<EA: MxElement, EB: MxElement, TD: Element> BlockScaledGemm<EA, EB, TD> {
 impl<TD: Element> BlockScaledGemm<E2M1, E2M1, TD> {
     /// Plans an NVFP4 GEMM (ue4m3 scales per 16) on `ctx`'s device.
     pub fn new_nvfp4(ctx: &CudaContext, problem: &GemmProblem) -> Result<Self> {
-        Self::plan(DeviceInfo::query(ctx)?, problem, None, Family::Nv, false)
+        Self::plan(
+            DeviceInfo::query(ctx)?,
+            problem,
+            None,
+            Family::Nv,
+            false,
+            false,
+        )
     }
 
     /// Plans an NVFP4 GEMM for a described device, optionally with the kernel of this name.
@@ -544,7 +599,7 @@ impl<TD: Element> BlockScaledGemm<E2M1, E2M1, TD> {
         problem: &GemmProblem,
         kernel: Option<&str>,
     ) -> Result<Self> {
-        Self::plan(device, problem, kernel, Family::Nv, false)
+        Self::plan(device, problem, kernel, Family::Nv, false, false)
     }
 
     /// Checks and launches an NVFP4 GEMM; alpha is multiplied by both tensors' per-tensor scales
@@ -586,13 +641,143 @@ impl<TD: Element> BlockScaledGemm<E2M1, E2M1, TD> {
     ) -> Result<RawArgs> {
         let (psa, _g1) = a.scales.device_ptr(stream);
         let (psb, _g2) = b.scales.device_ptr(stream);
+        self.refuse_nvfp4_out()?;
+        let len = d.len();
+        let (pd, _gd) = d.device_ptr_mut(stream);
+        let need = self.problem.m * self.problem.n;
         self.operand_args(
             stream,
             Family::Nv,
             (&a.data, psa, &a.layout, a.scales.len()),
             (&b.data, psb, &b.layout, b.scales.len()),
             c,
-            d,
+            (pd, len, need),
         )
+    }
+}
+
+impl<TC: Element> BlockScaledGemm<E2M1, E2M1, TC> {
+    /// Plans an NVFP4 x NVFP4 GEMM whose D is NVFP4 too (e2m1 with ue4m3 per 16 along N, written by
+    /// the `LinCombBlockScaleFactor` epilogue; C of type `TC`), for a described device.
+    pub fn plan_nvfp4_to_nvfp4(
+        device: DeviceInfo,
+        problem: &GemmProblem,
+        kernel: Option<&str>,
+    ) -> Result<Self> {
+        Self::plan(device, problem, kernel, Family::Nv, true, false)
+    }
+
+    /// Checks and launches: `d` (an `m x n` [`Nvfp4Tensor`]) gets D's elements and scale factors;
+    /// the epilogue computes each scale factor as `amax(block) * norm_constant / 6` and stores
+    /// `value * norm_constant / sf`, so D's per-tensor scale is `1 / norm_constant` (recorded in
+    /// `d.amax` as `2688 / norm_constant`). Alpha is multiplied by the inputs' per-tensor scales
+    /// (read back from the device: this synchronizes the stream).
+    #[allow(clippy::too_many_arguments)]
+    pub fn run_nvfp4_to_nvfp4(
+        &self,
+        stream: &Arc<CudaStream>,
+        a: &Nvfp4Tensor,
+        b: &Nvfp4Tensor,
+        c: Option<&dyn DevicePtr<TC>>,
+        d: &mut Nvfp4Tensor,
+        norm_constant: f32,
+        workspace: Workspace<'_>,
+    ) -> Result<()> {
+        let norm = self.norm_buffer(stream, norm_constant)?;
+        let mut args = self.nv_out_args(stream, a, b, c, d, &norm)?;
+        args.alpha *= a.global_scale(stream)? * b.global_scale(stream)?;
+        self.launch(stream, args, workspace)?;
+        stream.memcpy_htod(&[(448.0f32 * 6.0 / norm_constant).to_bits()], &mut d.amax)?;
+        Ok(())
+    }
+
+    /// [`BlockScaledGemm::run_nvfp4_to_nvfp4`] up to the launch (the kernel's host path).
+    pub fn prepare_nvfp4_to_nvfp4(
+        &self,
+        stream: &Arc<CudaStream>,
+        a: &Nvfp4Tensor,
+        b: &Nvfp4Tensor,
+        c: Option<&dyn DevicePtr<TC>>,
+        d: &mut Nvfp4Tensor,
+        norm_constant: f32,
+    ) -> Result<usize> {
+        let norm = self.norm_buffer(stream, norm_constant)?;
+        let args = self.nv_out_args(stream, a, b, c, d, &norm)?;
+        self.prepare(stream, &args)
+    }
+
+    fn norm_buffer(
+        &self,
+        stream: &Arc<CudaStream>,
+        norm_constant: f32,
+    ) -> Result<cudarc::driver::CudaSlice<f32>> {
+        if !(norm_constant.is_finite() && norm_constant > 0.0) {
+            return Err(Error::InvalidProblem {
+                reason: format!("norm_constant {norm_constant} must be finite and positive"),
+            });
+        }
+        Ok(stream.clone_htod(&[norm_constant])?)
+    }
+
+    fn nv_out_args(
+        &self,
+        stream: &Arc<CudaStream>,
+        a: &Nvfp4Tensor,
+        b: &Nvfp4Tensor,
+        c: Option<&dyn DevicePtr<TC>>,
+        d: &mut Nvfp4Tensor,
+        norm: &cudarc::driver::CudaSlice<f32>,
+    ) -> Result<RawArgs> {
+        if !self.nvfp4_out {
+            return Err(Error::ScaleMismatch {
+                operand: OperandName::D,
+                rule: "this plan's kernel writes a plain D: use run_nvfp4".into(),
+            });
+        }
+        let p = self.problem;
+        let want = ScaleFactorLayout::new(p.m, p.n, 1, 16);
+        if d.layout != want {
+            return Err(Error::ScaleMismatch {
+                operand: OperandName::D,
+                rule: format!(
+                    "D's scale factors are one ue4m3 per 16 elements of N in the \
+                     Sm1xxBlockScaledConfig layout of an {} x {} matrix ({want:?}); the tensor's \
+                     layout is {:?}",
+                    p.m, p.n, d.layout
+                ),
+            });
+        }
+        if d.scales.len() < want.size() {
+            return Err(Error::BufferTooSmall {
+                operand: OperandName::D,
+                len: d.scales.len(),
+                required: want.size(),
+            });
+        }
+        let (psa, _g1) = a.scales.device_ptr(stream);
+        let (psb, _g2) = b.scales.device_ptr(stream);
+        let len = d.data.len();
+        let (pd, _gd) = d.data.device_ptr_mut(stream);
+        let (psd, _gs) = d.scales.device_ptr_mut(stream);
+        let (pn, _gn) = norm.device_ptr(stream);
+        if psd % 16 != 0 {
+            return Err(Error::Misaligned {
+                operand: OperandName::D,
+                what: "scale-factor pointer".into(),
+                value: psd,
+                required: 16,
+            });
+        }
+        let mut args = self.operand_args(
+            stream,
+            Family::Nv,
+            (&a.data, psa, &a.layout, a.scales.len()),
+            (&b.data, psb, &b.layout, b.scales.len()),
+            c,
+            (pd, len, (p.m * p.n).div_ceil(2)),
+        )?;
+        args.sfd = psd;
+        args.norm_constant = pn;
+        Ok(args)
     }
 }
