@@ -75,6 +75,15 @@ fn main() -> Result<()> {
         let (s, xr) = (&stream, &x);
         let cases: Vec<Case> = vec![
             (
+                "fp8 1x128 K-major",
+                n * 2.0 + n + (rows * k.div_ceil(128) * 4) as f64,
+                {
+                    let mut o =
+                        Fp8BlockwiseTensor::alloc(s, rows, k, Fp8Block::Group1x128, ScaleMajor::K)?;
+                    Box::new(move || Ok(quantize::quantize_fp8_blockwise_into(s, xr, &mut o)?))
+                },
+            ),
+            (
                 "fp8 1x128",
                 n * 2.0 + n + (rows * k.div_ceil(128) * 4) as f64,
                 {

@@ -377,9 +377,11 @@ __global__ void __launch_bounds__(kThreads) amax_kernel(const T *x, int64_t n, u
 }
 
 // FP8 1 x 128 groups: 16 threads per group, rows_per_thread<T> rows per thread.
-template <class T>
+// kMnMajor: scales written [k blocks][rows] (what the SM90 blockwise GEMM reads) instead of
+// [rows][k blocks]; a template parameter, so the index costs nothing in the unrolled row loop.
+template <class T, bool kMnMajor>
 __global__ void __launch_bounds__(kThreads) fp8_1x128_kernel(const T *x, int64_t rows, int64_t k, uint8_t *out,
-                                                            float *scales, bool mn_major) {
+                                                            float *scales) {
   constexpr int kPer = 16;
   constexpr int R = rows_per_thread<T>();
   const int64_t groups_per_row = (k + 127) / 128;
@@ -403,7 +405,7 @@ __global__ void __launch_bounds__(kThreads) fp8_1x128_kernel(const T *x, int64_t
       const float a = fmaxf(amax, 1e-4f);
       store_fp8(out, row * k + i0, fp8_pack8(v[q], 448.0f / a, __NV_E4M3), n);
       if (chunk % kPer == 0)
-        scales[mn_major ? (i0 / 128) * rows + row : row * groups_per_row + i0 / 128] = a / 448.0f;
+        scales[kMnMajor ? (i0 / 128) * rows + row : row * groups_per_row + i0 / 128] = a / 448.0f;
     }
   }
 }
@@ -540,8 +542,13 @@ extern "C" int cutlass_rs_quantize_fp8_blockwise(const void *x, int x_dtype, int
   int st = dispatch_input(x_dtype, [&](auto tag) {
     using T = decltype(tag);
     if (block_rows == 1) {
-      fp8_1x128_kernel<T><<<row_grid(((cols + 127) / 128) * 16, rows, rows_per_thread<T>()), kThreads, 0, s>>>(static_cast<const T *>(x), rows, cols,
-                                                                 static_cast<uint8_t *>(out), scales, scales_mn_major != 0);
+      const dim3 grid = row_grid(((cols + 127) / 128) * 16, rows, rows_per_thread<T>());
+      if (scales_mn_major)
+        fp8_1x128_kernel<T, true><<<grid, kThreads, 0, s>>>(static_cast<const T *>(x), rows, cols,
+                                                             static_cast<uint8_t *>(out), scales);
+      else
+        fp8_1x128_kernel<T, false><<<grid, kThreads, 0, s>>>(static_cast<const T *>(x), rows, cols,
+                                                              static_cast<uint8_t *>(out), scales);
     } else {
       int64_t blocks = ((rows + 127) / 128) * ((cols + 127) / 128);
       fp8_128x128_kernel<T><<<int(blocks), kBlockThreads, 0, s>>>(static_cast<const T *>(x), rows, cols,
