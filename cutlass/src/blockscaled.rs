@@ -27,7 +27,7 @@ use crate::blockscale::ScaleFactorLayout;
 use crate::element::Element;
 use crate::error::{Error, OperandName, Result};
 use crate::gemm::Workspace;
-use crate::kernel::{built_kernels, DeviceInfo, Kernel, RawArgs};
+use crate::kernel::{built_kernels, select, ArchPolicy, DeviceInfo, Kernel, RawArgs};
 use crate::numeric::E2M1;
 use crate::problem::GemmProblem;
 use crate::quantize::{MxElement, MxTensor, Nvfp4Tensor};
@@ -191,48 +191,23 @@ impl<EA: MxElement, EB: MxElement, TD: Element> BlockScaledGemm<EA, EB, TD> {
             }
             Ok(())
         };
-        let kernel = match kernel {
-            Some(name) => {
-                let k = built_kernels()
-                    .iter()
-                    .find(|k| k.name == name)
-                    .copied()
-                    .ok_or_else(|| Error::KernelNotBuilt { name: name.into() })?;
-                serves(&k.spec).map_err(|reason| Error::KernelMismatch {
-                    name: name.into(),
-                    reason,
-                })?;
-                k
-            }
-            None => {
-                let candidates: Vec<Kernel> = built_kernels()
-                    .iter()
-                    .filter(|k| serves(&k.spec).is_ok())
-                    .copied()
-                    .collect();
-                let Some(first) = candidates.first().copied() else {
-                    return Err(Error::NoKernel {
-                        request: format!(
-                            "block-scaled {ta} x {tb} ({sf} per {vec}) -> {} TN",
-                            TD::DATA_TYPE
-                        ),
-                        built: built_kernels().iter().map(|k| k.name.to_string()).collect(),
-                    });
-                };
-                candidates
-                    .iter()
-                    .copied()
-                    .find(|k| k.spec.arch.runs_on(device.compute_capability))
-                    .unwrap_or(first)
-            }
-        };
-        if !any_arch && !kernel.spec.arch.runs_on(device.compute_capability) {
-            return Err(Error::ArchMismatch {
-                kernel: kernel.name.into(),
-                arch: kernel.spec.arch,
-                device: device.compute_capability,
-            });
-        }
+        let request = format!(
+            "block-scaled {ta} x {tb} ({sf} per {vec}) -> {}{} TN",
+            if nvfp4_out { "NVFP4 D, C " } else { "" },
+            TD::DATA_TYPE
+        );
+        let kernel = select(
+            &device,
+            kernel,
+            if any_arch {
+                ArchPolicy::AnyArch
+            } else {
+                ArchPolicy::Runnable
+            },
+            &serves,
+            &request,
+            &|kernels: &[Kernel]| kernels[0],
+        )?;
         // Alignment in elements (Tables 1-3): K for A and B (their contiguous extent, and the
         // leading dimension of packed operands), N for D and C.
         let spec = kernel.spec;

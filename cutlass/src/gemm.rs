@@ -9,7 +9,7 @@ use cutlass_sys::cutlass_rs_gemm_args;
 
 use crate::element::Element;
 use crate::error::{status_message, Error, OperandName, Result};
-use crate::kernel::{built_kernels, DeviceInfo, Kernel};
+use crate::kernel::{select, ArchPolicy, DeviceInfo, Kernel};
 use crate::problem::{GemmProblem, ResolvedMatrix};
 
 /// TMA needs 16-byte aligned global addresses.
@@ -198,69 +198,22 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
             problem.d.layout
         );
 
-        let kernel = match kernel {
-            Some(name) => {
-                let k = built_kernels().iter().find(|k| k.name == name).copied();
-                let k = match k {
-                    Some(k) => k,
-                    None => {
-                        if let Some(spec) = cutlass_kernels::catalog::find(name) {
-                            if !spec.arch.runs_on(device.compute_capability) {
-                                return Err(Error::ArchMismatch {
-                                    kernel: name.into(),
-                                    arch: spec.arch,
-                                    device: device.compute_capability,
-                                });
-                            }
-                        }
-                        return Err(Error::KernelNotBuilt { name: name.into() });
-                    }
-                };
-                if !k.spec.arch.runs_on(device.compute_capability) {
-                    return Err(Error::ArchMismatch {
-                        kernel: k.name.into(),
-                        arch: k.spec.arch,
-                        device: device.compute_capability,
-                    });
-                }
-                serves(&k.spec).map_err(|reason| Error::KernelMismatch {
-                    name: k.name.into(),
-                    reason: format!("{reason} ({request})"),
-                })?;
-                k
-            }
-            None => {
-                let candidates: Vec<Kernel> = built_kernels()
-                    .iter()
-                    .filter(|k| serves(&k.spec).is_ok())
-                    .copied()
-                    .collect();
-                let Some(first) = candidates.first().copied() else {
-                    return Err(Error::NoKernel {
-                        request,
-                        built: built_kernels().iter().map(|k| k.name.to_string()).collect(),
-                    });
-                };
-                let runnable: Vec<Kernel> = candidates
-                    .into_iter()
-                    .filter(|k| k.spec.arch.runs_on(device.compute_capability))
-                    .collect();
-                if runnable.is_empty() {
-                    return Err(Error::ArchMismatch {
-                        kernel: first.name.into(),
-                        arch: first.spec.arch,
-                        device: device.compute_capability,
-                    });
-                }
+        let kernel = select(
+            &device,
+            kernel,
+            ArchPolicy::Runnable,
+            &serves,
+            &request,
+            &|runnable: &[Kernel]| {
                 choose(
-                    &runnable,
+                    runnable,
                     ops[3].m.rows,
                     ops[3].m.cols,
                     problem.batch,
                     device.sm_count,
                 )
-            }
-        };
+            },
+        )?;
 
         check_alignment(&kernel.spec, &ops, swapped, problem.batch)?;
 

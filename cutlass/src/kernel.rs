@@ -77,6 +77,78 @@ pub fn built_kernels() -> &'static [Kernel] {
     })
 }
 
+/// How [`select`] treats a kernel the device cannot run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ArchPolicy {
+    /// Refuse it ([`crate::Error::ArchMismatch`]).
+    Runnable,
+    /// Accept it: the plan only drives the kernel's host path (launches check again).
+    AnyArch,
+}
+
+/// Chooses a kernel of this build: the one named (it must be built, runnable unless `arch` says
+/// otherwise, and serve the plan), or, without a name, `choose` among the runnable kernels that
+/// serve it. `serves` explains why a kernel does not fit; `request` describes the plan for errors.
+pub(crate) fn select(
+    device: &DeviceInfo,
+    name: Option<&str>,
+    arch: ArchPolicy,
+    serves: &dyn Fn(&KernelSpec) -> std::result::Result<(), String>,
+    request: &str,
+    choose: &dyn Fn(&[Kernel]) -> Kernel,
+) -> Result<Kernel> {
+    let cc = device.compute_capability;
+    let arch_error = |name: &str, arch| crate::Error::ArchMismatch {
+        kernel: name.into(),
+        arch,
+        device: cc,
+    };
+    match name {
+        Some(name) => {
+            let Some(k) = built_kernels().iter().find(|k| k.name == name).copied() else {
+                // A catalog kernel of another architecture: say that, rather than "not built".
+                if let Some(spec) = catalog::find(name) {
+                    if arch == ArchPolicy::Runnable && !spec.arch.runs_on(cc) {
+                        return Err(arch_error(name, spec.arch));
+                    }
+                }
+                return Err(crate::Error::KernelNotBuilt { name: name.into() });
+            };
+            if arch == ArchPolicy::Runnable && !k.spec.arch.runs_on(cc) {
+                return Err(arch_error(k.name, k.spec.arch));
+            }
+            serves(&k.spec).map_err(|reason| crate::Error::KernelMismatch {
+                name: k.name.into(),
+                reason: format!("{reason} ({request})"),
+            })?;
+            Ok(k)
+        }
+        None => {
+            let candidates: Vec<Kernel> = built_kernels()
+                .iter()
+                .filter(|k| serves(&k.spec).is_ok())
+                .copied()
+                .collect();
+            let Some(first) = candidates.first().copied() else {
+                return Err(crate::Error::NoKernel {
+                    request: request.into(),
+                    built: built_kernels().iter().map(|k| k.name.to_string()).collect(),
+                });
+            };
+            let runnable: Vec<Kernel> = candidates
+                .iter()
+                .copied()
+                .filter(|k| k.spec.arch.runs_on(cc))
+                .collect();
+            match (runnable.is_empty(), arch) {
+                (false, _) => Ok(choose(&runnable)),
+                (true, ArchPolicy::AnyArch) => Ok(choose(&candidates)),
+                (true, ArchPolicy::Runnable) => Err(arch_error(first.name, first.spec.arch)),
+            }
+        }
+    }
+}
+
 /// The device facts that kernel selection and launches need.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DeviceInfo {
