@@ -25,7 +25,7 @@ use cutlass_kernels::{DataType, KernelSpec, Layout};
 
 use crate::blockscale::ScaleFactorLayout;
 use crate::element::Element;
-use crate::error::{Error, OperandName, Result};
+use crate::error::{require_len, Error, OperandName, Result};
 use crate::gemm::Workspace;
 use crate::kernel::{built_kernels, select, ArchPolicy, DeviceInfo, Kernel, RawArgs};
 use crate::numeric::E2M1;
@@ -370,22 +370,10 @@ impl<EA: MxElement, EB: MxElement, TD: Element> BlockScaledGemm<EA, EB, TD> {
             (OperandName::ScalesB, sf_lens.1, b.2.size()),
             (OperandName::D, d.1, d.2),
         ] {
-            if len < need {
-                return Err(Error::BufferTooSmall {
-                    operand: op,
-                    len,
-                    required: need,
-                });
-            }
+            require_len(op, len, need)?;
         }
         if let Some(c) = c {
-            if c.len() < p.m * p.n {
-                return Err(Error::BufferTooSmall {
-                    operand: OperandName::C,
-                    len: c.len(),
-                    required: p.m * p.n,
-                });
-            }
+            require_len(OperandName::C, c.len(), p.m * p.n)?;
         } else if p.beta != 0.0 {
             return Err(Error::InvalidProblem {
                 reason: format!("beta is {} but no C was given", p.beta),
@@ -722,13 +710,7 @@ impl<TC: Element> BlockScaledGemm<E2M1, E2M1, TC> {
                 ),
             });
         }
-        if d.scales.len() < want.size() {
-            return Err(Error::BufferTooSmall {
-                operand: OperandName::D,
-                len: d.scales.len(),
-                required: want.size(),
-            });
-        }
+        require_len(OperandName::D, d.scales.len(), want.size())?;
         let (psa, _g1) = a.scales.device_ptr(stream);
         let (psb, _g2) = b.scales.device_ptr(stream);
         let len = d.data.len();

@@ -251,6 +251,18 @@ impl From<cudarc::driver::DriverError> for Error {
 /// `Result` with this crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// The buffer-length rule: `len` elements (or bytes) must reach `required`.
+pub(crate) fn require_len(operand: OperandName, len: usize, required: usize) -> Result<()> {
+    if len < required {
+        return Err(Error::BufferTooSmall {
+            operand,
+            len,
+            required,
+        });
+    }
+    Ok(())
+}
+
 /// Words for a C ABI status.
 pub fn status_message(status: i32) -> String {
     use cutlass_sys as s;

@@ -8,7 +8,7 @@ use cutlass_kernels::{KernelSpec, Layout};
 use cutlass_sys::cutlass_rs_gemm_args;
 
 use crate::element::Element;
-use crate::error::{status_message, Error, OperandName, Result};
+use crate::error::{require_len, status_message, Error, OperandName, Result};
 use crate::kernel::{select, ArchPolicy, DeviceInfo, Kernel};
 use crate::problem::{GemmProblem, ResolvedMatrix};
 
@@ -369,13 +369,7 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
         if let Some(sf) = scales {
             self.check_scale_pointers(sf)?;
         }
-        if workspace_bytes < self.workspace_size {
-            return Err(Error::BufferTooSmall {
-                operand: OperandName::Workspace,
-                len: workspace_bytes,
-                required: self.workspace_size,
-            });
-        }
+        require_len(OperandName::Workspace, workspace_bytes, self.workspace_size)?;
         self.launch(a, b, c, d, scales, workspace, workspace_bytes, stream)
     }
 
@@ -523,8 +517,8 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
         scales: Option<(u64, u64)>,
     ) -> cutlass_rs_gemm_args {
         let (sfa, sfb) = match (self.scaling, scales) {
-            (Scaling::Blockwise, Some((sa, sb))) => (sa as *const _, sb as *const _),
-            _ => (std::ptr::null(), std::ptr::null()),
+            (Scaling::Blockwise, Some(sf)) => sf,
+            _ => (0, 0),
         };
         let (ka, kb) = if self.swapped { (b, a) } else { (a, b) };
         let [oa, ob, oc, od] = self.ops;
@@ -532,33 +526,30 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
             Some(c) => (c, oc.m),
             None => (d, od.m),
         };
-        cutlass_rs_gemm_args {
-            m: od.m.rows as i64,
-            n: od.m.cols as i64,
-            k: oa.m.cols as i64,
-            batch: self.problem.batch as i64,
-            a: ka as *const _,
-            lda: oa.m.ld as i64,
-            batch_stride_a: oa.m.batch_stride as i64,
-            b: kb as *const _,
-            ldb: ob.m.ld as i64,
-            batch_stride_b: ob.m.batch_stride as i64,
-            c: pc as *const _,
-            ldc: c_geom.ld as i64,
-            batch_stride_c: c_geom.batch_stride as i64,
-            d: d as *mut _,
-            ldd: od.m.ld as i64,
-            batch_stride_d: od.m.batch_stride as i64,
-            alpha: self.problem.alpha,
-            beta: self.problem.beta,
+        let raw = crate::kernel::RawArgs {
+            m: od.m.rows,
+            n: od.m.cols,
+            k: oa.m.cols,
+            batch: self.problem.batch,
+            a: ka,
+            lda: oa.m.ld,
+            batch_stride_a: oa.m.batch_stride,
+            b: kb,
+            ldb: ob.m.ld,
+            batch_stride_b: ob.m.batch_stride,
+            c: pc,
+            ldc: c_geom.ld,
+            batch_stride_c: c_geom.batch_stride,
+            d,
+            ldd: od.m.ld,
+            batch_stride_d: od.m.batch_stride,
             sfa,
             sfb,
-            e: std::ptr::null(),
-            sfd: std::ptr::null_mut(),
-            norm_constant: std::ptr::null(),
-            device_id: self.device.ordinal as i32,
-            sm_count: self.device.sm_count,
-        }
+            alpha: self.problem.alpha,
+            beta: self.problem.beta,
+            ..Default::default()
+        };
+        self.kernel.abi_args(&self.device, &raw)
     }
 
     fn check_stream(&self, stream: &CudaStream) -> Result<()> {
@@ -591,15 +582,7 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
     }
 
     fn check_len(&self, op: OperandName, len: usize) -> Result<()> {
-        let required = self.user[op_index(op)].required_len();
-        if len < required {
-            return Err(Error::BufferTooSmall {
-                operand: op,
-                len,
-                required,
-            });
-        }
-        Ok(())
+        require_len(op, len, self.user[op_index(op)].required_len())
     }
 
     fn check_pointers(&self, a: u64, b: u64, c: Option<u64>, d: u64) -> Result<()> {
@@ -678,16 +661,8 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
 
     pub(crate) fn check_scale_lens(&self, a: usize, b: usize) -> Result<()> {
         let (ra, rb) = self.scale_lens();
-        for (op, len, required) in [(OperandName::ScalesA, a, ra), (OperandName::ScalesB, b, rb)] {
-            if len < required {
-                return Err(Error::BufferTooSmall {
-                    operand: op,
-                    len,
-                    required,
-                });
-            }
-        }
-        Ok(())
+        require_len(OperandName::ScalesA, a, ra)?;
+        require_len(OperandName::ScalesB, b, rb)
     }
 
     fn check_scale_pointers(&self, (sa, sb): (u64, u64)) -> Result<()> {
@@ -804,13 +779,7 @@ pub(crate) fn workspace_ptr<'g, 'w: 'g>(
             (p, Some(g))
         }
         Workspace::Buffer(w) => {
-            if w.len() < size {
-                return Err(Error::BufferTooSmall {
-                    operand: OperandName::Workspace,
-                    len: w.len(),
-                    required: size,
-                });
-            }
+            require_len(OperandName::Workspace, w.len(), size)?;
             let (p, g) = w.device_ptr_mut(stream);
             if p % POINTER_ALIGNMENT != 0 {
                 return Err(Error::Misaligned {
