@@ -10,7 +10,8 @@
 //! 3. Computes the f64 reference and the block-scaled output the epilogue would write
 //!    (`Reference::to_block_scaled`).
 //! 4. Where the GPU allows: with the kernel in the build (`CUTLASS_RS_ARCHS=90a,100a` and the
-//!    name below in `CUTLASS_RS_KERNELS`) it uploads the operands and drives the kernel's host path;
+//!    name below in `CUTLASS_RS_KERNELS`) it uploads the operands as MN-major `MxTensor`s and
+//!    drives the kernel through the safe API (`BlockScaledGemm::plan_mx_to_nvfp4`, `run_to_nvfp4`);
 //!    on an SM100 GPU it launches and compares D and its scale factors with the host's; elsewhere
 //!    the launch returns the architecture error (and on a Hopper GPU the driver refuses the FP4
 //!    TMA descriptors before that, which the example reports).
@@ -18,12 +19,16 @@
 //! `cargo run --release --example 05_nvfp4_walkthrough`
 
 use anyhow::{Context, Result};
-use cudarc::driver::{CudaContext, DevicePtr};
+use cudarc::driver::CudaContext;
 use cutlass::blockscale::{self, ScaleFactorLayout};
 use cutlass::numeric::{E2M1, UE4M3, UE8M0};
 use cutlass::packed::PackedVec;
+use cutlass::quantize::{Major, MxTensor, Nvfp4Tensor};
 use cutlass::reference::{self, PackedStrided, Scaled, Strided};
-use cutlass::{built_kernels, DeviceInfo, Error, GemmProblem, MatrixLayout, OperandName, RawArgs};
+use cutlass::{
+    built_kernels, BlockScaledGemm, DeviceInfo, Error, GemmProblem, MatrixLayout, OperandName,
+    Workspace,
+};
 use cutlass_kernels::catalog;
 use half::f16;
 
@@ -137,42 +142,18 @@ fn main() -> Result<()> {
     let ctx = CudaContext::new(0)?;
     let stream = ctx.default_stream();
     let info = DeviceInfo::query(&ctx)?;
-    let da = stream.clone_htod(pa.as_bytes())?;
-    let db = stream.clone_htod(pb.as_bytes())?;
-    let dsfa = stream.clone_htod(&sfa)?;
-    let dsfb = stream.clone_htod(&sfb)?;
+    // The safe API: MN-major MXFP4 tensors (A column-major, B row-major: the NT layout), an
+    // MX-to-NVFP4 plan, D into an NVFP4 tensor. Off SM100 the plan is made for the host path only.
+    let a = MxTensor::<E2M1>::from_host(&stream, &qa, Major::MN)?;
+    let b = MxTensor::<E2M1>::from_host(&stream, &qb, Major::MN)?;
     let dc = stream.clone_htod(&c)?;
-    let mut dd = stream.alloc_zeros::<u8>((m * n).div_ceil(2))?;
-    let sfd_layout = ScaleFactorLayout::new(m, n, 1, 16);
-    let mut dsfd = stream.alloc_zeros::<UE4M3>(sfd_layout.size())?;
-    let dnorm = stream.clone_htod(&[norm_constant])?;
-    let ptr = |x: &dyn DevicePtr<u8>| x.device_ptr(&stream).0;
-    let args = RawArgs {
-        m,
-        n,
-        k,
-        batch: 1,
-        a: ptr(&da),
-        lda: ga.ld,
-        batch_stride_a: ga.batch_stride,
-        b: ptr(&db),
-        ldb: gb.ld,
-        batch_stride_b: gb.batch_stride,
-        c: dc.device_ptr(&stream).0,
-        ldc: n,
-        batch_stride_c: m * n,
-        d: dd.device_ptr(&stream).0,
-        ldd: n,
-        batch_stride_d: m * n,
-        sfa: dsfa.device_ptr(&stream).0,
-        sfb: dsfb.device_ptr(&stream).0,
-        sfd: dsfd.device_ptr(&stream).0,
-        norm_constant: dnorm.device_ptr(&stream).0,
-        alpha: problem.alpha,
-        beta: problem.beta,
+    let mut d = Nvfp4Tensor::alloc(&stream, m, n)?;
+    let gemm = if kernel.spec.arch.runs_on(info.compute_capability) {
+        BlockScaledGemm::<E2M1, E2M1, f16>::plan_mx_to_nvfp4(info, &problem, Some(&name))?
+    } else {
+        BlockScaledGemm::<E2M1, E2M1, f16>::plan_any_arch(info, &problem, &name)?
     };
-    // SAFETY: every pointer is a device allocation of this context sized for the extents above.
-    match unsafe { kernel.prepare_raw(&info, &args) } {
+    match gemm.prepare_to_nvfp4(&stream, &a, &b, Some(&dc), &mut d, norm_constant) {
         Ok(ws) => {
             println!("Host path: can_implement, workspace ({ws} bytes) and TMA descriptors ok")
         }
@@ -185,19 +166,26 @@ fn main() -> Result<()> {
         }
         Err(e) => return Err(e).context("host path"),
     }
-    // SAFETY: as above; run_raw refuses a kernel this device cannot run before calling it.
-    match unsafe { kernel.run_raw(&info, &args, 0, 0, stream.cu_stream()) } {
+    match gemm.run_to_nvfp4(
+        &stream,
+        &a,
+        &b,
+        Some(&dc),
+        &mut d,
+        norm_constant,
+        Workspace::Managed,
+    ) {
         Err(Error::ArchMismatch { arch, device, .. }) => {
             println!("Launch: refused, {arch} kernel on a compute capability {device:?} device");
         }
         Err(e) => return Err(e).context("launch"),
         Ok(()) => {
-            let d = stream.clone_dtoh(&dd)?;
-            let sfd = sfd_layout.unswizzle(&stream.clone_dtoh(&dsfd)?);
-            let d = PackedVec::<E2M1>::from_bytes(d, m * n)?.to_vec();
+            let sfd_layout = ScaleFactorLayout::new(m, n, 1, 16);
+            let sfd = sfd_layout.unswizzle(&stream.clone_dtoh(&d.scales)?);
+            let dv = PackedVec::<E2M1>::from_bytes(stream.clone_dtoh(&d.data)?, m * n)?.to_vec();
             // The device uses approximate reciprocals: a value at a rounding boundary may differ by
             // one code (see Reference::to_block_scaled).
-            let codes = d
+            let codes = dv
                 .iter()
                 .zip(&d_ref)
                 .filter(|(x, y)| (x.to_bits() as i32 - y.to_bits() as i32).abs() > 1)
@@ -207,6 +195,5 @@ fn main() -> Result<()> {
             anyhow::ensure!(codes == 0, "D differs from the host reference");
         }
     }
-    let _ = (&mut dd, &mut dsfd);
     Ok(())
 }

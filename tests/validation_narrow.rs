@@ -211,17 +211,23 @@ const B200: DeviceInfo = DeviceInfo {
 fn block_scaled_plans_check_layouts_and_batches_before_looking_for_kernels() {
     use cutlass::numeric::E2M1;
     use cutlass::BlockScaledGemm;
-    for (p, op) in [
-        (layouts(COL, COL, ROW), OperandName::A),
-        (layouts(ROW, ROW, ROW), OperandName::B),
-        (layouts(ROW, COL, COL), OperandName::D),
-    ] {
-        match BlockScaledGemm::<E2M1, E2M1, half::f16>::plan_mx(B200, &p, None).unwrap_err() {
-            Error::UnsupportedLayout { operand, rule } => {
-                assert_eq!(operand, op, "{rule}");
-                assert!(rule.contains("K-major"), "{rule}");
-            }
-            e => panic!("unexpected {e:?}"),
+    // D (and C) must be row-major.
+    match BlockScaledGemm::<E2M1, E2M1, half::f16>::plan_mx(B200, &layouts(ROW, COL, COL), None)
+        .unwrap_err()
+    {
+        Error::UnsupportedLayout { operand, rule } => {
+            assert!(matches!(operand, OperandName::C | OperandName::D), "{rule}");
+            assert!(rule.contains("row-major D"), "{rule}");
+        }
+        e => panic!("unexpected {e:?}"),
+    }
+    // A and B may take any layout the catalog has for the types: the plan looks for a kernel in
+    // that layout (and names the layout when this build has none).
+    for (a, b, name) in [(COL, COL, "NN"), (ROW, ROW, "TT"), (COL, ROW, "NT")] {
+        match BlockScaledGemm::<E2M1, E2M1, half::f16>::plan_mx(B200, &layouts(a, b, ROW), None) {
+            Ok(g) => assert_eq!(g.kernel_spec().layout_name(), name),
+            Err(Error::NoKernel { request, .. }) => assert!(request.ends_with(name), "{request}"),
+            Err(e) => panic!("unexpected {e:?}"),
         }
     }
     assert!(matches!(
@@ -310,15 +316,34 @@ fn nvfp4_output_plans_take_only_nvfp4_output_kernels() {
             Error::KernelMismatch { .. }
         ));
     }
-    // The walkthrough entry is NT: block-scaled plans are TN.
+    // The walkthrough entry (MX in, NVFP4 out, NT) serves MX-to-NVFP4 plans in NT only.
     let nt = GemmProblem::new(512, 384, 1024)
         .with_a(MatrixLayout::col_major())
         .with_b(MatrixLayout::row_major());
-    assert!(matches!(
-        BlockScaledGemm::<E2M1, E2M1, half::f16>::plan_nvfp4_to_nvfp4(B200, &nt, None).unwrap_err(),
-        Error::UnsupportedLayout {
-            operand: OperandName::A,
-            ..
+    let walkthrough = cutlass::built_kernels()
+        .iter()
+        .find(|k| k.spec.output_scale.is_some() && k.spec.layout_name() == "NT");
+    match BlockScaledGemm::<E2M1, E2M1, half::f16>::plan_mx_to_nvfp4(B200, &nt, None) {
+        Ok(g) => {
+            assert!(walkthrough.is_some());
+            assert_eq!(g.kernel_spec().layout_name(), "NT");
+            assert_eq!(g.kernel_spec().block_scale.unwrap().vec, 32);
         }
-    ));
+        Err(Error::NoKernel { .. }) => assert!(walkthrough.is_none()),
+        Err(e) => panic!("unexpected {e:?}"),
+    }
+    if let Some(k) = walkthrough {
+        // Not in TN, not as an NVFP4-input plan.
+        let tn = GemmProblem::new(512, 384, 1024);
+        assert!(matches!(
+            BlockScaledGemm::<E2M1, E2M1, half::f16>::plan_mx_to_nvfp4(B200, &tn, Some(k.name))
+                .unwrap_err(),
+            Error::KernelMismatch { .. }
+        ));
+        assert!(matches!(
+            BlockScaledGemm::<E2M1, E2M1, half::f16>::plan_nvfp4_to_nvfp4(B200, &nt, Some(k.name))
+                .unwrap_err(),
+            Error::KernelMismatch { .. }
+        ));
+    }
 }

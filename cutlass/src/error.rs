@@ -176,7 +176,8 @@ impl fmt::Display for Error {
                 write!(
                     f,
                     "operand {operand}: {what} {value:#x} is not a multiple of {required} {unit} \
-                     (TMA needs 16-byte aligned addresses, strides and contiguous extents)"
+                     (TMA needs 16-byte aligned addresses, strides and contiguous extents, and \
+                     32-byte aligned bases for the sub-byte types it unpacks)"
                 )
             }
             Error::BatchStride { operand, stride, min } => write!(

@@ -10,7 +10,7 @@
 //! | SM90a (H100, H200) | f16 x f16, bf16 x bf16 ([`Gemm`]) | f32 | input type or f32 | TN, NT, NN, TT | row- or column-major | runs (tested on an H200) |
 //! | SM90a | e4m3/e5m2 x e4m3/e5m2, mixed too ([`Gemm`]; per-tensor scales in alpha: [`GemmProblem::with_tensor_scales`]) | f32 | bf16, f16, f32 | TN (Hopper reads 8-bit operands K-major) | row- or column-major | runs (tested on an H200) |
 //! | SM90a | FP8 with 1x128 x 128x128 f32 blockwise scales ([`BlockwiseGemm`]) | f32 | bf16, f16, f32 | TN | row-major | runs (tested on an H200) |
-//! | SM100a, SM120a | every row of Tables 1–3 (legacy, FP8/FP6/FP4, mx/nv block-scaled; sparse rows compile only) | f32 (s32) | see the catalog | per Tables 4–20 | row-major | compiled to PTX with the MMA instructions checked (`kernels/census.tsv`); MX/NVFP4 through [`BlockScaledGemm`], whose host path (checks, `can_implement`, TMA descriptors) runs on a Hopper GPU up to the launch; no Blackwell GPU here, so none has run |
+//! | SM100a, SM120a | every row of Tables 1–3 (legacy, FP8/FP6/FP4, mx/nv block-scaled; sparse rows compile only) | f32 (s32) | see the catalog | per Tables 4–20 | row-major | compiled to PTX with the MMA instructions checked (`kernels/census.tsv`); MX, NVFP4 and plain FP8/FP6/FP4 operands through [`BlockScaledGemm`] (any layout the catalog has; NVFP4 outputs), whose host path (checks, `can_implement`, TMA descriptors) runs on a Hopper GPU up to the launch; no Blackwell GPU here, so none has run |
 //!
 //! Host-side formats for every type of the seed's Tables 1–3, usable without a GPU:
 //!
@@ -69,7 +69,7 @@ pub mod problem;
 pub mod quantize;
 pub mod reference;
 
-pub use blockscaled::BlockScaledGemm;
+pub use blockscaled::{BlockScaledGemm, NarrowOperand};
 pub use blockwise::BlockwiseGemm;
 pub use cutlass_kernels::{Arch, DataType, KernelSpec, Layout};
 /// The raw C ABI (status codes, argument struct, registry).

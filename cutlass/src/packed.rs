@@ -68,7 +68,7 @@ fn read_code(bytes: &[u8], bits: u32, i: usize) -> u8 {
     (((lo | hi << 8) >> shift) & ((1 << bits) - 1)) as u8
 }
 
-fn write_code(bytes: &mut [u8], bits: u32, i: usize, code: u8) {
+pub(crate) fn write_code(bytes: &mut [u8], bits: u32, i: usize, code: u8) {
     let bit = i * bits as usize;
     let (byte, shift) = (bit / 8, bit % 8);
     let mask = ((1u16 << bits) - 1) << shift;

@@ -18,7 +18,7 @@
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, DeviceRepr};
 
 use crate::blockscale::{ScaleFactorLayout, ScaleMajor};
 use crate::element::Element;
@@ -52,29 +52,138 @@ impl QuantInput for half::bf16 {
     const DTYPE: i32 = cutlass_sys::CUTLASS_RS_DTYPE_BF16;
 }
 
-/// An element type of MX formats.
+/// An element type of MX formats (and of the packed narrow-precision operands of
+/// [`crate::BlockScaledGemm`]).
 pub trait MxElement: sealed::Sealed + Copy + std::fmt::Debug {
     /// The C ABI type code.
     const DTYPE: i32;
+    /// The catalog's data type.
+    const DATA_TYPE: cutlass_kernels::DataType;
     /// Bits per element.
     const BITS: usize;
     /// Elements of K per row must be a multiple of this (whole bytes per row).
     const K_MULTIPLE: usize;
+    /// The element's code (its bits).
+    fn code(self) -> u8;
 }
 macro_rules! mx_element {
-    ($t:ty, $code:ident, $bits:expr, $mult:expr) => {
+    ($t:ty, $code:ident, $dt:ident, $bits:expr, $mult:expr) => {
         impl MxElement for $t {
             const DTYPE: i32 = cutlass_sys::$code;
+            const DATA_TYPE: cutlass_kernels::DataType = cutlass_kernels::DataType::$dt;
             const BITS: usize = $bits;
             const K_MULTIPLE: usize = $mult;
+            fn code(self) -> u8 {
+                self.to_bits()
+            }
         }
     };
 }
-mx_element!(E4M3, CUTLASS_RS_DTYPE_E4M3, 8, 1);
-mx_element!(E5M2, CUTLASS_RS_DTYPE_E5M2, 8, 1);
-mx_element!(E2M3, CUTLASS_RS_DTYPE_E2M3, 6, 4);
-mx_element!(E3M2, CUTLASS_RS_DTYPE_E3M2, 6, 4);
-mx_element!(E2M1, CUTLASS_RS_DTYPE_E2M1, 4, 2);
+mx_element!(E4M3, CUTLASS_RS_DTYPE_E4M3, E4M3, 8, 1);
+mx_element!(E5M2, CUTLASS_RS_DTYPE_E5M2, E5M2, 8, 1);
+mx_element!(E2M3, CUTLASS_RS_DTYPE_E2M3, E2M3, 6, 4);
+mx_element!(E3M2, CUTLASS_RS_DTYPE_E3M2, E3M2, 6, 4);
+mx_element!(E2M1, CUTLASS_RS_DTYPE_E2M1, E2M1, 4, 2);
+
+/// Which extent of an operand is contiguous in memory.
+///
+/// For A (`m x k`): [`Major::K`] is row-major `[m, k]`, [`Major::MN`] column-major (M contiguous).
+/// For B (`k x n`, held as `[n, k]`): [`Major::K`] is column-major (K contiguous), [`Major::MN`]
+/// row-major `[k, n]` (N contiguous). Scale factors are always along K, in the
+/// `Sm1xxBlockScaledConfig` layout, whatever the data's major.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Major {
+    /// K contiguous (what the GPU quantizers write).
+    K,
+    /// M (for A) or N (for B) contiguous.
+    MN,
+}
+
+impl Major {
+    /// The major an operand of a [`crate::GemmProblem`] has: A row-major and B column-major are
+    /// K-major.
+    pub fn of(operand: crate::OperandName, layout: cutlass_kernels::Layout) -> Major {
+        use cutlass_kernels::Layout::*;
+        match (operand, layout) {
+            (crate::OperandName::B, ColumnMajor) => Major::K,
+            (crate::OperandName::B, RowMajor) => Major::MN,
+            (_, RowMajor) => Major::K,
+            (_, ColumnMajor) => Major::MN,
+        }
+    }
+}
+
+/// Packs the codes of a logical row-major `[rows, k]` matrix in `major` order (CUTLASS's
+/// global-memory bit order: element `i` at bit `i * BITS`).
+fn pack_host<E: MxElement>(elements: &[E], rows: usize, k: usize, major: Major) -> Vec<u8> {
+    let mut bytes = vec![0u8; (rows * k * E::BITS).div_ceil(8)];
+    for r in 0..rows {
+        for j in 0..k {
+            let i = match major {
+                Major::K => r * k + j,
+                Major::MN => j * rows + r,
+            };
+            crate::packed::write_code(&mut bytes, E::BITS as u32, i, elements[r * k + j].code());
+        }
+    }
+    bytes
+}
+
+/// A host block-scaled quantization's packed elements (in `major` order) and swizzled scales on
+/// the device (padding entries of the swizzled layout hold `pad`), after checking its shape and
+/// scale count.
+#[allow(clippy::type_complexity)]
+fn upload_block_scaled<E: MxElement + crate::blockscale::ScaledElement, S: Copy + DeviceRepr>(
+    stream: &Arc<CudaStream>,
+    q: &crate::blockscale::BlockScaled<E, S>,
+    vec: usize,
+    format: &str,
+    major: Major,
+    pad: S,
+) -> Result<(CudaSlice<u8>, CudaSlice<S>, ScaleFactorLayout)> {
+    host_shape(&format!("{format} operand"), q.rows, q.k, q.elements.len())?;
+    let layout = ScaleFactorLayout::new(q.rows, q.k, 1, vec);
+    if q.vec != vec || q.scales.len() != q.rows * layout.sf_cols() {
+        return Err(Error::ScaleMismatch {
+            operand: OperandName::Scales,
+            rule: format!(
+                "{format} scales are one per {vec} elements of K: {} x {} for a {} x {} matrix; \
+                 this quantization has {} per {}",
+                q.rows,
+                layout.sf_cols(),
+                q.rows,
+                q.k,
+                q.scales.len(),
+                q.vec
+            ),
+        });
+    }
+    Ok((
+        stream.clone_htod(&pack_host(&q.elements, q.rows, q.k, major))?,
+        stream.clone_htod(&layout.swizzle(&q.scales, pad))?,
+        layout,
+    ))
+}
+
+/// The GPU quantizers and dequantizers read and write K-major data.
+fn require_k_major(what: &str, operand: OperandName, major: Major) -> Result<()> {
+    if major != Major::K {
+        return Err(Error::UnsupportedLayout {
+            operand,
+            rule: format!("{what} works on K-major ([rows, k]) tensors; this one is MN-major"),
+        });
+    }
+    Ok(())
+}
+
+fn host_shape(what: &str, rows: usize, k: usize, len: usize) -> Result<()> {
+    if rows == 0 || k == 0 || rows.checked_mul(k) != Some(len) {
+        return Err(Error::InvalidProblem {
+            reason: format!("{what}: {len} elements are not a {rows} x {k} matrix"),
+        });
+    }
+    Ok(())
+}
 
 /// FP8 blockwise granularity.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -121,7 +230,44 @@ pub struct MxTensor<E: MxElement> {
     pub scales: CudaSlice<UE8M0>,
     /// The scale-factor layout (32 elements per scale).
     pub layout: ScaleFactorLayout,
+    /// Which extent of `data` is contiguous (the GPU quantizers write [`Major::K`]).
+    pub major: Major,
     _e: PhantomData<E>,
+}
+
+/// Packed FP8/FP6/FP4 elements without block scales: an operand of the f8f6f4 GEMMs of Table 2
+/// ([`crate::BlockScaledGemm::plan_plain`]); per-tensor scales go into alpha.
+#[derive(Debug)]
+pub struct PackedTensor<E: MxElement> {
+    /// Packed elements in `major` order.
+    pub data: CudaSlice<u8>,
+    /// Rows (M for A, N for B).
+    pub rows: usize,
+    /// K.
+    pub k: usize,
+    /// Which extent of `data` is contiguous.
+    pub major: Major,
+    _e: PhantomData<E>,
+}
+
+impl<E: MxElement> PackedTensor<E> {
+    /// Uploads a logical row-major `[rows, k]` matrix of elements, stored in `major` order.
+    pub fn from_host(
+        stream: &Arc<CudaStream>,
+        elements: &[E],
+        rows: usize,
+        k: usize,
+        major: Major,
+    ) -> Result<Self> {
+        host_shape("packed operand", rows, k, elements.len())?;
+        Ok(PackedTensor {
+            data: stream.clone_htod(&pack_host(elements, rows, k, major))?,
+            rows,
+            k,
+            major,
+            _e: PhantomData,
+        })
+    }
 }
 
 /// An NVFP4 tensor: packed e2m1, ue4m3 scales per 16 (swizzled), and the tensor's amax, from which
@@ -136,6 +282,8 @@ pub struct Nvfp4Tensor {
     pub amax: CudaSlice<u32>,
     /// The scale-factor layout (16 elements per scale).
     pub layout: ScaleFactorLayout,
+    /// Which extent of `data` is contiguous (the GPU quantizers write [`Major::K`]).
+    pub major: Major,
 }
 
 fn check_shape(what: &str, rows: usize, k: usize, len: usize) -> Result<()> {
@@ -356,6 +504,28 @@ impl<E: MxElement> MxTensor<E> {
             data,
             scales,
             layout,
+            major: Major::K,
+            _e: PhantomData,
+        })
+    }
+
+    /// Uploads a host MX quantization ([`crate::blockscale::quantize_mx`], 32 per scale),
+    /// storing the elements in `major` order and the scales swizzled.
+    pub fn from_host(
+        stream: &Arc<CudaStream>,
+        q: &crate::blockscale::BlockScaled<E, UE8M0>,
+        major: Major,
+    ) -> Result<Self>
+    where
+        E: crate::blockscale::ScaledElement,
+    {
+        let (data, scales, layout) =
+            upload_block_scaled(stream, q, 32, "MX", major, UE8M0::from_bits(0))?;
+        Ok(MxTensor {
+            data,
+            scales,
+            layout,
+            major,
             _e: PhantomData,
         })
     }
@@ -380,6 +550,7 @@ pub fn quantize_mx_into<E: MxElement, T: QuantInput>(
     x: &dyn DevicePtr<T>,
     out: &mut MxTensor<E>,
 ) -> Result<()> {
+    require_k_major("MX quantization", OperandName::D, out.major)?;
     let layout = out.layout;
     launch_block_scaled(
         stream,
@@ -409,6 +580,27 @@ impl Nvfp4Tensor {
             scales,
             amax,
             layout,
+            major: Major::K,
+        })
+    }
+
+    /// Uploads a host NVFP4 quantization ([`crate::blockscale::quantize_nvfp4`]), storing the
+    /// elements in `major` order and the scales swizzled. The amax stored is
+    /// `global_scale * 2688`, from which [`Nvfp4Tensor::global_scale`] recovers the host's
+    /// per-tensor scale (to within one rounding).
+    pub fn from_host(
+        stream: &Arc<CudaStream>,
+        q: &crate::blockscale::BlockScaled<E2M1, UE4M3>,
+        major: Major,
+    ) -> Result<Self> {
+        let (data, scales, layout) =
+            upload_block_scaled(stream, q, 16, "NVFP4", major, UE4M3::from_bits(0))?;
+        Ok(Nvfp4Tensor {
+            data,
+            scales,
+            amax: stream.clone_htod(&[(q.global_scale * 2688.0).to_bits()])?,
+            layout,
+            major,
         })
     }
 }
@@ -432,6 +624,7 @@ pub fn quantize_nvfp4_into<T: QuantInput>(
     x: &dyn DevicePtr<T>,
     out: &mut Nvfp4Tensor,
 ) -> Result<()> {
+    require_k_major("NVFP4 quantization", OperandName::D, out.major)?;
     let layout = out.layout;
     let e2m1 = (E2M1::DTYPE, 4, 2);
     launch_block_scaled(
@@ -461,6 +654,7 @@ pub fn quantize_nvfp4_with_amax_into<T: QuantInput>(
             reason: format!("NVFP4 quantization: amax {amax} must be >= 0"),
         });
     }
+    require_k_major("NVFP4 quantization", OperandName::D, out.major)?;
     stream.memcpy_htod(&[amax.to_bits()], &mut out.amax)?;
     let layout = out.layout;
     let e2m1 = (E2M1::DTYPE, 4, 2);
@@ -548,6 +742,7 @@ fn dequantize_block_scaled(
 impl<E: MxElement> MxTensor<E> {
     /// Dequantizes to f32 (`element * 2^e`, rounded once).
     pub fn dequantize(&self, stream: &Arc<CudaStream>) -> Result<CudaSlice<f32>> {
+        require_k_major("MX dequantization", OperandName::A, self.major)?;
         let (ps, _g) = self.scales.device_ptr(stream);
         dequantize_block_scaled(stream, &self.data, E::DTYPE, ps, false, None, &self.layout)
     }
@@ -566,6 +761,7 @@ impl Nvfp4Tensor {
 
     /// Dequantizes to f32 (`(e2m1 * scale) * global`, rounded once).
     pub fn dequantize(&self, stream: &Arc<CudaStream>) -> Result<CudaSlice<f32>> {
+        require_k_major("NVFP4 dequantization", OperandName::A, self.major)?;
         let (ps, _g) = self.scales.device_ptr(stream);
         dequantize_block_scaled(
             stream,
@@ -601,5 +797,53 @@ mod tests {
                 required: 4
             })
         ));
+    }
+}
+
+#[cfg(test)]
+mod layout_tests {
+    use super::*;
+    use crate::packed::PackedSlice;
+
+    #[test]
+    fn major_of_problem_layouts() {
+        use cutlass_kernels::Layout::*;
+        assert_eq!(Major::of(OperandName::A, RowMajor), Major::K);
+        assert_eq!(Major::of(OperandName::A, ColumnMajor), Major::MN);
+        assert_eq!(Major::of(OperandName::B, ColumnMajor), Major::K);
+        assert_eq!(Major::of(OperandName::B, RowMajor), Major::MN);
+    }
+
+    #[test]
+    fn host_packing_in_both_majors() {
+        let (rows, k) = (6, 8);
+        let v: Vec<E2M1> = (0..rows * k)
+            .map(|i| E2M1::from_bits((i % 16) as u8))
+            .collect();
+        let kmaj = pack_host(&v, rows, k, Major::K);
+        let mn = pack_host(&v, rows, k, Major::MN);
+        let (pk, pm) = (
+            PackedSlice::<E2M1>::new(&kmaj, rows * k).unwrap(),
+            PackedSlice::<E2M1>::new(&mn, rows * k).unwrap(),
+        );
+        for r in 0..rows {
+            for j in 0..k {
+                assert_eq!(pk.get(r * k + j), v[r * k + j]);
+                assert_eq!(pm.get(j * rows + r), v[r * k + j]);
+            }
+        }
+        // FP6: 4 elements in 3 bytes; 8-bit: one byte each.
+        let v6: Vec<E3M2> = (0..rows * k)
+            .map(|i| E3M2::from_bits((i % 64) as u8))
+            .collect();
+        let p6 = pack_host(&v6, rows, k, Major::MN);
+        assert_eq!(p6.len(), rows * k * 6 / 8);
+        let s6 = PackedSlice::<E3M2>::new(&p6, rows * k).unwrap();
+        assert_eq!(s6.get(5 * rows + 2), v6[2 * k + 5]);
+        let v8: Vec<E4M3> = (0..rows * k).map(|i| E4M3::from_bits(i as u8)).collect();
+        assert_eq!(
+            pack_host(&v8, rows, k, Major::MN)[3 * rows + 1],
+            v8[k + 3].to_bits()
+        );
     }
 }
