@@ -595,6 +595,7 @@ fn blackwell_kernels_host_paths_run_on_hopper_and_launches_are_refused() {
             norm_constant: sfd.as_ref().map_or(0, |(_, c)| c.device_ptr(&stream).0),
             alpha: 1.0,
             beta: 0.0,
+            schedule: Default::default(),
         };
         if sfd.is_some() {
             // Without the output's scale-factor buffer the shim refuses before CUTLASS sees it.

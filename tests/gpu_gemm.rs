@@ -13,7 +13,7 @@ use common::*;
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaContext, CudaSlice, CudaStream};
+use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
 use cutlass::reference::{self, Comparison};
 use cutlass::{Element, Error, Gemm, GemmProblem, Layout, MatrixLayout, OperandName, Workspace};
 use half::{bf16, f16};
@@ -41,7 +41,23 @@ fn run_and_check<TA: Element, TB: Element, TD: Element>(
     p: &GemmProblem,
     with_c: bool,
 ) -> Comparison {
-    let g = Gemm::<TA, TB, TD>::new(ctx, p).unwrap_or_else(|e| panic!("{p:?}: {e}"));
+    run_and_check_with::<TA, TB, TD>(ctx, stream, rng, p, with_c, None)
+}
+
+/// [`run_and_check`] with the named kernel.
+fn run_and_check_with<TA: Element, TB: Element, TD: Element>(
+    ctx: &Arc<CudaContext>,
+    stream: &Arc<CudaStream>,
+    rng: &mut StdRng,
+    p: &GemmProblem,
+    with_c: bool,
+    kernel: Option<&str>,
+) -> Comparison {
+    let g = match kernel {
+        Some(name) => Gemm::<TA, TB, TD>::with_kernel(ctx, p, name),
+        None => Gemm::<TA, TB, TD>::new(ctx, p),
+    }
+    .unwrap_or_else(|e| panic!("{kernel:?} {p:?}: {e}"));
     let (ga, gb, gc, gd) = (
         g.operand(OperandName::A),
         g.operand(OperandName::B),
@@ -296,4 +312,173 @@ fn bad_buffers_on_the_device_get_typed_errors() {
         .unwrap()
         .iter()
         .all(|v| v.to_f32() == 0.0));
+}
+
+/// Every 16-bit SM90 kernel of the build (the performance menu's stream-K and column-major-output
+/// kernels among them), by name, on problems that are not tile multiples, with C and beta: in the
+/// orientation each serves for a row-major D (kernels with a column-major D compute Dᵀ = Bᵀ·Aᵀ
+/// with the small M on their N side) and for a column-major D.
+fn every_kernel<T: Element>() {
+    let (ctx, stream) = device();
+    let mut rng = rng();
+    let kernels: Vec<_> = cutlass::built_kernels()
+        .iter()
+        .filter(|k| k.spec.arch == cutlass::Arch::Sm90a && k.spec.a.ty == T::DATA_TYPE)
+        .filter(|k| k.spec.d.ty == T::DATA_TYPE)
+        .collect();
+    assert!(!kernels.is_empty());
+    let mut runs = 0;
+    let mut worst: f64 = 0.0;
+    for k in &kernels {
+        let mut served = 0;
+        for (_, la, lb) in LAYOUTS {
+            for d in [Layout::RowMajor, Layout::ColumnMajor] {
+                for (m, n, kk) in [(16, 264, 1032), (200, 520, 136), (1000, 24, 520)] {
+                    let p = GemmProblem::new(m, n, kk)
+                        .with_a(ml(la))
+                        .with_b(ml(lb))
+                        .with_c(ml(d))
+                        .with_d(ml(d))
+                        .with_scalars(0.75, 0.5);
+                    if Gemm::<T, T, T>::with_kernel(&ctx, &p, k.name).is_err() {
+                        continue;
+                    }
+                    let cmp = run_and_check_with::<T, T, T>(
+                        &ctx,
+                        &stream,
+                        &mut rng,
+                        &p,
+                        true,
+                        Some(k.name),
+                    );
+                    worst = worst.max(cmp.max_error_ratio);
+                    runs += 1;
+                    served += 1;
+                }
+            }
+        }
+        assert!(served > 0, "{}: no problem planned with it", k.name);
+    }
+    println!(
+        "{}: {} kernels, {runs} problems by name, worst error / bound = {worst:.3}",
+        T::DATA_TYPE,
+        kernels.len()
+    );
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn bf16_every_built_kernel_by_name() {
+    every_kernel::<bf16>();
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn f16_every_built_kernel_by_name() {
+    every_kernel::<f16>();
+}
+
+/// A planned GEMM replays from a CUDA graph with the same result as a direct launch: the
+/// heuristic's plan for a decode-size problem, and, when the build has them, a swapped stream-K
+/// kernel (its workspace reset is captured too) with split-K.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn cuda_graph_replay_matches_a_direct_launch() {
+    let (ctx, stream) = device();
+    let mut rng = rng();
+    let (m, n, k) = (16, 4096, 4096);
+    let p = GemmProblem::new(m, n, k);
+    let mut plans = vec![Gemm::<bf16, bf16, bf16>::new(&ctx, &p).unwrap()];
+    if let Some(kn) = cutlass::built_kernels().iter().find(|kn| {
+        kn.spec.a.ty == cutlass::DataType::Bf16
+            && kn.spec.d.layout == Layout::ColumnMajor
+            && kn.spec.tile_scheduler == cutlass::TileScheduler::StreamK
+    }) {
+        let g = Gemm::<bf16, bf16, bf16>::with_kernel(&ctx, &p, kn.name).unwrap();
+        assert!(g.is_swapped());
+        plans.push(g);
+        let g = Gemm::<bf16, bf16, bf16>::with_kernel(&ctx, &p, kn.name)
+            .unwrap()
+            .with_schedule(cutlass::ScheduleHints {
+                splits: 4,
+                ..Default::default()
+            })
+            .unwrap();
+        plans.push(g);
+    }
+    let a: Vec<bf16> = random_matrix(&mut rng, &plans[0].operand(OperandName::A));
+    let b: Vec<bf16> = random_matrix(&mut rng, &plans[0].operand(OperandName::B));
+    let (da, db) = (
+        stream.clone_htod(&a).unwrap(),
+        stream.clone_htod(&b).unwrap(),
+    );
+    let r = reference::gemm(&p, &a, &b, None::<&[bf16]>).unwrap();
+    for g in &plans {
+        let mut direct = stream.alloc_zeros::<bf16>(m * n).unwrap();
+        let mut ws = stream.alloc_zeros::<u8>(g.workspace_size().max(1)).unwrap();
+        g.run(
+            &stream,
+            &da,
+            &db,
+            None,
+            &mut direct,
+            Workspace::Buffer(&mut ws),
+        )
+        .unwrap();
+        let want = stream.clone_dtoh(&direct).unwrap();
+        let cmp = reference::compare(&want, &g.operand(OperandName::D), &r);
+        assert!(cmp.passed(), "{}: {cmp:?}", g.kernel_name());
+        // Capture on a second stream, replay three times into a poisoned D. Two ways: the raw
+        // entry point (pointers resolved before the capture), and the safe one with cudarc's
+        // per-buffer event tracking switched off (its cross-stream event waits cannot be
+        // captured).
+        let capture = ctx.new_stream().unwrap();
+        let mut dd = capture.clone_htod(&vec![bf16::NAN; m * n]).unwrap();
+        capture.synchronize().unwrap();
+        stream.synchronize().unwrap();
+        let (pa, pb) = (da.device_ptr(&capture).0, db.device_ptr(&capture).0);
+        let pd = dd.device_ptr(&capture).0;
+        let (pw, ws_len) = (ws.device_ptr(&capture).0, ws.len());
+        capture.synchronize().unwrap();
+        let mode = cudarc::driver::sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
+        let flags = cudarc::driver::sys::CUgraphInstantiate_flags(0);
+        capture.begin_capture(mode).unwrap();
+        // SAFETY: the buffers hold the problem's extents and outlive the graph's launches.
+        unsafe { g.run_raw(pa, pb, None, pd, pw, ws_len, capture.cu_stream()) }.unwrap();
+        let raw_graph = capture.end_capture(flags).unwrap().expect("a graph");
+        // SAFETY: re-enabled below; nothing else uses these buffers meanwhile.
+        unsafe { ctx.disable_event_tracking() };
+        capture.begin_capture(mode).unwrap();
+        g.run(
+            &capture,
+            &da,
+            &db,
+            None,
+            &mut dd,
+            Workspace::Buffer(&mut ws),
+        )
+        .unwrap();
+        let safe_graph = capture.end_capture(flags).unwrap().expect("a graph");
+        unsafe { ctx.enable_event_tracking() };
+        for graph in [&raw_graph, &safe_graph] {
+            for _ in 0..3 {
+                graph.launch().unwrap();
+            }
+        }
+        capture.synchronize().unwrap();
+        let got = capture.clone_dtoh(&dd).unwrap();
+        let same = got
+            .iter()
+            .zip(&want)
+            .filter(|(x, y)| x.to_bits() == y.to_bits())
+            .count();
+        println!(
+            "{} {:?}: worst error / bound {:.3}; graph replay, {same} of {} elements bit-identical to the direct launch",
+            g.kernel_name(),
+            g.schedule(),
+            cmp.max_error_ratio,
+            want.len()
+        );
+        assert_eq!(same, want.len());
+    }
 }

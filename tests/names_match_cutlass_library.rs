@@ -49,6 +49,7 @@ fn line(s: &cutlass_kernels::KernelSpec) -> String {
     };
     let ts = match s.tile_scheduler {
         TileScheduler::Persistent => "Persistent",
+        TileScheduler::StreamK => "StreamK",
         other => panic!("add {other:?} to this test"),
     };
     [

@@ -161,6 +161,13 @@ pub enum Error {
     },
     /// A CUDA driver call failed.
     Cuda(cudarc::driver::DriverError),
+    /// Reading or writing a file (the autotuning cache) failed.
+    Io {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The error.
+        error: std::io::Error,
+    },
 }
 
 impl fmt::Display for Error {
@@ -230,6 +237,7 @@ impl fmt::Display for Error {
                 write!(f, "CUTLASS kernel {kernel} returned status {status}: {message}")
             }
             Error::Cuda(e) => write!(f, "CUDA driver error: {e}"),
+            Error::Io { path, error } => write!(f, "{}: {error}", path.display()),
         }
     }
 }
@@ -238,6 +246,7 @@ impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Error::Cuda(e) => Some(e),
+            Error::Io { error, .. } => Some(error),
             _ => None,
         }
     }

@@ -9,7 +9,8 @@ use cutlass_sys::cutlass_rs_gemm_args;
 
 use crate::element::Element;
 use crate::error::{require_len, status_message, Error, OperandName, Result};
-use crate::kernel::{select, ArchPolicy, DeviceInfo, Kernel};
+use crate::heuristic;
+use crate::kernel::{select, ArchPolicy, DeviceInfo, Kernel, ScheduleHints};
 use crate::problem::{GemmProblem, ResolvedMatrix};
 
 /// TMA needs 16-byte aligned global addresses.
@@ -64,6 +65,7 @@ pub struct Gemm<TA: Element, TB: Element, TD: Element> {
     user: [ResolvedMatrix; 4],
     workspace_size: usize,
     scaling: Scaling,
+    schedule: ScheduleHints,
     _types: PhantomData<(TA, TB, TD)>,
 }
 
@@ -107,54 +109,22 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
             problem.resolve(OperandName::C)?,
             problem.resolve(OperandName::D)?,
         ];
-        let swapped = problem.d.layout == Layout::ColumnMajor;
-        let (ka, kb) = if swapped {
-            (
-                KernelOperand {
-                    user: OperandName::B,
-                    m: user[1].transposed(),
-                },
-                KernelOperand {
-                    user: OperandName::A,
-                    m: user[0].transposed(),
-                },
-            )
-        } else {
-            (
-                KernelOperand {
-                    user: OperandName::A,
-                    m: user[0],
-                },
-                KernelOperand {
-                    user: OperandName::B,
-                    m: user[1],
-                },
-            )
-        };
-        let (kc, kd) = if swapped {
-            (user[2].transposed(), user[3].transposed())
-        } else {
-            (user[2], user[3])
-        };
-        let ops = [
-            ka,
-            kb,
-            KernelOperand {
-                user: OperandName::C,
-                m: kc,
-            },
-            KernelOperand {
-                user: OperandName::D,
-                m: kd,
-            },
-        ];
-        let (ta, tb) = if swapped {
-            (TB::DATA_TYPE, TA::DATA_TYPE)
-        } else {
-            (TA::DATA_TYPE, TB::DATA_TYPE)
-        };
-        check_layout_rules(&device, ta, tb, &ops)?;
-        let serves = |s: &KernelSpec| -> std::result::Result<(), String> {
+        // Two orientations: the kernel computes D as the user lays it out ("direct"), or Dᵀ =
+        // Bᵀ·Aᵀ with A and B exchanged ("swapped"). A kernel's D layout says which one it serves.
+        // The primary orientation gives the kernel a row-major D (every catalog kernel has one);
+        // the other serves the menu's column-major-output kernels, which put a small M on the
+        // kernel's N side.
+        let primary = problem.d.layout == Layout::ColumnMajor;
+        let orient = |swapped: bool| orientation::<TA, TB>(&user, swapped);
+        let (ops_p, ta_p, tb_p) = orient(primary);
+        let (ops_s, ta_s, tb_s) = orient(!primary);
+        check_layout_rules(&device, ta_p, tb_p, &ops_p)?;
+        let secondary_ok = check_layout_rules(&device, ta_s, tb_s, &ops_s).is_ok();
+        let serves_in = |s: &KernelSpec,
+                         ops: &[KernelOperand; 4],
+                         ta: cutlass_kernels::DataType,
+                         tb: cutlass_kernels::DataType|
+         -> std::result::Result<(), String> {
             if s.block_scale.is_some() {
                 return Err(
                     "the kernel takes mx/nv block-scaled operands (use BlockScaledGemm)".into(),
@@ -173,8 +143,8 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
             let want = [
                 (ta, ops[0].m.layout),
                 (tb, ops[1].m.layout),
-                (TD::DATA_TYPE, kc.layout),
-                (TD::DATA_TYPE, kd.layout),
+                (TD::DATA_TYPE, ops[2].m.layout),
+                (TD::DATA_TYPE, ops[3].m.layout),
             ];
             let have = [s.a, s.b, s.c, s.d];
             for (i, ((ty, layout), o)) in want.iter().zip(have.iter()).enumerate() {
@@ -188,6 +158,14 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
             }
             Ok(())
         };
+        // Which orientation a kernel serves (primary first), or why it serves none.
+        let serving = |s: &KernelSpec| -> std::result::Result<bool, String> {
+            match serves_in(s, &ops_p, ta_p, tb_p) {
+                Ok(()) => Ok(primary),
+                Err(_) if secondary_ok && serves_in(s, &ops_s, ta_s, tb_s).is_ok() => Ok(!primary),
+                Err(e) => Err(e),
+            }
+        };
         let request = format!(
             "A {} {:?} x B {} {:?} -> D {} {:?}",
             TA::DATA_TYPE,
@@ -197,23 +175,27 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
             TD::DATA_TYPE,
             problem.d.layout
         );
-
+        let shape = |swapped: bool| {
+            let od = if swapped == primary { &ops_p } else { &ops_s }[3].m;
+            (od.rows, od.cols)
+        };
         let kernel = select(
             &device,
             kernel,
             ArchPolicy::Runnable,
-            &serves,
+            &|s: &KernelSpec| serving(s).map(|_| ()),
             &request,
             &|runnable: &[Kernel]| {
-                choose(
-                    runnable,
-                    ops[3].m.rows,
-                    ops[3].m.cols,
-                    problem.batch,
-                    device.sm_count,
-                )
+                heuristic::choose(runnable, problem.k, problem.batch, device.sm_count, &|s| {
+                    shape(serving(s).unwrap_or(primary))
+                })
             },
         )?;
+        let swapped = serving(&kernel.spec).map_err(|reason| Error::KernelMismatch {
+            name: kernel.name.into(),
+            reason,
+        })?;
+        let ops = if swapped == primary { ops_p } else { ops_s };
 
         check_alignment(&kernel.spec, &ops, swapped, problem.batch)?;
 
@@ -226,6 +208,7 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
             user,
             workspace_size: 0,
             scaling,
+            schedule: ScheduleHints::default(),
             _types: PhantomData,
         };
         // Aligned stand-in addresses: the workspace size depends on the shape only.
@@ -256,6 +239,42 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
     /// Bytes of workspace the kernel needs.
     pub fn workspace_size(&self) -> usize {
         self.workspace_size
+    }
+
+    /// The plan with these tile-scheduler hints (raster swizzle and order; split-K for stream-K
+    /// kernels). The workspace size is recomputed: split-K needs more.
+    pub fn with_schedule(mut self, schedule: ScheduleHints) -> Result<Self> {
+        if !matches!(schedule.swizzle, 0 | 1 | 2 | 4 | 8) || schedule.raster > 2 {
+            return Err(Error::InvalidProblem {
+                reason: format!(
+                    "tile schedule {schedule:?}: swizzle is 0, 1, 2, 4 or 8 and raster 0 (heuristic), 1 (along M) or 2 (along N)"
+                ),
+            });
+        }
+        if schedule.splits > 1
+            && self.kernel.spec.tile_scheduler != cutlass_kernels::TileScheduler::StreamK
+        {
+            return Err(Error::KernelMismatch {
+                name: self.kernel.name.into(),
+                reason: format!(
+                    "split-K ({} splits) needs a stream-K kernel",
+                    schedule.splits
+                ),
+            });
+        }
+        self.schedule = schedule;
+        let args = self.args(16, 16, None, 16, Some((16, 16)));
+        let mut bytes = 0usize;
+        // SAFETY: args is fully initialized; workspace_size reads it and writes `bytes`.
+        let status = unsafe { (self.kernel.entry.workspace_size)(&args, &mut bytes) };
+        self.check_status(status)?;
+        self.workspace_size = bytes;
+        Ok(self)
+    }
+
+    /// The tile-scheduler hints of this plan.
+    pub fn schedule(&self) -> ScheduleHints {
+        self.schedule
     }
 
     /// Whether the kernel computes Dᵀ = Bᵀ·Aᵀ (column-major D).
@@ -483,8 +502,7 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
     ) -> Result<()> {
         let args = self.args(a, b, c, d, scales);
         let entry = self.kernel.entry;
-        let status = (entry.can_implement)(&args);
-        self.check_status(status)?;
+        // The entry point runs CUTLASS's can_implement itself (once per distinct arguments).
         let status = (entry.run)(
             &args,
             workspace as *mut std::ffi::c_void,
@@ -547,6 +565,7 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
             sfb,
             alpha: self.problem.alpha,
             beta: self.problem.beta,
+            schedule: self.schedule,
             ..Default::default()
         };
         self.kernel.abi_args(&self.device, &raw)
@@ -684,6 +703,41 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
 /// of truth: the catalog, not this build). A layout no entry has is an error that names the
 /// operand, its layout and the layouts there are, in the user's view, before any kernel is looked
 /// up.
+/// The kernel's view of the user's operands in one orientation, and the kernel's A and B types.
+fn orientation<TA: Element, TB: Element>(
+    user: &[ResolvedMatrix; 4],
+    swapped: bool,
+) -> (
+    [KernelOperand; 4],
+    cutlass_kernels::DataType,
+    cutlass_kernels::DataType,
+) {
+    let op = |user: OperandName, m: ResolvedMatrix| KernelOperand { user, m };
+    if swapped {
+        (
+            [
+                op(OperandName::B, user[1].transposed()),
+                op(OperandName::A, user[0].transposed()),
+                op(OperandName::C, user[2].transposed()),
+                op(OperandName::D, user[3].transposed()),
+            ],
+            TB::DATA_TYPE,
+            TA::DATA_TYPE,
+        )
+    } else {
+        (
+            [
+                op(OperandName::A, user[0]),
+                op(OperandName::B, user[1]),
+                op(OperandName::C, user[2]),
+                op(OperandName::D, user[3]),
+            ],
+            TA::DATA_TYPE,
+            TB::DATA_TYPE,
+        )
+    }
+}
+
 fn check_layout_rules(
     device: &DeviceInfo,
     ta: cutlass_kernels::DataType,
@@ -865,21 +919,6 @@ fn check_alignment(
         }
     }
     Ok(())
-}
-
-/// Picks the kernel whose tiles leave the least work on the busiest SM, then the larger tile.
-fn choose(kernels: &[Kernel], m: usize, n: usize, batch: usize, sm_count: i32) -> Kernel {
-    let sms = sm_count.max(1) as usize;
-    *kernels
-        .iter()
-        .min_by_key(|k| {
-            let [tm, tn, _] = k.spec.tile;
-            let (tm, tn) = (tm as usize, tn as usize);
-            let tiles = m.div_ceil(tm) * n.div_ceil(tn) * batch;
-            let waves = tiles.div_ceil(sms);
-            (waves * tm * tn, std::cmp::Reverse(tm * tn))
-        })
-        .expect("non-empty")
 }
 
 /// Convenience: plan and run once, with a managed workspace.

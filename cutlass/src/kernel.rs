@@ -22,7 +22,6 @@ pub struct Kernel {
 /// The C entry points of one kernel.
 #[derive(Clone, Copy)]
 pub(crate) struct Entry {
-    pub(crate) can_implement: unsafe extern "C" fn(*const cutlass_rs_gemm_args) -> i32,
     pub(crate) workspace_size: unsafe extern "C" fn(*const cutlass_rs_gemm_args, *mut usize) -> i32,
     pub(crate) run: unsafe extern "C" fn(
         *const cutlass_rs_gemm_args,
@@ -37,7 +36,6 @@ pub(crate) struct Entry {
 impl Entry {
     fn new(e: &cutlass_rs_kernel_entry) -> Entry {
         Entry {
-            can_implement: e.can_implement.expect("registry entry has can_implement"),
             workspace_size: e.workspace_size.expect("registry entry has workspace_size"),
             run: e.run.expect("registry entry has run"),
             prepare: e.prepare.expect("registry entry has prepare"),
@@ -222,6 +220,19 @@ pub struct RawArgs {
     pub alpha: f32,
     /// `beta`.
     pub beta: f32,
+    /// Tile-scheduler hints (0: CUTLASS's defaults).
+    pub schedule: ScheduleHints,
+}
+
+/// Tile-scheduler hints a launch passes to the kernel; zeros keep CUTLASS's defaults.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct ScheduleHints {
+    /// Raster swizzle: 1, 2, 4 or 8 CTAs (0: CUTLASS's default, 1).
+    pub swizzle: u8,
+    /// Raster order: 0 CUTLASS's heuristic, 1 along M, 2 along N.
+    pub raster: u8,
+    /// Split-K factor for stream-K kernels (0 or 1: the stream-K decomposition).
+    pub splits: u16,
 }
 
 impl Kernel {
@@ -252,6 +263,10 @@ impl Kernel {
             norm_constant: r.norm_constant as *const f32,
             device_id: device.ordinal as i32,
             sm_count: device.sm_count,
+            swizzle: r.schedule.swizzle as i32,
+            raster: r.schedule.raster as i32,
+            splits: r.schedule.splits as i32,
+            reserved: 0,
         }
     }
 
@@ -316,7 +331,7 @@ impl Kernel {
             });
         }
         let abi = self.abi_args(device, args);
-        self.status((self.entry.can_implement)(&abi))?;
+        // The entry point runs CUTLASS's can_implement itself (once per distinct arguments).
         self.status((self.entry.run)(
             &abi,
             workspace as *mut std::ffi::c_void,

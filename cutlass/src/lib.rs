@@ -25,7 +25,15 @@
 //! Which of those kernels a build contains is chosen at build time (`CUTLASS_RS_ARCHS`,
 //! `CUTLASS_RS_KERNELS`); [`built_kernels`] lists them. The default build has 128x256x64
 //! cooperative kernels for f16 and bf16 in all four layouts (output of the input type) and with f32
-//! output in TN, and e4m3 x e4m3 -> bf16 tensor-wise and blockwise kernels.
+//! output in TN, e4m3 x e4m3 -> bf16 tensor-wise and blockwise kernels, and for f16 and bf16 TN
+//! four kernels for small and mid-size problems (pingpong, stream-K, and stream-K kernels with a
+//! column-major output that serve a small M through the operand swap).
+//!
+//! Kernel selection: [`Gemm::new`] estimates every candidate of the build ([`heuristic`]);
+//! [`Gemm::with_kernel`] pins one by name; [`Gemm::autotune`] times the candidates once and keeps
+//! the winner in a [`tune::TuneCache`] file; [`Gemm::with_schedule`] sets CUTLASS's raster swizzle
+//! and order and a split-K factor ([`ScheduleHints`]). Measurements against cuBLAS are in
+//! `docs/performance.md` (`cutlass-profiler profile`).
 //!
 //! Rules checked before a launch: the A/B layouts the catalog's kernels for these types read on this
 //! architecture ([`Error::UnsupportedLayout`]); scale tensors' granularity, order, vector size and
@@ -62,22 +70,24 @@ pub mod blockwise;
 pub mod element;
 pub mod error;
 pub mod gemm;
+pub mod heuristic;
 pub mod kernel;
 pub mod numeric;
 pub mod packed;
 pub mod problem;
 pub mod quantize;
 pub mod reference;
+pub mod tune;
 
 pub use blockscaled::{BlockScaledGemm, NarrowOperand};
 pub use blockwise::BlockwiseGemm;
-pub use cutlass_kernels::{Arch, DataType, KernelSpec, Layout};
+pub use cutlass_kernels::{Arch, DataType, KernelSpec, Layout, TileScheduler};
 /// The raw C ABI (status codes, argument struct, registry).
 pub use cutlass_sys as sys;
 pub use element::{Element, Fp8};
 pub use error::{Error, OperandName, Result};
 pub use gemm::{gemm, Gemm, Workspace};
-pub use kernel::{built_kernels, DeviceInfo, Kernel, RawArgs};
+pub use kernel::{built_kernels, DeviceInfo, Kernel, RawArgs, ScheduleHints};
 pub use problem::{GemmProblem, MatrixLayout, ResolvedMatrix};
 
 /// Whether a CUDA driver and at least one device are present. Never panics: on a machine without

@@ -621,3 +621,26 @@ extern "C" int cutlass_rs_dequantize_fp8_blockwise(const void *q, const float *s
       static_cast<const uint8_t *>(q), scales, rows, cols, block_rows, 128, scales_mn_major != 0, out);
   return status_of(cudaGetLastError());
 }
+
+// The reference for host-overhead measurements: an empty kernel launched the way CUTLASS launches
+// its SM90 kernels (cudaLaunchKernelEx with a cluster-dimension attribute), so that the difference
+// between a planned GEMM's per-call host time and this one is what the library adds.
+namespace {
+__global__ void launch_probe_kernel() {}
+}  // namespace
+
+extern "C" int cutlass_rs_launch_probe(int cluster_x, int cluster_y, void *stream) {
+  if (cluster_x < 1 || cluster_y < 1) return CUTLASS_RS_ERROR_INVALID_PROBLEM;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(cluster_x, cluster_y, 1);
+  config.blockDim = dim3(128, 1, 1);
+  config.stream = static_cast<cudaStream_t>(stream);
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = cluster_x;
+  attr[0].val.clusterDim.y = cluster_y;
+  attr[0].val.clusterDim.z = 1;
+  config.attrs = attr;
+  config.numAttrs = 1;
+  return status_of(cudaLaunchKernelEx(&config, launch_probe_kernel));
+}

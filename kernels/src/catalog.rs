@@ -96,6 +96,56 @@ pub const SM90_TILES_FP8_BLOCKWISE: &[Sm90Tile] = &[sm90_tile(
     COOP_EPI,
 )];
 
+/// One kernel of the SM90 performance menu: a tile, its tile scheduler, and the layout of C and D.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sm90MenuTile {
+    /// Tile, cluster and schedules.
+    pub tile: Sm90Tile,
+    /// Tile scheduler.
+    pub scheduler: TileScheduler,
+    /// Layout of C and D. Column-major outputs serve small-M problems through the operand swap:
+    /// a row-major `D[m, n]` is a column-major `Dᵀ[n, m] = Bᵀ·Aᵀ`, so the large N becomes the
+    /// kernel's M and the small M its N, where the narrow tiles (N = 16, 32, 64) fit.
+    pub output: Layout,
+}
+
+const fn menu(
+    tile: [u32; 3],
+    cluster: [u32; 3],
+    scheduler: TileScheduler,
+    output: Layout,
+) -> Sm90MenuTile {
+    Sm90MenuTile {
+        tile: sm90_tile(tile, cluster, COOP, COOP_EPI),
+        scheduler,
+        output,
+    }
+}
+
+/// The SM90 menu for 16-bit TN GEMMs beyond [`SM90_TILES_16BIT`]: stream-K at 128x128 and 128x256
+/// (wave quantization on mid-size problems), and stream-K kernels with column-major outputs and
+/// narrow N tiles for decode-size M (16-64) through the operand swap. All emitted by CUTLASS's
+/// generator (`tests/names_match_cutlass_library.rs`).
+pub const SM90_MENU_16BIT: &[Sm90MenuTile] = &[
+    menu([128, 128, 64], [1, 2, 1], STREAM_K, Layout::RowMajor),
+    menu([128, 256, 64], [2, 1, 1], STREAM_K, Layout::RowMajor),
+    menu([128, 16, 128], [1, 1, 1], STREAM_K, Layout::ColumnMajor),
+    menu([128, 32, 128], [1, 1, 1], STREAM_K, Layout::ColumnMajor),
+    menu([128, 64, 128], [1, 1, 1], STREAM_K, Layout::ColumnMajor),
+];
+
+/// The SM90 menu for e4m3 x e4m3 TN GEMMs (bf16 and f16 outputs) beyond [`SM90_TILES_FP8`]:
+/// stream-K at 128x128x128 and the swapped narrow-N stream-K kernels for decode-size M. All
+/// with the f32-promoting (not fast-accumulation) mainloop.
+pub const SM90_MENU_FP8: &[Sm90MenuTile] = &[
+    menu([128, 128, 128], [1, 2, 1], STREAM_K, Layout::RowMajor),
+    menu([128, 16, 128], [1, 1, 1], STREAM_K, Layout::ColumnMajor),
+    menu([128, 32, 128], [1, 1, 1], STREAM_K, Layout::ColumnMajor),
+    menu([128, 64, 128], [1, 1, 1], STREAM_K, Layout::ColumnMajor),
+];
+
+const STREAM_K: TileScheduler = TileScheduler::StreamK;
+
 /// The blockwise scale blocks of the SM90 FP8 blockwise entries: 1x128 for A (activations, one
 /// scale per row and 128 elements of K) and 128x128 for B (weights), as in
 /// `shared/seeds/triton-2d-block-fp8-gemm.md` and DeepSeek-V3.
@@ -134,7 +184,8 @@ pub const AB_LAYOUTS: [(Layout, Layout); 4] = [
 /// Input types of the SM90 16-bit rows.
 pub const SM90_16BIT_INPUTS: [DataType; 2] = [DataType::F16, DataType::Bf16];
 
-/// The layout of C and D in every catalog kernel. Column-major outputs are served by the safe crate
+/// The layout of C and D in the catalog's kernels (the SM90 menu adds column-major outputs,
+/// [`Sm90MenuTile::output`]). Column-major outputs of the user's are served by the safe crate
 /// through the transpose identity `D^T = B^T A^T`, so one output layout covers both.
 pub const OUTPUT_LAYOUT: Layout = Layout::RowMajor;
 
@@ -167,6 +218,15 @@ fn sm90_spec(
         epilogue_schedule: t.epilogue,
         tile_scheduler: TileScheduler::Persistent,
     }
+}
+
+/// One TN entry of the SM90 menu.
+fn sm90_menu_spec(pair: (DataType, DataType), output: DataType, m: &Sm90MenuTile) -> KernelSpec {
+    let mut s = sm90_spec(pair, output, DataType::F32, AB_LAYOUTS[0], &m.tile, None);
+    s.tile_scheduler = m.scheduler;
+    s.c.layout = m.output;
+    s.d.layout = m.output;
+    s
 }
 
 /// The C and D type of the SM100/SM120 entries of a type row (the documented default set):
@@ -394,6 +454,17 @@ pub fn sm90() -> Vec<KernelSpec> {
             }
         }
     }
+    // The performance menu (TN).
+    for input in SM90_16BIT_INPUTS {
+        for m in SM90_MENU_16BIT {
+            out.push(sm90_menu_spec((input, input), input, m));
+        }
+    }
+    for output in [DataType::Bf16, DataType::F16] {
+        for m in SM90_MENU_FP8 {
+            out.push(sm90_menu_spec((DataType::E4M3, DataType::E4M3), output, m));
+        }
+    }
     for pair in SM90_FP8_PAIRS {
         for output in SM90_FP8_OUTPUTS {
             for t in SM90_TILES_FP8_BLOCKWISE {
@@ -406,17 +477,42 @@ pub fn sm90() -> Vec<KernelSpec> {
 }
 
 /// The kernels built when the user selects none: the 128x256x64 cooperative kernel for f16 and bf16
-/// in all four layouts with an output of the input type, plus f32 output in the TN layout, and the
-/// e4m3 x e4m3 -> bf16 FP8 kernels, tensor-wise and blockwise (12 kernels). Small enough that a
-/// cold build stays within a few minutes on two cores.
+/// in all four layouts with an output of the input type, plus f32 output in the TN layout; the
+/// e4m3 x e4m3 -> bf16 FP8 kernels, tensor-wise and blockwise; and four small-problem TN kernels
+/// per 16-bit type (20 kernels). Small enough that a cold build stays within about ten minutes on
+/// two cores.
 pub fn is_default(spec: &KernelSpec) -> bool {
-    is_default_16bit(spec) || is_default_fp8(spec)
+    is_default_16bit(spec) || is_default_fp8(spec) || is_default_menu(spec)
+}
+
+/// The small-problem kernels of the default set: for f16 and bf16 TN (output of the input type),
+/// the 64x128x64 pingpong kernel, stream-K at 128x256x64, and the swapped stream-K kernels with
+/// 16- and 64-wide N tiles, which the H200 measurements of `docs/performance.md` found fastest
+/// for decode (M = 16) and M = 128 problems.
+fn is_default_menu(spec: &KernelSpec) -> bool {
+    let tn_16bit = spec.arch == Arch::Sm90a
+        && SM90_16BIT_INPUTS.contains(&spec.a.ty)
+        && spec.d.ty == spec.a.ty
+        && (spec.a.layout, spec.b.layout) == AB_LAYOUTS[0];
+    let stream_k = spec.tile_scheduler == TileScheduler::StreamK;
+    tn_16bit
+        && match (spec.tile, spec.d.layout) {
+            ([64, 128, 64], Layout::RowMajor) => {
+                spec.kernel_schedule == PINGPONG && spec.epilogue_schedule == PINGPONG_EPI
+            }
+            ([128, 256, 64], Layout::RowMajor) => stream_k,
+            ([128, 16, 128], Layout::ColumnMajor) | ([128, 64, 128], Layout::ColumnMajor) => {
+                stream_k
+            }
+            _ => false,
+        }
 }
 
 /// The FP8 kernels of the default set: e4m3 x e4m3 to bf16 at 128x128x128 (cluster 1x2x1,
 /// cooperative), tensor-wise (scales folded into alpha) and blockwise (1x128 x 128x128 scales).
 fn is_default_fp8(spec: &KernelSpec) -> bool {
     spec.arch == Arch::Sm90a
+        && spec.tile_scheduler == TileScheduler::Persistent
         && (spec.a.ty, spec.b.ty, spec.d.ty) == (DataType::E4M3, DataType::E4M3, DataType::Bf16)
         && spec.tile == [128, 128, 128]
         && spec.cluster == [1, 2, 1]
@@ -429,6 +525,7 @@ fn is_default_fp8(spec: &KernelSpec) -> bool {
 
 fn is_default_16bit(spec: &KernelSpec) -> bool {
     spec.arch == Arch::Sm90a
+        && spec.tile_scheduler == TileScheduler::Persistent
         && SM90_16BIT_INPUTS.contains(&spec.a.ty)
         && spec.kernel_schedule == SM90_TILES_16BIT[0].schedule
         && spec.tile == SM90_TILES_16BIT[0].tile

@@ -58,7 +58,20 @@ mod tests {
     #[test]
     fn default_set_is_small_and_covers_all_layouts() {
         let d = catalog::select(&[Arch::Sm90a], &catalog::NameFilter::parse(""));
-        assert_eq!(d.len(), 12);
+        assert_eq!(d.len(), 20);
+        // The small-problem kernels: per 16-bit type, pingpong, stream-K and two swapped ones.
+        for ty in catalog::SM90_16BIT_INPUTS {
+            let small = d
+                .iter()
+                .filter(|s| {
+                    s.a.ty == ty
+                        && (s.tile[1] < 128
+                            || s.tile[0] == 64
+                            || s.tile_scheduler == crate::TileScheduler::StreamK)
+                })
+                .count();
+            assert_eq!(small, 4, "{ty}");
+        }
         assert_eq!(
             d.iter()
                 .filter(|s| s.a.ty == DataType::E4M3 && s.blockwise.is_some())
@@ -90,7 +103,12 @@ mod tests {
     fn filters_behave_like_cutlass_library_kernels() {
         let f = catalog::NameFilter::parse("cutlass3x_sm90_*_bf16_bf16_f32_bf16_bf16_*_tnt_*");
         let sel = catalog::select(&[Arch::Sm90a], &f);
-        assert_eq!(sel.len(), catalog::SM90_TILES_16BIT.len());
+        // The base tiles plus the menu's row-major-output (stream-K) kernels.
+        let menu = catalog::SM90_MENU_16BIT
+            .iter()
+            .filter(|m| m.output == crate::Layout::RowMajor)
+            .count();
+        assert_eq!(sel.len(), catalog::SM90_TILES_16BIT.len() + menu);
         assert!(sel
             .iter()
             .all(|s| s.layout_name() == "TN" && s.a.ty == DataType::Bf16));

@@ -353,6 +353,9 @@ pub struct Origin {
 pub enum TileScheduler {
     /// The persistent data-parallel scheduler (CUTLASS's default; no name suffix).
     Persistent,
+    /// Stream-K (`cutlass::gemm::StreamKScheduler`): the K loop of the output tiles is divided
+    /// evenly over the SMs, partial tiles are reduced in a workspace. Cooperative kernels only.
+    StreamK,
 }
 
 impl TileScheduler {
@@ -360,6 +363,7 @@ impl TileScheduler {
     pub const fn suffix(self) -> &'static str {
         match self {
             TileScheduler::Persistent => "",
+            TileScheduler::StreamK => "_stream_k",
         }
     }
 
@@ -367,6 +371,7 @@ impl TileScheduler {
     pub const fn cpp_type(self) -> &'static str {
         match self {
             TileScheduler::Persistent => "cutlass::gemm::PersistentScheduler",
+            TileScheduler::StreamK => "cutlass::gemm::StreamKScheduler",
         }
     }
 }
@@ -662,6 +667,19 @@ impl KernelSpec {
                         "{name}: {} does not pair with the {} epilogue",
                         self.kernel_schedule.policy(),
                         self.epilogue_schedule.cpp_type()
+                    ));
+                }
+                // CUTLASS's SM90 stream-K reduces partial tiles in the cooperative kernel only
+                // (`sm90_gemm_tma_warpspecialized_pingpong.hpp` refuses it).
+                if self.tile_scheduler == TileScheduler::StreamK
+                    && !matches!(
+                        self.kernel_schedule,
+                        K::TmaWarpSpecializedCooperative
+                            | K::TmaWarpSpecializedCooperativeFp8FastAccum
+                    )
+                {
+                    return Err(format!(
+                        "{name}: the stream-K scheduler needs a cooperative schedule"
                     ));
                 }
                 let fp8 = |t: DataType| matches!(t, DataType::E4M3 | DataType::E5M2);

@@ -79,6 +79,13 @@ typedef struct cutlass_rs_gemm_args {
   /* The CUDA device ordinal and its multiprocessor count (persistent kernels size their grid by it). */
   int32_t device_id;
   int32_t sm_count;
+  /* Tile-scheduler hints, 0 for CUTLASS's defaults: the raster swizzle (1, 2, 4 or 8 CTAs), the
+   * raster order (1 along M, 2 along N) and, for stream-K kernels, a split-K factor (> 1 replaces
+   * the stream-K decomposition). */
+  int32_t swizzle;
+  int32_t raster;
+  int32_t splits;
+  int32_t reserved;
 } cutlass_rs_gemm_args;
 
 typedef int (*cutlass_rs_can_implement_fn)(const cutlass_rs_gemm_args *args);

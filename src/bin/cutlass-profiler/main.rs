@@ -5,7 +5,14 @@
 //! cutlass-profiler list [--format tsv|json|table] [--filter PATTERNS]
 //! cutlass-profiler census [--coverage] [--filter PATTERNS] [--jobs N] [--limit N] [--out FILE]
 //! cutlass-profiler census --recheck [--out FILE]
+//! cutlass-profiler profile [--shapes FILE | --shape MxNxK,...] [--types bf16,f16,e4m3,fp8bw]
+//!                          [--kernels heuristic|all|NAME] [--autotune CACHE] [--csv FILE]
+//!                          [--svg PREFIX] [--rounds N]
+//! cutlass-profiler overhead [--shape MxNxK]
 //! ```
+//! `profile` times this crate's GEMMs against cuBLAS/cuBLASLt in the same process on
+//! `../shared/bench/shapes.tsv` (or the given shapes), checks each result against the other
+//! library's, and prints TFLOP/s, % of the roofline and the ratio (see `profile.rs`).
 //! `census` compiles entries to PTX (nvcc `--ptx`, at most 2 jobs by default), finds the MMA
 //! instructions in the PTX and checks them against the kind, CTA group and scale-vector size the
 //! seed's tables imply. Results append to `kernels/census.tsv`; entries already there are skipped,
@@ -17,10 +24,12 @@
 use std::io::Write;
 use std::process::ExitCode;
 
+mod profile;
+
 use cutlass_kernels::catalog::{self, NameFilter};
 use cutlass_kernels::KernelSpec;
 
-const USAGE: &str = "usage: cutlass-profiler list [--format tsv|json|table] [--filter PATTERNS]\n       cutlass-profiler census [--coverage] [--filter PATTERNS] [--jobs N] [--limit N] [--out FILE]";
+const USAGE: &str = "usage: cutlass-profiler list [--format tsv|json|table] [--filter PATTERNS]\n       cutlass-profiler census [--coverage] [--filter PATTERNS] [--jobs N] [--limit N] [--out FILE]\n       cutlass-profiler profile [--shapes FILE | --shape MxNxK] [--types bf16,f16,e4m3,fp8bw] [--kernels heuristic|all|NAME] [--autotune CACHE] [--csv FILE] [--svg PREFIX]";
 const COLUMNS: [&str; 15] = [
     "name",
     "arch",
@@ -80,6 +89,12 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().map(String::as_str) == Some("census") {
         return census::main(&args[1..]);
+    }
+    if args.first().map(String::as_str) == Some("profile") {
+        return profile::main(&args[1..]);
+    }
+    if args.first().map(String::as_str) == Some("overhead") {
+        return profile::overhead(&args[1..]);
     }
     if args.first().map(String::as_str) != Some("list") {
         eprintln!("{USAGE}");

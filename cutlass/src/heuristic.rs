@@ -1,0 +1,202 @@
+//! Kernel selection without running anything: a time estimate for each candidate kernel from the
+//! problem's shape, the kernel's tile, schedule and tile scheduler, and the device's SM count.
+//!
+//! The estimate is the larger of a compute time and a memory time, plus a fixed cost:
+//!
+//! - compute: the output tiles (padded to whole tiles, which charges small problems for the rows a
+//!   tile wastes) over the SMs, in whole waves for the data-parallel scheduler and evenly spread for
+//!   stream-K, each tile at a throughput that falls with the tile's area (narrow tiles issue more
+//!   shared-memory traffic per MMA);
+//! - streaming: what the busiest SM reads for its tiles' A and B panels at what one CTA can pull
+//!   (few output tiles cannot use the whole bandwidth: why stream-K and the operand swap help
+//!   decode-size problems);
+//! - memory: every byte of A, B and D once at the DRAM bandwidth;
+//! - fixed: launch and epilogue, more for stream-K's workspace reset and reduction.
+//!
+//! The constants are for Hopper (H100/H200), fitted to the profiler's exhaustive run of the
+//! 16-bit menu over `shared/bench/shapes.tsv` on an H200 (`cutlass-profiler profile --kernels
+//! all`; `docs/performance.md` has the numbers and how well the picks do: in-sample and
+//! leave-one-shape-out). [`crate::tune`] measures instead of estimating. Automatic selection
+//! never takes an FP8 fast-accumulation kernel (less precise): name it to use it.
+
+use cutlass_kernels::{DataType, KernelSchedule, KernelSpec, TileScheduler};
+
+use crate::kernel::Kernel;
+
+/// Dense bf16 tensor-core FLOP per microsecond per SM at the sustained clock (989 TFLOP/s over
+/// 132 SMs on an H100/H200 SXM).
+const FLOP_PER_US_PER_SM: f64 = 7.5e6;
+/// Sustained DRAM bandwidth in bytes per microsecond.
+const BYTES_PER_US: f64 = 3.2e6;
+/// What one CTA streams from DRAM at most, bytes per microsecond: why a few output tiles cannot
+/// pull the whole bandwidth (decode-size problems), and what stream-K and the operand swap fix.
+const CTA_BYTES_PER_US: f64 = 1.17e5;
+/// Launch and epilogue, microseconds.
+const FIXED_US: f64 = 3.4;
+/// Stream-K's extra fixed cost: the workspace reset and the reduction of partial tiles.
+const STREAM_K_US: f64 = 13.7;
+
+/// Fraction of the peak a tile sustains in its main loop.
+fn tile_efficiency(spec: &KernelSpec) -> f64 {
+    let [tm, tn, _] = spec.tile;
+    let base = match tm * tn {
+        a if a >= 32768 => 1.0,
+        a if a >= 16384 => 0.72,
+        a if a >= 8192 => 0.675,
+        a if a >= 4096 => 0.43,
+        _ => 0.30,
+    };
+    let schedule = match spec.kernel_schedule {
+        KernelSchedule::TmaWarpSpecialized => 0.9,
+        _ => 1.0,
+    };
+    base * schedule
+}
+
+/// MMA throughput of the input type relative to bf16.
+fn type_speed(t: DataType) -> f64 {
+    match t.bits() {
+        8 => 2.0,
+        32 => 0.5,
+        _ => 1.0,
+    }
+}
+
+/// Estimated microseconds for an `m x n x k` (kernel view) problem of `batch` on `sms` SMs: the
+/// largest of the compute time, the time the busiest CTA needs to stream its A and B panels, and
+/// the time to move every byte once, plus fixed costs.
+pub fn estimate_us(
+    spec: &KernelSpec,
+    m: usize,
+    n: usize,
+    k: usize,
+    batch: usize,
+    sms: usize,
+) -> f64 {
+    let [tm, tn, _] = spec.tile.map(|v| v as usize);
+    let sms = sms.max(1);
+    let bits = |t: DataType| t.bits() as usize;
+    let tiles = m.div_ceil(tm) * n.div_ceil(tn) * batch.max(1);
+    let tile_us = (2 * tm * tn * k) as f64
+        / (FLOP_PER_US_PER_SM * tile_efficiency(spec) * type_speed(spec.a.ty));
+    let tile_bytes = ((tm * bits(spec.a.ty) + tn * bits(spec.b.ty)) * k / 8) as f64;
+    let total_bytes =
+        ((m * k * bits(spec.a.ty) + n * k * bits(spec.b.ty) + m * n * bits(spec.d.ty))
+            * batch.max(1)
+            / 8) as f64;
+    // Tiles per SM: whole waves for the data-parallel scheduler, an even share for stream-K.
+    let (per_sm, fixed) = if spec.tile_scheduler == TileScheduler::StreamK {
+        (tiles as f64 / sms as f64, FIXED_US + STREAM_K_US)
+    } else {
+        (tiles.div_ceil(sms) as f64, FIXED_US)
+    };
+    let compute = per_sm * tile_us;
+    let stream = per_sm * tile_bytes / CTA_BYTES_PER_US;
+    compute.max(stream).max(total_bytes / BYTES_PER_US) + fixed
+}
+
+fn fast_accum(spec: &KernelSpec) -> bool {
+    matches!(
+        spec.kernel_schedule,
+        KernelSchedule::TmaWarpSpecializedCooperativeFp8FastAccum
+            | KernelSchedule::TmaWarpSpecializedPingpongFp8FastAccum
+    )
+}
+
+/// The kernel with the smallest estimate; `shape` gives each kernel's view of the output
+/// (`m x n`: the problem's, or its transpose for kernels that compute Dᵀ). Fast-accumulation
+/// kernels only when nothing else serves; ties go to the larger tile.
+pub(crate) fn choose(
+    kernels: &[Kernel],
+    k: usize,
+    batch: usize,
+    sm_count: i32,
+    shape: &dyn Fn(&KernelSpec) -> (usize, usize),
+) -> Kernel {
+    let sms = sm_count.max(1) as usize;
+    let precise = kernels.iter().any(|kn| !fast_accum(&kn.spec));
+    *kernels
+        .iter()
+        .filter(|kn| !precise || !fast_accum(&kn.spec))
+        .min_by(|x, y| {
+            let cost = |kn: &Kernel| {
+                let (m, n) = shape(&kn.spec);
+                estimate_us(&kn.spec, m, n, k, batch, sms)
+            };
+            let area = |kn: &Kernel| kn.spec.tile[0] * kn.spec.tile[1];
+            cost(x).total_cmp(&cost(y)).then(area(y).cmp(&area(x)))
+        })
+        .expect("non-empty")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cutlass_kernels::{catalog, Layout};
+
+    /// The bf16 TN kernels (row-major D, or column-major D for the swap) of the catalog.
+    fn bf16_menu() -> Vec<KernelSpec> {
+        catalog::sm90()
+            .into_iter()
+            .filter(|s| {
+                s.a.ty == DataType::Bf16 && s.d.ty == DataType::Bf16 && s.layout_name() == "TN"
+            })
+            .collect()
+    }
+
+    fn pick(m: usize, n: usize, k: usize) -> KernelSpec {
+        bf16_menu()
+            .into_iter()
+            .min_by(|x, y| {
+                let e = |s: &KernelSpec| {
+                    let (km, kn) = if s.d.layout == Layout::ColumnMajor {
+                        (n, m)
+                    } else {
+                        (m, n)
+                    };
+                    estimate_us(s, km, kn, k, 1, 132)
+                };
+                e(x).total_cmp(&e(y))
+            })
+            .unwrap()
+    }
+
+    /// Where the estimate agrees with the H200 measurements of docs/performance.md (the fastest
+    /// kernel of the menu measured by `cutlass-profiler profile --kernels all`).
+    #[test]
+    fn picks_match_measured_winners() {
+        let s = pick(4096, 4096, 4096);
+        assert_eq!(
+            (s.tile, s.tile_scheduler),
+            ([128, 256, 64], TileScheduler::Persistent)
+        );
+        let s = pick(8192, 8192, 8192);
+        assert_eq!(
+            (s.tile, s.tile_scheduler),
+            ([128, 256, 64], TileScheduler::StreamK)
+        );
+        let s = pick(16, 6144, 4096);
+        assert_eq!(
+            (s.tile, s.kernel_schedule),
+            ([64, 128, 64], KernelSchedule::TmaWarpSpecializedPingpong)
+        );
+    }
+
+    #[test]
+    fn decode_estimates_are_bounded_by_reading_the_weights() {
+        let (m, n, k) = (16, 28672, 4096);
+        let weights_us = (n * k * 2) as f64 / BYTES_PER_US;
+        for s in bf16_menu() {
+            let (km, kn) = if s.d.layout == Layout::ColumnMajor {
+                (n, m)
+            } else {
+                (m, n)
+            };
+            assert!(
+                estimate_us(&s, km, kn, k, 1, 132) >= weights_us,
+                "{}",
+                s.name()
+            );
+        }
+    }
+}
