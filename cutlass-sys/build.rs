@@ -72,6 +72,7 @@ fn main() {
         None => Vec::new(),
     };
     build_library(&gen_dir, &objects, toolchain.as_ref());
+    export_paths(&gen_dir, &out, toolchain.as_ref());
     generate_bindings(&gen_dir, &out);
     write_build_report(&out, &specs, toolchain.as_ref());
 }
@@ -460,6 +461,25 @@ fn build_library(gen_dir: &Path, objects: &[PathBuf], tc: Option<&Toolchain>) {
             println!("cargo:rustc-link-lib=dylib={lib}");
         }
     }
+}
+
+/// Step 4b: where the C header, the static library and the CUDA runtime are, for callers in other
+/// languages (`cutlass_sys::{INCLUDE_DIR, LIB_DIR, CUDA_INCLUDE_DIR, CUDA_LIB_DIR}`).
+fn export_paths(gen_dir: &Path, out: &Path, tc: Option<&Toolchain>) {
+    println!(
+        "cargo:rustc-env=CUTLASS_RS_INCLUDE_DIR={}",
+        gen_dir.display()
+    );
+    println!("cargo:rustc-env=CUTLASS_RS_LIB_DIR={}", out.display());
+    let (inc, lib) = tc.map_or((String::new(), String::new()), |t| {
+        let inc = t.cuda_lib.parent().map(|p| p.join("include"));
+        (
+            inc.map_or(String::new(), |p| p.display().to_string()),
+            t.cuda_lib.display().to_string(),
+        )
+    });
+    println!("cargo:rustc-env=CUTLASS_RS_CUDA_INCLUDE_DIR={inc}");
+    println!("cargo:rustc-env=CUTLASS_RS_CUDA_LIB_DIR={lib}");
 }
 
 /// Step 5: Rust declarations for the one C header.

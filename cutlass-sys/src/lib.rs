@@ -13,6 +13,17 @@
 
 include!(concat!(env!("OUT_DIR"), "/bindings.rs"));
 
+/// The directory holding this build's C header, `cutlass_rs.h` (with `cutlass_rs_abi.h`).
+pub const INCLUDE_DIR: &str = env!("CUTLASS_RS_INCLUDE_DIR");
+/// The directory holding this build's static library, `libcutlass_rs_kernels.a` (kernels,
+/// quantizers, registry). Link it with the CUDA runtime (`-lcudart_static` from
+/// [`CUDA_LIB_DIR`]) and `-lstdc++ -ldl -lrt -lpthread`.
+pub const LIB_DIR: &str = env!("CUTLASS_RS_LIB_DIR");
+/// The CUDA toolkit's include directory this build used (empty when it used none).
+pub const CUDA_INCLUDE_DIR: &str = env!("CUTLASS_RS_CUDA_INCLUDE_DIR");
+/// The CUDA toolkit's library directory this build used (empty when it used none).
+pub const CUDA_LIB_DIR: &str = env!("CUTLASS_RS_CUDA_LIB_DIR");
+
 /// What the build script built: the kernel count, the architectures, the toolchain versions and the
 /// kernel names, one per line.
 pub const BUILD_REPORT: &str = include_str!(concat!(env!("OUT_DIR"), "/build-report.txt"));

@@ -284,6 +284,16 @@ mod tests {
     }
 
     #[test]
+    fn plans_can_be_shared_across_threads() {
+        fn send_sync<T: Send + Sync>() {}
+        send_sync::<Gemm<half::bf16, half::bf16, half::bf16>>();
+        send_sync::<crate::BlockwiseGemm<crate::numeric::E4M3, crate::numeric::E4M3, half::bf16>>();
+        send_sync::<crate::BlockScaledGemm<crate::numeric::E2M1, crate::numeric::E2M1, half::f16>>(
+        );
+        send_sync::<TuneCache>();
+    }
+
+    #[test]
     fn keys_tell_problems_apart() {
         let dev = DeviceInfo {
             ordinal: 0,
