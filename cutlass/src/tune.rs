@@ -244,18 +244,23 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
     }
 }
 
-/// Uniform values in [-1, 1) rounded to `T`, from a fixed-seed generator.
-fn random<T: Element>(stream: &Arc<CudaStream>, len: usize, seed: u64) -> Result<CudaSlice<T>> {
+/// `len` uniform values in [-1, 1) rounded to `T`, from a fixed-seed xorshift generator: inputs
+/// for timing runs (autotuning, the profiler), not for statistics.
+pub fn random_values<T: Element>(len: usize, seed: u64) -> Vec<T> {
     let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let host: Vec<T> = (0..len.max(1))
+    (0..len)
         .map(|_| {
             s ^= s << 13;
             s ^= s >> 7;
             s ^= s << 17;
             T::from_f64((s >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0)
         })
-        .collect();
-    Ok(stream.clone_htod(&host)?)
+        .collect()
+}
+
+/// [`random_values`] on the device (at least one element).
+fn random<T: Element>(stream: &Arc<CudaStream>, len: usize, seed: u64) -> Result<CudaSlice<T>> {
+    Ok(stream.clone_htod(&random_values::<T>(len.max(1), seed))?)
 }
 
 #[cfg(test)]

@@ -302,15 +302,7 @@ fn fill<T: Element + cudarc::driver::DeviceRepr>(
     seed: u64,
 ) -> Result<CudaSlice<T>> {
     let period = len.min(1 << 24);
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let pattern: Vec<T> = (0..period)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            T::from_f64((s >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0)
-        })
-        .collect();
+    let pattern: Vec<T> = cutlass::tune::random_values(period, seed);
     // SAFETY: every element is written below.
     let mut out = unsafe { stream.alloc::<T>(len) }?;
     let mut off = 0;
