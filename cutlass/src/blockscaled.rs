@@ -532,14 +532,7 @@ impl<EA: MxElement, EB: MxElement, TD: Element> std::fmt::Debug for BlockScaledG
 impl<EA: MxElement, EB: MxElement, TD: Element> BlockScaledGemm<EA, EB, TD> {
     /// Plans an MX GEMM (ue8m0 scales per 32) on `ctx`'s device.
     pub fn new_mx(ctx: &CudaContext, problem: &GemmProblem) -> Result<Self> {
-        Self::plan(
-            DeviceInfo::query(ctx)?,
-            problem,
-            None,
-            Family::Mx,
-            false,
-            false,
-        )
+        Self::plan_mx(DeviceInfo::query(ctx)?, problem, None)
     }
 
     /// Plans an MX GEMM for a described device, optionally with the kernel of this name.
@@ -554,14 +547,7 @@ impl<EA: MxElement, EB: MxElement, TD: Element> BlockScaledGemm<EA, EB, TD> {
     /// Plans a GEMM of packed FP8/FP6/FP4 operands without block scales ([`PackedTensor`]; Table
     /// 2's f8f6f4 kernels) on `ctx`'s device.
     pub fn new_plain(ctx: &CudaContext, problem: &GemmProblem) -> Result<Self> {
-        Self::plan(
-            DeviceInfo::query(ctx)?,
-            problem,
-            None,
-            Family::Plain,
-            false,
-            false,
-        )
+        Self::plan_plain(DeviceInfo::query(ctx)?, problem, None)
     }
 
     /// [`BlockScaledGemm::new_plain`] for a described device, optionally with the named kernel.
@@ -846,14 +832,7 @@ impl<EA: MxElement, EB: MxElement, TD: Element> BlockScaledGemm<EA, EB, TD> {
 impl<TD: Element> BlockScaledGemm<E2M1, E2M1, TD> {
     /// Plans an NVFP4 GEMM (ue4m3 scales per 16) on `ctx`'s device.
     pub fn new_nvfp4(ctx: &CudaContext, problem: &GemmProblem) -> Result<Self> {
-        Self::plan(
-            DeviceInfo::query(ctx)?,
-            problem,
-            None,
-            Family::Nv,
-            false,
-            false,
-        )
+        Self::plan_nvfp4(DeviceInfo::query(ctx)?, problem, None)
     }
 
     /// Plans an NVFP4 GEMM for a described device, optionally with the kernel of this name.

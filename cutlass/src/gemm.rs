@@ -42,6 +42,12 @@ enum Source<'a, T> {
     D,
 }
 
+impl<'a, T> From<Option<&'a dyn DevicePtr<T>>> for Source<'a, T> {
+    fn from(c: Option<&'a dyn DevicePtr<T>>) -> Self {
+        c.map_or(Source::None, Source::Buffer)
+    }
+}
+
 /// One operand as the kernel sees it, and which user operand it is.
 #[derive(Clone, Copy, Debug)]
 struct KernelOperand {
@@ -293,11 +299,7 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
         d: &mut dyn DevicePtrMut<TD>,
         workspace: Workspace<'_>,
     ) -> Result<()> {
-        let c = match c {
-            Some(c) => Source::Buffer(c),
-            None => Source::None,
-        };
-        self.run_checked(stream, a, b, None, c, d, workspace)
+        self.run_checked(stream, a, b, None, Source::from(c), d, workspace)
     }
 
     /// `D = alpha * A·B + beta * D`: C is D itself, with D's geometry.
@@ -331,11 +333,7 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
         d: &mut dyn DevicePtrMut<TD>,
         workspace: Workspace<'_>,
     ) -> Result<()> {
-        let c = match c {
-            Some(c) => Source::Buffer(c),
-            None => Source::None,
-        };
-        self.run_checked(stream, a, b, Some(scales), c, d, workspace)
+        self.run_checked(stream, a, b, Some(scales), Source::from(c), d, workspace)
     }
 
     /// [`Gemm::run_raw`] with blockwise scales.
