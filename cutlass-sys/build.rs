@@ -277,6 +277,10 @@ fn generate_sources(gen_dir: &Path, specs: &[KernelSpec], cutlass_version: u32, 
         &gen_dir.join(codegen::QUANTIZE_SOURCE_NAME),
         codegen::QUANTIZE_SOURCE,
     );
+    write_if_changed(
+        &gen_dir.join(codegen::ENCODE_HEADER_NAME),
+        codegen::ENCODE_HEADER,
+    );
     for s in specs {
         write_if_changed(
             &gen_dir.join(format!("{}.cu", s.name())),
@@ -337,7 +341,8 @@ fn compile_kernels(
         .collect();
     jobs.push(Job {
         name: "cutlass_rs_quantize".into(),
-        source: codegen::QUANTIZE_SOURCE.into(),
+        // The hash covers the header it includes besides the shared ones.
+        source: format!("{}{}", codegen::QUANTIZE_SOURCE, codegen::ENCODE_HEADER),
         flags: nvcc_flags(config, &config.archs),
     });
     let objects: Vec<PathBuf> = jobs

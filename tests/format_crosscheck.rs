@@ -34,13 +34,19 @@ fn toolchain() -> (PathBuf, PathBuf, PathBuf) {
     (root, cuda, cutlass)
 }
 
-/// Builds `tests/oracle/NAME.cu` (once per source change) and returns the executable.
-fn oracle(name: &str) -> PathBuf {
+/// Builds `tests/oracle/NAME.cu` (once per change of it or of the files in `deps`, relative to
+/// the repository root) and returns the executable.
+fn oracle(name: &str, deps: &[&str]) -> PathBuf {
     let (root, cuda, cutlass) = toolchain();
     let src = root.join(format!("tests/oracle/{name}.cu"));
     let exe = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("oracle-{name}"));
     let fresh = |p: &Path| p.metadata().and_then(|m| m.modified()).ok();
-    if fresh(&exe).is_some() && fresh(&exe) >= fresh(&src) {
+    let newest_input = std::iter::once(src.clone())
+        .chain(deps.iter().map(|d| root.join(d)))
+        .map(|p| fresh(&p))
+        .max()
+        .flatten();
+    if fresh(&exe).is_some() && fresh(&exe) >= newest_input {
         return exe;
     }
     let nvcc = cuda.join("bin/nvcc");
@@ -185,7 +191,7 @@ impl Tally {
 
 #[test]
 fn conversions_match_cuda_and_cutlass() {
-    let exe = oracle("conversions");
+    let exe = oracle("conversions", &[]);
     let xs = inputs();
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
     let input = dir.join("crosscheck-inputs.f32");
@@ -335,7 +341,7 @@ fn conversions_match_cuda_and_cutlass() {
 
 #[test]
 fn scale_factor_layout_matches_cutlass() {
-    let exe = oracle("sf_layout");
+    let exe = oracle("sf_layout", &[]);
     let output = Path::new(env!("CARGO_TARGET_TMPDIR")).join("sf-layout.bin");
     assert!(Command::new(&exe).arg(&output).status().unwrap().success());
     let out = std::fs::read(&output).unwrap();
@@ -387,4 +393,141 @@ fn scale_factor_layout_matches_cutlass() {
     assert_eq!(pos, words.len());
     println!("scale-factor layout: {cases} shapes, {compared} offsets and sizes compared, {differ} differ");
     assert_eq!(differ, 0, "first difference: {}", first.unwrap_or_default());
+}
+
+/// The quantization kernels' FP6/FP4 encoders (`kernels/cuda/narrow_encode.cuh`), built for the
+/// host, against this crate's codec: the f32 encoder on the million inputs above, the two-lane
+/// bf16x2/f16x2 encoder on every finite 16-bit value of each lane, and the packers.
+#[test]
+fn device_encoders_match_host_codec() {
+    let exe = oracle("encoders", &["kernels/cuda/narrow_encode.cuh"]);
+    let xs = inputs();
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let input = dir.join("encoders-inputs.f32");
+    let output = dir.join("encoders-outputs.bin");
+    let bytes: Vec<u8> = xs.iter().flat_map(|x| x.to_le_bytes()).collect();
+    std::fs::write(&input, bytes).unwrap();
+    let status = Command::new(&exe)
+        .arg(&input)
+        .arg(&output)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let out = std::fs::read(&output).unwrap();
+    let mut pos = 0;
+
+    type Encoder = fn(f32) -> u8;
+    let encoders: [(&'static str, Encoder); 3] = [
+        ("e2m3", |x| E2M3::from_f32(x).to_bits()),
+        ("e3m2", |x| E3M2::from_f32(x).to_bits()),
+        ("e2m1", |x| E2M1::from_f32(x).to_bits()),
+    ];
+    let mut tallies = Vec::new();
+    let mut f32_tallies: Vec<Tally> = ["f32 e2m3", "f32 e3m2", "f32 e2m1"]
+        .into_iter()
+        .map(Tally::new)
+        .collect();
+    for &x in &xs {
+        for (i, (_, enc)) in encoders.iter().enumerate() {
+            let (ours, theirs) = (enc(x), out[pos + i]);
+            f32_tallies[i].check(ours == theirs, || {
+                format!(
+                    "x = {x:e} ({:#010x}): host {ours:#04x}, device encoder {theirs:#04x}",
+                    x.to_bits()
+                )
+            });
+        }
+        pos += 3;
+    }
+    tallies.extend(f32_tallies);
+
+    let lanes: [fn(u16) -> f32; 2] = [
+        |u| half::bf16::from_bits(u).to_f32(),
+        |u| half::f16::from_bits(u).to_f32(),
+    ];
+    const NAMES: [[&str; 3]; 2] = [
+        ["bf16x2 e2m3", "bf16x2 e3m2", "bf16x2 e2m1"],
+        ["f16x2 e2m3", "f16x2 e3m2", "f16x2 e2m1"],
+    ];
+    for (l, to_f32) in lanes.iter().enumerate() {
+        for (f, (_, enc)) in encoders.iter().enumerate() {
+            let mut t = Tally::new(NAMES[l][f]);
+            for u in 0..=u16::MAX {
+                let hi = (u as u32 * 40503) as u16;
+                for (lane, bits) in [(0, u), (1, hi)] {
+                    let x = to_f32(bits);
+                    // The two-lane encoder's contract excludes NaN (blocks with NaN are encoded
+                    // separately); infinities saturate like any large value.
+                    if x.is_nan() {
+                        continue;
+                    }
+                    let (ours, theirs) = (enc(x), out[pos + 2 * u as usize + lane]);
+                    t.check(ours == theirs, || {
+                        format!("lane {lane} = {x:e} ({bits:#06x}): host {ours:#04x}, device encoder {theirs:#04x}")
+                    });
+                }
+            }
+            pos += 2 * 65536;
+            tallies.push(t);
+        }
+    }
+
+    let mut odd: Vec<Tally> = [
+        "f32 pairs via f16 odd e2m3",
+        "f32 pairs via f16 odd e3m2",
+        "f32 pairs via f16 odd e2m1",
+    ]
+    .into_iter()
+    .map(Tally::new)
+    .collect();
+    for pair in xs.chunks_exact(2) {
+        for (f, (_, enc)) in encoders.iter().enumerate() {
+            for (lane, &x) in pair.iter().enumerate() {
+                // NaN is routed to the f32 encoder by the kernels.
+                if x.is_nan() {
+                    continue;
+                }
+                let (ours, theirs) = (enc(x), out[pos + 2 * f + lane]);
+                odd[f].check(ours == theirs, || {
+                    format!("lane {lane} = {x:e} ({:#010x}): host {ours:#04x}, device encoder {theirs:#04x}", x.to_bits())
+                });
+            }
+        }
+        pos += 6;
+    }
+    tallies.extend(odd);
+
+    let mut packing = Tally::new("pack fp4/fp6 (3 packers)");
+    for g in xs.chunks_exact(8) {
+        let p4 = PackedVec::from_values(&g.iter().map(|&x| E2M1::from_f32(x)).collect::<Vec<_>>());
+        let p6 = PackedVec::from_values(&g.iter().map(|&x| E2M3::from_f32(x)).collect::<Vec<_>>());
+        for (ours, n) in [(p4.as_bytes(), 4), (p6.as_bytes(), 6), (p4.as_bytes(), 4)] {
+            let theirs = &out[pos..pos + n];
+            pos += n;
+            packing.check(ours == theirs, || {
+                format!("group {g:?}: host {ours:02x?}, device packer {theirs:02x?}")
+            });
+        }
+    }
+    tallies.push(packing);
+    assert_eq!(pos, out.len(), "oracle output has unread bytes");
+
+    println!("{:<26} {:>10} {:>8}", "encoder", "compared", "differ");
+    for t in &tallies {
+        println!("{:<26} {:>10} {:>8}", t.name, t.compared, t.differ);
+    }
+    let bad: Vec<String> = tallies
+        .iter()
+        .filter(|t| t.differ > 0)
+        .map(|t| {
+            format!(
+                "{}: {} of {} differ; first: {}",
+                t.name,
+                t.differ,
+                t.compared,
+                t.first.as_deref().unwrap_or("")
+            )
+        })
+        .collect();
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
 }

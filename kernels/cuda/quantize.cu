@@ -3,8 +3,9 @@
 // selected architecture.
 //
 // Every kernel reproduces the host quantizers of `cutlass::blockscale` bit for bit: the same f32
-// operations in the same order, and CUDA's own conversion functions (which the host code matches,
-// see tests/format_crosscheck.rs).
+// operations in the same order, CUDA's own conversion functions for FP8 and ue4m3 (which the host
+// code matches), and for FP6/FP4 the encoders of narrow_encode.cuh (which the host code matches on
+// every input tested; both checks are in tests/format_crosscheck.rs).
 //
 // Matrices are row-major [rows, k] with k contiguous (A as M x K, B as N x K). Packed FP4/FP6 output
 // is the dense little-endian bit stream (element i at bits [i*b, (i+1)*b)). Scale factors of MX and
@@ -12,6 +13,7 @@
 // plain row-major [ceil(rows/br), ceil(cols/bc)] f32 matrix.
 
 #include <cstdint>
+#include <type_traits>
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -21,6 +23,7 @@
 #include <cuda_runtime_api.h>
 
 #include "cutlass_rs_abi.h"
+#include "narrow_encode.cuh"
 
 namespace {
 
@@ -85,15 +88,6 @@ __device__ __forceinline__ float group_max(float v, int width) {
   return v;
 }
 
-// floor(log2(a)) for finite a > 0, subnormals included (what the host computes in f64).
-__device__ __forceinline__ int floor_log2(float a) {
-  uint32_t bits = __float_as_uint(a);
-  int e = int((bits >> 23) & 0xff);
-  if (e != 0) return e - 127;
-  uint32_t m = bits & 0x7fffff;
-  return (31 - __clz(m)) - 149;
-}
-
 // Sm1xxBlockScaledConfig offset of scale factor (row, j) (batch 0).
 __device__ __forceinline__ int64_t sf_offset(int64_t row, int64_t j, int64_t k_blocks) {
   int64_t within = (row % 32) * 16 + ((row / 32) % 4) * 4 + (j % 4);
@@ -103,62 +97,6 @@ __device__ __forceinline__ int64_t sf_offset(int64_t row, int64_t j, int64_t k_b
 enum ElemKind { kE4M3 = CUTLASS_RS_DTYPE_E4M3, kE5M2 = CUTLASS_RS_DTYPE_E5M2, kE2M3 = CUTLASS_RS_DTYPE_E2M3,
                 kE3M2 = CUTLASS_RS_DTYPE_E3M2, kE2M1 = CUTLASS_RS_DTYPE_E2M1 };
 
-// RNE encoding to a small format without infinities or NaN (FP6, FP4), saturating; NaN gives +max.
-// The same algorithm as the host codec (cutlass::numeric::FloatFormat::encode_rne), which matches
-// CUDA's __nv_cvt_float_to_fp6/fp4 on every input tested (tests/format_crosscheck.rs); sm_90 has no
-// conversion instruction for these formats and CUDA's emulation is slow.
-template <int kMan, int kBias, int kBits, bool kMayBeNan = true>
-__device__ __forceinline__ uint32_t encode_small(float y) {
-  constexpr uint32_t kMaxCode = (1u << (kBits - 1)) - 1;
-  const uint32_t bits = __float_as_uint(y);
-  const uint32_t sign = (bits >> 31) << (kBits - 1);
-  if (kMayBeNan && y != y) return kMaxCode;
-  const float a = fabsf(y);
-  constexpr int kEmin = 1 - kBias;
-  const float max_value = __uint_as_float(uint32_t(((1 << (kBits - 1 - kMan)) - 1 - kBias + 127) << 23) |
-                                          (((1u << kMan) - 1) << (23 - kMan)));
-  if (a >= max_value) return kMaxCode | sign;
-  int e = int((bits >> 23) & 0xff) - 127;
-  e = e < kEmin ? kEmin : e;
-  // a * 2^(kMan - e) is exact (power-of-two scaling into [0, 2^(kMan+1)]); rint is ties-to-even.
-  const int r = __float2int_rn(a * __uint_as_float(uint32_t(kMan - e + 127) << 23));
-  return uint32_t(((e + kBias - 1) << kMan) + r) | sign;
-}
-
-// Packs 8 sub-byte codes (kBits = 4 or 6) of v[j] * inv, encoded by Enc, into 32-bit words, and
-// stores them (whole run: one 32-bit store for FP4, three 16-bit stores for FP6).
-template <int kBits, class T, class Enc>
-__device__ __forceinline__ void pack_store_sub8(uint8_t *out, int64_t i0, const Raw8<T> &v, float inv, Enc enc) {
-  uint32_t c[8];
-#pragma unroll
-  for (int j = 0; j < 8; ++j) c[j] = enc(to_f32(v.e[j]) * inv);
-  uint8_t *dst = out + i0 * kBits / 8;
-  if constexpr (kBits == 4) {
-    uint32_t w = 0;
-#pragma unroll
-    for (int j = 0; j < 8; ++j) w |= c[j] << (4 * j);
-    if ((reinterpret_cast<uintptr_t>(dst) % 4) == 0) {
-      *reinterpret_cast<uint32_t *>(dst) = w;
-    } else {
-#pragma unroll
-      for (int b = 0; b < 4; ++b) dst[b] = uint8_t(w >> (8 * b));
-    }
-  } else {
-    const uint32_t lo = c[0] | c[1] << 6 | c[2] << 12 | c[3] << 18 | c[4] << 24 | c[5] << 30;
-    const uint32_t hi = c[5] >> 2 | c[6] << 4 | c[7] << 10;
-    if ((reinterpret_cast<uintptr_t>(dst) % 2) == 0) {
-      uint16_t *d16 = reinterpret_cast<uint16_t *>(dst);
-      d16[0] = uint16_t(lo);
-      d16[1] = uint16_t(lo >> 16);
-      d16[2] = uint16_t(hi);
-    } else {
-      for (int b = 0; b < 4; ++b) dst[b] = uint8_t(lo >> (8 * b));
-      dst[4] = uint8_t(hi);
-      dst[5] = uint8_t(hi >> 8);
-    }
-  }
-}
-
 template <int kElem> struct Elem;
 template <> struct Elem<kE4M3> { static constexpr int bits = 8, emax = 8;
   __device__ static uint8_t cvt(float x) { return __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3); }
@@ -166,15 +104,136 @@ template <> struct Elem<kE4M3> { static constexpr int bits = 8, emax = 8;
 template <> struct Elem<kE5M2> { static constexpr int bits = 8, emax = 15;
   __device__ static uint8_t cvt(float x) { return __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E5M2); }
   __device__ static uint32_t cvt_finite(float x) { return cvt(x); } };
-template <> struct Elem<kE2M3> { static constexpr int bits = 6, emax = 2;
-  __device__ static uint8_t cvt(float x) { return encode_small<3, 1, 6>(x); }
-  __device__ static uint32_t cvt_finite(float x) { return encode_small<3, 1, 6, false>(x); } };
-template <> struct Elem<kE3M2> { static constexpr int bits = 6, emax = 4;
-  __device__ static uint8_t cvt(float x) { return encode_small<2, 3, 6>(x); }
-  __device__ static uint32_t cvt_finite(float x) { return encode_small<2, 3, 6, false>(x); } };
-template <> struct Elem<kE2M1> { static constexpr int bits = 4, emax = 2;
-  __device__ static uint8_t cvt(float x) { return encode_small<1, 1, 4>(x); }
-  __device__ static uint32_t cvt_finite(float x) { return encode_small<1, 1, 4, false>(x); } };
+// FP6/FP4: RNE by the floating-point adder (narrow_encode.cuh); sm_90 has no conversion
+// instruction for these formats and CUDA's emulation is slow. Fmt is the format for the two-lane
+// encoder.
+template <> struct Elem<kE2M3> { static constexpr int bits = 6, emax = 2; using Fmt = cutlass_rs::FmtE2M3;
+  __device__ static uint8_t cvt(float x) { return cutlass_rs::encode_f32<Fmt>(x); }
+  __device__ static uint32_t cvt_finite(float x) { return cutlass_rs::encode_f32<Fmt, false>(x); } };
+template <> struct Elem<kE3M2> { static constexpr int bits = 6, emax = 4; using Fmt = cutlass_rs::FmtE3M2;
+  __device__ static uint8_t cvt(float x) { return cutlass_rs::encode_f32<Fmt>(x); }
+  __device__ static uint32_t cvt_finite(float x) { return cutlass_rs::encode_f32<Fmt, false>(x); } };
+template <> struct Elem<kE2M1> { static constexpr int bits = 4, emax = 2; using Fmt = cutlass_rs::FmtE2M1;
+  __device__ static uint8_t cvt(float x) { return cutlass_rs::encode_f32<Fmt>(x); }
+  __device__ static uint32_t cvt_finite(float x) { return cutlass_rs::encode_f32<Fmt, false>(x); } };
+
+// The packed-pair type of a 16-bit input type.
+template <class T> struct PairOf;
+template <> struct PairOf<__nv_bfloat16> { using type = __nv_bfloat162; };
+template <> struct PairOf<__half> { using type = __half2; };
+
+// Stores the packed codes of one full run of 8 sub-byte elements: one 32-bit store for FP4 (4
+// bytes), three 16-bit stores for FP6 (6 bytes, 2-byte aligned since the run starts at a multiple
+// of 8 elements).
+template <int kBits>
+__device__ __forceinline__ void store_packed8(uint8_t *out, int64_t i0, uint64_t w) {
+  uint8_t *dst = out + ((i0 * kBits) >> 3);  // i0 >= 0
+  if constexpr (kBits == 4) {
+    if ((reinterpret_cast<uintptr_t>(dst) % 4) == 0) {
+      *reinterpret_cast<uint32_t *>(dst) = uint32_t(w);
+    } else {
+#pragma unroll
+      for (int b = 0; b < 4; ++b) dst[b] = uint8_t(w >> (8 * b));
+    }
+  } else {
+    if ((reinterpret_cast<uintptr_t>(dst) % 2) == 0) {
+      uint16_t *d16 = reinterpret_cast<uint16_t *>(dst);
+      d16[0] = uint16_t(w);
+      d16[1] = uint16_t(w >> 16);
+      d16[2] = uint16_t(w >> 32);
+    } else {
+#pragma unroll
+      for (int b = 0; b < 6; ++b) dst[b] = uint8_t(w >> (8 * b));
+    }
+  }
+}
+
+template <int kBits>
+__device__ __forceinline__ uint64_t pack_pairs(const uint32_t (&c)[4]) {
+  if constexpr (kBits == 4) return cutlass_rs::pack_fp4_pairs(c);
+  else return cutlass_rs::pack_fp6_pairs(c);
+}
+
+// MX FP6/FP4 of one full run of 8 elements scaled by inv = 2^-e. 16-bit inputs: the scaled
+// values are exact in 16 bits (a power-of-two scaling that cannot overflow, since |x| * inv <
+// 2^(emax + 1); what underflows is far below the format's smallest tie), so they are encoded two per
+// instruction; bf16 is even scaled in bf16x2. f32 inputs: one f32 encoding per element.
+template <class E, class T>
+__device__ __forceinline__ uint64_t mx_sub8(const Raw8<T> &v, float inv) {
+  uint32_t c[4];
+  if constexpr (sizeof(T) == 2) {
+    using H2 = typename PairOf<T>::type;
+    const uint32_t *w = reinterpret_cast<const uint32_t *>(v.u);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      uint32_t y;
+      if constexpr (std::is_same<T, __nv_bfloat16>::value) {
+        // 2^-e as a bf16 (exact: the top half of the f32, subnormal 2^-127 included).
+        const uint32_t inv2 = (__float_as_uint(inv) >> 16) * 0x00010001u;
+        y = cutlass_rs::bits_of(__hmul2(cutlass_rs::pair_of<H2>(w[i]), cutlass_rs::pair_of<H2>(inv2)));
+      } else {
+        y = cutlass_rs::bits_of(__floats2half2_rn(to_f32(v.e[2 * i]) * inv, to_f32(v.e[2 * i + 1]) * inv));
+      }
+      c[i] = cutlass_rs::encode_x2<typename E::Fmt, H2>(y);
+    }
+  } else {
+    // f32: exact f32 products, rounded to odd into f16x2 (narrow_encode.cuh).
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      c[i] = cutlass_rs::encode_x2<typename E::Fmt, __half2>(cutlass_rs::f16x2_round_odd(v.e[2 * i] * inv, v.e[2 * i + 1] * inv));
+  }
+  return pack_pairs<E::bits>(c);
+}
+
+// NVFP4 of one full run of 8 without NaN: f32 products (the scale is not a power of two), rounded
+// to odd into f16x2 pairs of elements (j, j + 4), encoded two per instruction and merged by shifts.
+template <class T>
+__device__ __forceinline__ uint32_t nv_sub8(const Raw8<T> &v, float inv) {
+  uint32_t c[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j)
+    c[j] = cutlass_rs::encode_x2<cutlass_rs::FmtE2M1, __half2>(
+        cutlass_rs::f16x2_round_odd(to_f32(v.e[j]) * inv, to_f32(v.e[j + 4]) * inv));
+  return cutlass_rs::pack_fp4_spread(c);
+}
+
+// max |x| of a run of 8 as f32 bits, NaN above infinity (the MX rule: a NaN poisons the block):
+// an integer max of |bit patterns|, two 16-bit lanes per instruction for 16-bit inputs.
+template <class T>
+__device__ __forceinline__ uint32_t absmax_bits8(const Raw8<T> &v) {
+  if constexpr (sizeof(T) == 2) {
+    const uint32_t *w = reinterpret_cast<const uint32_t *>(v.u);
+    constexpr uint32_t kAbs = 0x7fff7fffu;
+    uint32_t m = __vimax3_u16x2(w[0] & kAbs, w[1] & kAbs, w[2] & kAbs);
+    m = __vmaxu2(m, w[3] & kAbs);
+    const uint32_t m16 = max(m & 0xffffu, m >> 16);
+    if constexpr (std::is_same<T, __nv_bfloat16>::value) return m16 << 16;
+    else return __float_as_uint(__half2float(__ushort_as_half(uint16_t(m16))));
+  } else {
+    uint32_t m = 0;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) m = max(m, __float_as_uint(v.e[j]) & 0x7fffffffu);
+    return m;
+  }
+}
+
+// max |x| of a run of 8, NaN ignored (fmaxf), two lanes per instruction for 16-bit inputs.
+template <class T>
+__device__ __forceinline__ float absmax8(const Raw8<T> &v) {
+  if constexpr (sizeof(T) == 2) {
+    using H2 = typename PairOf<T>::type;
+    const uint32_t *w = reinterpret_cast<const uint32_t *>(v.u);
+    H2 m = cutlass_rs::pair_of<H2>(0u);  // NaN lanes never win against it
+#pragma unroll
+    for (int i = 0; i < 4; ++i) m = __hmax2(m, __habs2(cutlass_rs::pair_of<H2>(w[i])));
+    return fmaxf(__low2float(m), __high2float(m));
+  } else {
+    float m = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) m = fmaxf(m, fabsf(v.e[j]));
+    return m;
+  }
+}
 
 // Writes n (<= 8, a multiple of 8/bits' packing unit) codes of element index i0 of the packed stream.
 template <int kBits>
@@ -261,17 +320,17 @@ __device__ __forceinline__ void load_rows(const T *x, int64_t rows, int64_t k, i
   }
 }
 
-// Block quantization along k with `kVec` elements per scale: MX (ue8m0, 32) and NVFP4 (ue4m3, 16,
-// with a global scale). 8 elements per thread per row; the threads of one scale block are
-// consecutive lanes. Grid: x covers the chunks of a row (256 is a multiple of threads per block, so
-// no scale block straddles two CTAs), y covers groups of kRows rows (striding past gridDim.y).
-template <class T, int kElem, bool kNv>
-__global__ void __launch_bounds__(kThreads) block_quant_kernel(const T *x, int64_t rows, int64_t k, uint8_t *out,
-                                                              uint8_t *sf, const float *global_amax_in) {
-  constexpr int kVec = kNv ? 16 : 32;
-  constexpr int kPerBlock = kVec / 8;  // threads per scale block
+// MX block quantization along k (ue8m0 scale per 32 elements). 8 elements per thread per row; the
+// four threads of one scale block are consecutive lanes. Grid: x covers the chunks of a row (256 is
+// a multiple of 4, so no scale block straddles two CTAs), y covers groups of rows (striding past
+// gridDim.y). Registers are capped so that 3 CTAs (4 for FP8 elements, which fit 64 registers
+// without spilling) share an SM: a memory-bound kernel wants loads in flight.
+template <class T, int kElem>
+__global__ void __launch_bounds__(kThreads, (kElem == kE4M3 || kElem == kE5M2) ? 4 : 3)
+    block_quant_kernel(const T *x, int64_t rows, int64_t k, uint8_t *out, uint8_t *sf) {
+  constexpr int kPerBlock = 4;  // threads per scale block
   using E = Elem<kElem>;
-  const int64_t blocks_per_row = (k + kVec - 1) / kVec;
+  const int64_t blocks_per_row = (k + 31) / 32;
   const int64_t threads_per_row = blocks_per_row * kPerBlock;
   const int64_t k_blocks = (blocks_per_row + 3) / 4;
   const int64_t chunk_all = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -279,78 +338,117 @@ __global__ void __launch_bounds__(kThreads) block_quant_kernel(const T *x, int64
   const int64_t chunk = live ? chunk_all : 0;
   const int64_t i0 = chunk * 8;
   const int n = live ? int((k - i0) < 8 ? (k - i0) : 8) : 0;
-  const int64_t block = i0 / kVec;
-  float global = 1.0f;
-  if constexpr (kNv) {
-    const float ga = *global_amax_in;
-    global = (ga > 0.0f && isfinite(ga)) ? ga / (448.0f * 6.0f) : 1.0f;
-  }
+  const int64_t block = i0 / 32;
   constexpr int R = rows_per_thread<T>();
   for (int64_t r0 = int64_t(blockIdx.y) * R; r0 < rows; r0 += int64_t(gridDim.y) * R) {
     Raw8<T> v[R];
     load_rows<R>(x, rows, k, r0, i0, live, v);
+    // r0 is a multiple of R (<= 8), so rows r0 .. r0 + R share row / 32 and differ only in the
+    // (row % 32) * 16 term of the scale-factor offset.
+    const int64_t sf0 = sf_offset(r0, block, k_blocks);
+    const int64_t e0 = r0 * k + i0;
 #pragma unroll
     for (int q = 0; q < R; ++q) {
-      float amax = 0.0f;
-      if constexpr (kNv) {
+      // |x| bit patterns order like the values, with every NaN above infinity: an integer max
+      // propagates NaN (the OCP rule).
+      uint32_t m = absmax_bits8(v[q]);
 #pragma unroll
-        for (int j = 0; j < 8; ++j) amax = fmaxf(amax, fabsf(to_f32(v[q].e[j])));
-        amax = group_max<false>(amax, kPerBlock);
-      } else {
-        // |x| bit patterns order like the values, with every NaN above infinity: an integer max
-        // propagates NaN (the OCP rule) in two instructions per element.
-        uint32_t m = 0;
-#pragma unroll
-        for (int j = 0; j < 8; ++j) m = max(m, __float_as_uint(to_f32(v[q].e[j])) & 0x7fffffffu);
-#pragma unroll
-        for (int o = kPerBlock / 2; o > 0; o /= 2) m = max(m, __shfl_xor_sync(0xffffffffu, m, o));
-        amax = __uint_as_float(m);
-      }
+      for (int o = kPerBlock / 2; o > 0; o /= 2) m = max(m, __shfl_xor_sync(0xffffffffu, m, o));
       const int64_t row = r0 + q;
       if (!live || row >= rows) continue;
-      uint8_t codes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-      uint8_t sf_code;
-      if constexpr (!kNv) {
-        // OCP MX: X = 2^(floor(log2 amax) - emax), clamped to [2^-127, 2^127]; NaN/inf → NaN scale.
-        const bool finite = isfinite(amax);
-        int e = -127;
-        if (finite && amax > 0.0f) e = max(-127, min(127, floor_log2(amax) - E::emax));
-        sf_code = finite ? uint8_t(e + 127) : uint8_t(0xff);
-        // 2^-e as an f32 (2^-127 is subnormal but exact).
-        const float inv = (-e >= -126) ? __uint_as_float(uint32_t(-e + 127) << 23) : __uint_as_float(0x00400000u);
-        if constexpr (E::bits == 8) {
-          // FP8 elements: paired hardware conversions, stored directly.
-          const uint2 w = finite ? fp8_pack8(v[q], inv, kElem == kE4M3 ? __NV_E4M3 : __NV_E5M2) : make_uint2(0, 0);
-          store_fp8(out, row * k + i0, w, n);
-          if (chunk % kPerBlock == 0) sf[sf_offset(row, block, k_blocks)] = sf_code;
-          continue;
-        }
-        if (n == 8) {
-          // Full chunk (the common case): no per-element predicates, 32-bit packing.
-          // A NaN/inf block stores zero elements (never NaN into the NaN-free encoder).
-          pack_store_sub8<E::bits>(out, row * k + i0, v[q], inv,
-                                   [finite](float y) { return finite ? E::cvt_finite(y) : 0u; });
-          if (chunk % kPerBlock == 0) sf[sf_offset(row, block, k_blocks)] = sf_code;
-          continue;
-        }
+      // OCP MX: X = 2^(floor(log2 amax) - emax), clamped to [2^-127, 2^127]; NaN/inf → NaN scale.
+      // In biased form: code = clamp(biased exponent of amax - emax, 0, 254); a zero or subnormal
+      // amax has biased exponent 0 and floor(log2) < -126, so it clamps to 0 too.
+      const int biased = int(m >> 23);  // 255: inf or NaN
+      const bool finite = biased != 255;
+      const int code = max(0, min(254, biased - E::emax));
+      const uint8_t sf_code = finite ? uint8_t(code) : uint8_t(0xff);
+      // 2^-e = 2^(127 - code) as an f32 (2^-127, for code 254, is subnormal but exact).
+      const float inv = code < 254 ? __uint_as_float(uint32_t(254 - code) << 23) : __uint_as_float(0x00400000u);
+      if (chunk % kPerBlock == 0) sf[sf0 + 16 * q] = sf_code;
+      if constexpr (E::bits == 8) {
+        // FP8 elements: paired hardware conversions, stored directly.
+        const uint2 w = finite ? fp8_pack8(v[q], inv, kElem == kE4M3 ? __NV_E4M3 : __NV_E5M2) : make_uint2(0, 0);
+        store_fp8(out, e0 + q * k, w, n);
+      } else if (n == 8) {
+        // Full chunk (the common case): no per-element predicates, 32-bit packing.
+        // A NaN/inf block stores zero elements (never NaN into the NaN-free encoder).
+        store_packed8<E::bits>(out, e0 + q * k, finite ? mx_sub8<E>(v[q], inv) : 0u);
+      } else {
+        uint8_t codes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
 #pragma unroll
         for (int j = 0; j < 8; ++j)
           if (j < n) codes[j] = E::cvt(finite ? to_f32(v[q].e[j]) * inv : 0.0f);
-      } else {
-        sf_code = __nv_cvt_float_to_fp8(amax / (6.0f * global), __NV_SATFINITE, __NV_E4M3);
-        const float denom = __half2float(__half(__nv_cvt_fp8_to_halfraw(sf_code, __NV_E4M3))) * global;
-        const float inv = denom > 0.0f ? 1.0f / denom : 0.0f;
-        if (n == 8 && denom > 0.0f) {
-          pack_store_sub8<E::bits>(out, row * k + i0, v[q], inv, [](float y) { return E::cvt(y); });
-          if (chunk % kPerBlock == 0) sf[sf_offset(row, block, k_blocks)] = sf_code;
-          continue;
-        }
+        store_codes<E::bits>(out, e0 + q * k, codes, n);
+      }
+    }
+  }
+}
+
+// NVFP4 (e2m1 elements, ue4m3 scale per 16 elements, with the global scale amax / (448 * 6)): one
+// thread per scale block, 16 elements per row, rows_per_thread / 2 rows, so the per-block work (the
+// amax, the scale's division and conversion) is done once per 16 elements.
+template <class T>
+__global__ void __launch_bounds__(kThreads, 3)
+    nvfp4_kernel(const T *x, int64_t rows, int64_t k, uint8_t *out, uint8_t *sf, const float *global_amax_in) {
+  using E = Elem<kE2M1>;
+  constexpr int R = rows_per_thread<T>() / 2;
+  const int64_t blocks_per_row = (k + 15) / 16;
+  const int64_t k_blocks = (blocks_per_row + 3) / 4;
+  const int64_t block_all = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  const bool live = block_all < blocks_per_row;
+  const int64_t block = live ? block_all : 0;
+  const int64_t i0 = block * 16;
+  const int n = live ? int((k - i0) < 16 ? (k - i0) : 16) : 0;
+  const float ga = *global_amax_in;
+  const float global = (ga > 0.0f && isfinite(ga)) ? ga / (448.0f * 6.0f) : 1.0f;
+  // 1 / (decoded scale * global) for each of the 128 non-negative ue4m3 codes, computed once per
+  // CTA with the same f32 operations the per-block path would use (0 for a zero scale).
+  __shared__ float inv_of_code[128];
+  if (threadIdx.x < 128) {
+    const float d = __half2float(__half(__nv_cvt_fp8_to_halfraw(uint8_t(threadIdx.x), __NV_E4M3))) * global;
+    inv_of_code[threadIdx.x] = d > 0.0f ? 1.0f / d : 0.0f;
+  }
+  __syncthreads();
+  for (int64_t r0 = int64_t(blockIdx.y) * R; r0 < rows; r0 += int64_t(gridDim.y) * R) {
+    Raw8<T> v[R][2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      Raw8<T> part[R];
+      load_rows<R>(x, rows, k, r0, i0 + 8 * h, live && 8 * h < n, part);
+#pragma unroll
+      for (int q = 0; q < R; ++q) v[q][h] = part[q];
+    }
+    const int64_t sf0 = sf_offset(r0, block, k_blocks);  // r0 is a multiple of R (<= 4)
+    const int64_t e0 = r0 * k + i0;
+#pragma unroll
+    for (int q = 0; q < R; ++q) {
+      const int64_t row = r0 + q;
+      if (!live || row >= rows) continue;
+      // The amax ignores NaN (fmaxf); a block with NaN takes the per-element path below.
+      const uint32_t m = max(absmax_bits8(v[q][0]), absmax_bits8(v[q][1]));
+      const bool has_nan = m > 0x7f800000u;
+      const float amax = has_nan ? fmaxf(absmax8(v[q][0]), absmax8(v[q][1])) : __uint_as_float(m);
+      // amax >= 0 and NaN-free, so the code is non-negative (0x7e at most, satfinite).
+      const uint8_t sf_code = __nv_cvt_float_to_fp8(amax / (6.0f * global), __NV_SATFINITE, __NV_E4M3);
+      sf[sf0 + 16 * q] = sf_code;
+      const float inv = inv_of_code[sf_code & 0x7f];
+      const bool zero_scale = inv == 0.0f;
+      if (n == 16 && !zero_scale && !has_nan) {
+        store_packed8<4>(out, e0 + q * k, nv_sub8(v[q][0], inv));
+        store_packed8<4>(out, e0 + q * k + 8, nv_sub8(v[q][1], inv));
+        continue;
+      }
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int nh = n - 8 * h;
+        if (nh <= 0) break;
+        uint8_t codes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
 #pragma unroll
         for (int j = 0; j < 8; ++j)
-          if (j < n) codes[j] = E::cvt(denom > 0.0f ? to_f32(v[q].e[j]) * inv : 0.0f);  // zero scale: +0
+          if (j < nh) codes[j] = E::cvt(zero_scale ? 0.0f : to_f32(v[q][h].e[j]) * inv);  // zero scale: +0
+        store_codes<4>(out, e0 + q * k + 8 * h, codes, nh < 8 ? nh : 8);
       }
-      store_codes<E::bits>(out, row * k + i0, codes, n);
-      if (chunk % kPerBlock == 0) sf[sf_offset(row, block, k_blocks)] = sf_code;
     }
   }
 }
@@ -567,35 +665,37 @@ extern "C" int cutlass_rs_quantize_block_scaled(const void *x, int x_dtype, int6
   if ((elem_dtype == CUTLASS_RS_DTYPE_E2M1 && k % 2) || ((elem_dtype == CUTLASS_RS_DTYPE_E2M3 || elem_dtype == CUTLASS_RS_DTYPE_E3M2) && k % 4))
     return CUTLASS_RS_ERROR_MISALIGNED_OPERAND;
   cudaStream_t s = static_cast<cudaStream_t>(stream);
-  cudaError_t e = cudaMemsetAsync(sf, 0, size_t(sf_bytes), s);
-  if (e != cudaSuccess) return status_of(e);
   const int vec = nv ? 16 : 32;
+  // The kernel writes every scale factor of the matrix; the layout's padding (rows to 128, scale
+  // blocks to 4) is zeroed first where there is any.
+  if (rows % 128 != 0 || ((k + vec - 1) / vec) % 4 != 0) {
+    cudaError_t e = cudaMemsetAsync(sf, 0, size_t(sf_bytes), s);
+    if (e != cudaSuccess) return status_of(e);
+  }
   const int rows_per = x_dtype == CUTLASS_RS_DTYPE_F32 ? rows_per_thread<float>() : rows_per_thread<__half>();
-  const dim3 grid = row_grid(((k + vec - 1) / vec) * (vec / 8), rows, rows_per);
+  // MX: 4 threads per scale block of 32; NVFP4: one thread per block of 16, half the rows.
+  const int64_t blocks_per_row = (k + vec - 1) / vec;
+  const dim3 grid = nv ? row_grid(blocks_per_row, rows, rows_per / 2) : row_grid(blocks_per_row * 4, rows, rows_per);
   int st = dispatch_input(x_dtype, [&](auto tag) {
     using T = decltype(tag);
     const T *xp = static_cast<const T *>(x);
     uint8_t *o = static_cast<uint8_t *>(out);
     uint8_t *f = static_cast<uint8_t *>(sf);
     if (nv) {
-      if (amax_given) {
-        block_quant_kernel<T, kE2M1, true><<<grid, kThreads, 0, s>>>(xp, rows, k, o, f,
-                                                                     reinterpret_cast<const float *>(amax_scratch));
-        return;
+      if (!amax_given) {
+        cudaMemsetAsync(amax_scratch, 0, sizeof(unsigned), s);
+        int64_t amax_ctas = (rows * k + 8 * kThreads - 1) / (8 * kThreads);
+        amax_kernel<T><<<int(amax_ctas < 4096 ? amax_ctas : 4096), kThreads, 0, s>>>(xp, rows * k, amax_scratch);
       }
-      cudaMemsetAsync(amax_scratch, 0, sizeof(unsigned), s);
-      int64_t amax_ctas = (rows * k + 8 * kThreads - 1) / (8 * kThreads);
-      amax_kernel<T><<<int(amax_ctas < 4096 ? amax_ctas : 4096), kThreads, 0, s>>>(xp, rows * k, amax_scratch);
-      block_quant_kernel<T, kE2M1, true><<<grid, kThreads, 0, s>>>(xp, rows, k, o, f,
-                                                                                reinterpret_cast<const float *>(amax_scratch));
+      nvfp4_kernel<T><<<grid, kThreads, 0, s>>>(xp, rows, k, o, f, reinterpret_cast<const float *>(amax_scratch));
       return;
     }
     switch (elem_dtype) {
-      case kE4M3: block_quant_kernel<T, kE4M3, false><<<grid, kThreads, 0, s>>>(xp, rows, k, o, f, nullptr); break;
-      case kE5M2: block_quant_kernel<T, kE5M2, false><<<grid, kThreads, 0, s>>>(xp, rows, k, o, f, nullptr); break;
-      case kE2M3: block_quant_kernel<T, kE2M3, false><<<grid, kThreads, 0, s>>>(xp, rows, k, o, f, nullptr); break;
-      case kE3M2: block_quant_kernel<T, kE3M2, false><<<grid, kThreads, 0, s>>>(xp, rows, k, o, f, nullptr); break;
-      case kE2M1: block_quant_kernel<T, kE2M1, false><<<grid, kThreads, 0, s>>>(xp, rows, k, o, f, nullptr); break;
+      case kE4M3: block_quant_kernel<T, kE4M3><<<grid, kThreads, 0, s>>>(xp, rows, k, o, f); break;
+      case kE5M2: block_quant_kernel<T, kE5M2><<<grid, kThreads, 0, s>>>(xp, rows, k, o, f); break;
+      case kE2M3: block_quant_kernel<T, kE2M3><<<grid, kThreads, 0, s>>>(xp, rows, k, o, f); break;
+      case kE3M2: block_quant_kernel<T, kE3M2><<<grid, kThreads, 0, s>>>(xp, rows, k, o, f); break;
+      case kE2M1: block_quant_kernel<T, kE2M1><<<grid, kThreads, 0, s>>>(xp, rows, k, o, f); break;
       default: break;
     }
   });

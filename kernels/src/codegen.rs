@@ -23,6 +23,10 @@ pub const QUANTIZE_STUBS_TEMPLATE: &str = include_str!("../templates/quantize_st
 pub const QUANTIZE_SOURCE: &str = include_str!("../cuda/quantize.cu");
 /// The file name the build compiles the quantization kernels from.
 pub const QUANTIZE_SOURCE_NAME: &str = "cutlass_rs_quantize.cu";
+/// The FP6/FP4 encoders the quantization kernels include (also built for the host by a test).
+pub const ENCODE_HEADER: &str = include_str!("../cuda/narrow_encode.cuh");
+/// The file name the quantization kernels include the encoders by.
+pub const ENCODE_HEADER_NAME: &str = "narrow_encode.cuh";
 /// One SM100 or SM120 GEMM instantiation (dense and block-scaled).
 pub const SM1XX_GEMM_TEMPLATE: &str = include_str!("../templates/gemm_sm1xx.cu.in");
 /// One SM90 GEMM instantiation.
