@@ -67,6 +67,8 @@
 pub mod blockscale;
 pub mod blockscaled;
 pub mod blockwise;
+#[cfg(feature = "candle")]
+pub mod candle;
 pub mod element;
 pub mod error;
 pub mod gemm;
@@ -93,9 +95,18 @@ pub use problem::{GemmProblem, MatrixLayout, ResolvedMatrix};
 /// Whether a CUDA driver and at least one device are present. Never panics: on a machine without
 /// the driver library (`libcuda.so`) it returns `false`.
 pub fn cuda_available() -> bool {
-    // SAFETY: only tries to load the driver library; loading has no side effects beyond that.
-    if !unsafe { cudarc::driver::sys::is_culib_present() } {
-        return false;
-    }
-    cudarc::driver::CudaContext::device_count().is_ok_and(|n| n > 0)
+    driver_library_present() && cudarc::driver::CudaContext::device_count().is_ok_and(|n| n > 0)
+}
+
+/// Whether the driver library can be loaded. cudarc loads it on first use and panics when it is
+/// missing (its own check exists only when it loads at run time, not when candle makes it link).
+fn driver_library_present() -> bool {
+    #[cfg(windows)]
+    const NAMES: &[&str] = &["nvcuda.dll"];
+    #[cfg(not(windows))]
+    const NAMES: &[&str] = &["libcuda.so.1", "libcuda.so"];
+    NAMES.iter().any(|name| {
+        // SAFETY: loading the driver library runs no code of ours; the handle is dropped at once.
+        unsafe { libloading::Library::new(name) }.is_ok()
+    })
 }

@@ -90,8 +90,17 @@ __device__ __forceinline__ float group_max(float v, int width) {
 
 // Sm1xxBlockScaledConfig offset of scale factor (row, j) (batch 0).
 __device__ __forceinline__ int64_t sf_offset(int64_t row, int64_t j, int64_t k_blocks) {
-  int64_t within = (row % 32) * 16 + ((row / 32) % 4) * 4 + (j % 4);
-  return ((row / 128) * k_blocks + j / 4) * 512 + within;
+  const uint64_t r = uint64_t(row), c = uint64_t(j);  // non-negative: unsigned shifts and masks
+  const uint64_t within = (r % 32) * 16 + ((r / 32) % 4) * 4 + (c % 4);
+  return int64_t(((r / 128) * uint64_t(k_blocks) + c / 4) * 512 + within);
+}
+
+// The pointer, kept in registers: the compiler would otherwise recompute the address for every
+// row inside the (predicated) store.
+template <class P>
+__device__ __forceinline__ P *pinned(P *p) {
+  asm volatile("" : "+l"(p));
+  return p;
 }
 
 enum ElemKind { kE4M3 = CUTLASS_RS_DTYPE_E4M3, kE5M2 = CUTLASS_RS_DTYPE_E5M2, kE2M3 = CUTLASS_RS_DTYPE_E2M3,
@@ -125,18 +134,19 @@ template <> struct PairOf<__half> { using type = __half2; };
 // Stores the packed codes of one full run of 8 sub-byte elements: one 32-bit store for FP4 (4
 // bytes), three 16-bit stores for FP6 (6 bytes, 2-byte aligned since the run starts at a multiple
 // of 8 elements).
+// `aligned`: dst is 4-byte (FP4) or 2-byte (FP6) aligned; the kernels pass a flag that holds for
+// every row (so it costs no per-row address test).
 template <int kBits>
-__device__ __forceinline__ void store_packed8(uint8_t *out, int64_t i0, uint64_t w) {
-  uint8_t *dst = out + ((i0 * kBits) >> 3);  // i0 >= 0
+__device__ __forceinline__ void store_packed8_at(uint8_t *dst, uint64_t w, bool aligned) {
   if constexpr (kBits == 4) {
-    if ((reinterpret_cast<uintptr_t>(dst) % 4) == 0) {
+    if (aligned) {
       *reinterpret_cast<uint32_t *>(dst) = uint32_t(w);
     } else {
 #pragma unroll
       for (int b = 0; b < 4; ++b) dst[b] = uint8_t(w >> (8 * b));
     }
   } else {
-    if ((reinterpret_cast<uintptr_t>(dst) % 2) == 0) {
+    if (aligned) {
       uint16_t *d16 = reinterpret_cast<uint16_t *>(dst);
       d16[0] = uint16_t(w);
       d16[1] = uint16_t(w >> 16);
@@ -339,14 +349,21 @@ __global__ void __launch_bounds__(kThreads, (kElem == kE4M3 || kElem == kE5M2) ?
   const int64_t i0 = chunk * 8;
   const int n = live ? int((k - i0) < 8 ? (k - i0) : 8) : 0;
   const int64_t block = i0 / 32;
+  const bool sf_writer = chunk % kPerBlock == 0;
+  // Packed rows are k * bits / 8 bytes (k is even for FP4, a multiple of 4 for FP6); a run of 8
+  // starts at a multiple of 4 (FP4) or 2 (FP6) bytes into its row.
+  const int64_t row_bytes = (k * E::bits) >> 3;
+  const bool rows_aligned = row_bytes % (E::bits == 4 ? 4 : 2) == 0 &&
+                            reinterpret_cast<uintptr_t>(out) % (E::bits == 4 ? 4 : 2) == 0;
   constexpr int R = rows_per_thread<T>();
   for (int64_t r0 = int64_t(blockIdx.y) * R; r0 < rows; r0 += int64_t(gridDim.y) * R) {
     Raw8<T> v[R];
     load_rows<R>(x, rows, k, r0, i0, live, v);
     // r0 is a multiple of R (<= 8), so rows r0 .. r0 + R share row / 32 and differ only in the
-    // (row % 32) * 16 term of the scale-factor offset.
-    const int64_t sf0 = sf_offset(r0, block, k_blocks);
+    // (row % 32) * 16 term of the scale-factor offset: one address per group of rows.
+    uint8_t *const sf_rows = pinned(sf + sf_offset(r0, block, k_blocks));
     const int64_t e0 = r0 * k + i0;
+    uint8_t *const out_rows = out + ((e0 * E::bits) >> 3);
 #pragma unroll
     for (int q = 0; q < R; ++q) {
       // |x| bit patterns order like the values, with every NaN above infinity: an integer max
@@ -365,7 +382,7 @@ __global__ void __launch_bounds__(kThreads, (kElem == kE4M3 || kElem == kE5M2) ?
       const uint8_t sf_code = finite ? uint8_t(code) : uint8_t(0xff);
       // 2^-e = 2^(127 - code) as an f32 (2^-127, for code 254, is subnormal but exact).
       const float inv = code < 254 ? __uint_as_float(uint32_t(254 - code) << 23) : __uint_as_float(0x00400000u);
-      if (chunk % kPerBlock == 0) sf[sf0 + 16 * q] = sf_code;
+      if (sf_writer) sf_rows[16 * q] = sf_code;
       if constexpr (E::bits == 8) {
         // FP8 elements: paired hardware conversions, stored directly.
         const uint2 w = finite ? fp8_pack8(v[q], inv, kElem == kE4M3 ? __NV_E4M3 : __NV_E5M2) : make_uint2(0, 0);
@@ -373,7 +390,7 @@ __global__ void __launch_bounds__(kThreads, (kElem == kE4M3 || kElem == kE5M2) ?
       } else if (n == 8) {
         // Full chunk (the common case): no per-element predicates, 32-bit packing.
         // A NaN/inf block stores zero elements (never NaN into the NaN-free encoder).
-        store_packed8<E::bits>(out, e0 + q * k, finite ? mx_sub8<E>(v[q], inv) : 0u);
+        store_packed8_at<E::bits>(out_rows + q * row_bytes, finite ? mx_sub8<E>(v[q], inv) : 0u, rows_aligned);
       } else {
         uint8_t codes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
 #pragma unroll
@@ -410,6 +427,9 @@ __global__ void __launch_bounds__(kThreads, 3)
     inv_of_code[threadIdx.x] = d > 0.0f ? 1.0f / d : 0.0f;
   }
   __syncthreads();
+  const int64_t row_bytes = k / 2;  // k is even
+  // A block's 8 bytes start at a multiple of 8 bytes into its row.
+  const bool rows_aligned = row_bytes % 4 == 0 && reinterpret_cast<uintptr_t>(out) % 4 == 0;
   for (int64_t r0 = int64_t(blockIdx.y) * R; r0 < rows; r0 += int64_t(gridDim.y) * R) {
     Raw8<T> v[R][2];
 #pragma unroll
@@ -419,8 +439,9 @@ __global__ void __launch_bounds__(kThreads, 3)
 #pragma unroll
       for (int q = 0; q < R; ++q) v[q][h] = part[q];
     }
-    const int64_t sf0 = sf_offset(r0, block, k_blocks);  // r0 is a multiple of R (<= 4)
+    uint8_t *const sf_rows = pinned(sf + sf_offset(r0, block, k_blocks));  // r0 is a multiple of R (<= 4)
     const int64_t e0 = r0 * k + i0;
+    uint8_t *const out_rows = out + (e0 >> 1);
 #pragma unroll
     for (int q = 0; q < R; ++q) {
       const int64_t row = r0 + q;
@@ -431,12 +452,12 @@ __global__ void __launch_bounds__(kThreads, 3)
       const float amax = has_nan ? fmaxf(absmax8(v[q][0]), absmax8(v[q][1])) : __uint_as_float(m);
       // amax >= 0 and NaN-free, so the code is non-negative (0x7e at most, satfinite).
       const uint8_t sf_code = __nv_cvt_float_to_fp8(amax / (6.0f * global), __NV_SATFINITE, __NV_E4M3);
-      sf[sf0 + 16 * q] = sf_code;
+      sf_rows[16 * q] = sf_code;
       const float inv = inv_of_code[sf_code & 0x7f];
       const bool zero_scale = inv == 0.0f;
       if (n == 16 && !zero_scale && !has_nan) {
-        store_packed8<4>(out, e0 + q * k, nv_sub8(v[q][0], inv));
-        store_packed8<4>(out, e0 + q * k + 8, nv_sub8(v[q][1], inv));
+        store_packed8_at<4>(out_rows + q * row_bytes, nv_sub8(v[q][0], inv), rows_aligned);
+        store_packed8_at<4>(out_rows + q * row_bytes + 4, nv_sub8(v[q][1], inv), rows_aligned);
         continue;
       }
 #pragma unroll
