@@ -158,11 +158,6 @@ __device__ __forceinline__ void store_packed8_at(uint8_t *dst, uint64_t w, bool 
   }
 }
 
-template <int kBits>
-__device__ __forceinline__ uint64_t pack_pairs(const uint32_t (&c)[4]) {
-  if constexpr (kBits == 4) return cutlass_rs::pack_fp4_pairs(c);
-  else return cutlass_rs::pack_fp6_pairs(c);
-}
 
 // MX FP6/FP4 of one full run of 8 elements scaled by inv = 2^-e. 16-bit inputs: the scaled
 // values are exact in 16 bits (a power-of-two scaling that cannot overflow, since |x| * inv <
@@ -170,6 +165,9 @@ __device__ __forceinline__ uint64_t pack_pairs(const uint32_t (&c)[4]) {
 // instruction; bf16 is even scaled in bf16x2. f32 inputs: one f32 encoding per element.
 template <class E, class T>
 __device__ __forceinline__ uint64_t mx_sub8(const Raw8<T> &v, float inv) {
+  // FP4 encodes pairs of elements (j, j + 4), which pack by shifts alone (pack_fp4_spread); FP6
+  // encodes adjacent pairs (pack_fp6_pairs).
+  constexpr bool kSpread = E::bits == 4;
   uint32_t c[4];
   if constexpr (sizeof(T) == 2) {
     using H2 = typename PairOf<T>::type;
@@ -178,21 +176,27 @@ __device__ __forceinline__ uint64_t mx_sub8(const Raw8<T> &v, float inv) {
     for (int i = 0; i < 4; ++i) {
       uint32_t y;
       if constexpr (std::is_same<T, __nv_bfloat16>::value) {
+        // Pair i: elements (i, i + 4) picked from the loaded words, or the word as loaded.
+        const uint32_t x2 = kSpread ? __byte_perm(w[i / 2], w[2 + i / 2], (i % 2) ? 0x7632 : 0x5410) : w[i];
         // 2^-e as a bf16 (exact: the top half of the f32, subnormal 2^-127 included).
         const uint32_t inv2 = (__float_as_uint(inv) >> 16) * 0x00010001u;
-        y = cutlass_rs::bits_of(__hmul2(cutlass_rs::pair_of<H2>(w[i]), cutlass_rs::pair_of<H2>(inv2)));
+        y = cutlass_rs::bits_of(__hmul2(cutlass_rs::pair_of<H2>(x2), cutlass_rs::pair_of<H2>(inv2)));
       } else {
-        y = cutlass_rs::bits_of(__floats2half2_rn(to_f32(v.e[2 * i]) * inv, to_f32(v.e[2 * i + 1]) * inv));
+        const int j0 = kSpread ? i : 2 * i, j1 = kSpread ? i + 4 : 2 * i + 1;
+        y = cutlass_rs::bits_of(__floats2half2_rn(to_f32(v.e[j0]) * inv, to_f32(v.e[j1]) * inv));
       }
       c[i] = cutlass_rs::encode_x2<typename E::Fmt, H2>(y);
     }
   } else {
     // f32: exact f32 products, rounded to odd into f16x2 (narrow_encode.cuh).
 #pragma unroll
-    for (int i = 0; i < 4; ++i)
-      c[i] = cutlass_rs::encode_x2<typename E::Fmt, __half2>(cutlass_rs::f16x2_round_odd(v.e[2 * i] * inv, v.e[2 * i + 1] * inv));
+    for (int i = 0; i < 4; ++i) {
+      const int j0 = kSpread ? i : 2 * i, j1 = kSpread ? i + 4 : 2 * i + 1;
+      c[i] = cutlass_rs::encode_x2<typename E::Fmt, __half2>(cutlass_rs::f16x2_round_odd(v.e[j0] * inv, v.e[j1] * inv));
+    }
   }
-  return pack_pairs<E::bits>(c);
+  if constexpr (kSpread) return cutlass_rs::pack_fp4_spread(c);
+  else return cutlass_rs::pack_fp6_pairs(c);
 }
 
 // NVFP4 of one full run of 8 without NaN: f32 products (the scale is not a power of two), rounded
@@ -224,6 +228,33 @@ __device__ __forceinline__ uint32_t absmax_bits8(const Raw8<T> &v) {
 #pragma unroll
     for (int j = 0; j < 8; ++j) m = max(m, __float_as_uint(v.e[j]) & 0x7fffffffu);
     return m;
+  }
+}
+
+// max |x| of two runs of 8 as f32 bits, NaN above infinity: for 16-bit inputs a NaN-propagating
+// float max over pairs (|x| ordered as floats is ordered as bits; any NaN gives a NaN, whose bits
+// exceed infinity's), else integer max of |bits|.
+template <class T>
+__device__ __forceinline__ uint32_t absmax_bits16(const Raw8<T> &a, const Raw8<T> &b) {
+  if constexpr (sizeof(T) == 2) {
+    using H2 = typename PairOf<T>::type;
+    const uint32_t *wa = reinterpret_cast<const uint32_t *>(a.u);
+    const uint32_t *wb = reinterpret_cast<const uint32_t *>(b.u);
+    H2 m = __habs2(cutlass_rs::pair_of<H2>(wa[0]));
+#pragma unroll
+    for (int i = 1; i < 4; ++i) m = __hmax2_nan(m, __habs2(cutlass_rs::pair_of<H2>(wa[i])));
+#pragma unroll
+    for (int i = 0; i < 4; ++i) m = __hmax2_nan(m, __habs2(cutlass_rs::pair_of<H2>(wb[i])));
+    const uint32_t mb = cutlass_rs::bits_of(m);
+    if constexpr (std::is_same<T, __nv_bfloat16>::value) {
+      return max(mb << 16, mb & 0xffff0000u);
+    } else {
+      const uint32_t lo = __float_as_uint(__half2float(__ushort_as_half(uint16_t(mb))));
+      const uint32_t hi = __float_as_uint(__half2float(__ushort_as_half(uint16_t(mb >> 16))));
+      return max(lo & 0x7fffffffu, hi & 0x7fffffffu);
+    }
+  } else {
+    return max(absmax_bits8(a), absmax_bits8(b));
   }
 }
 
@@ -284,6 +315,28 @@ __device__ __forceinline__ void store_codes(uint8_t *out, int64_t i0, const uint
   }
 }
 
+// Stores two consecutive runs of 8 sub-byte elements (w0 then w1, each as store_packed8_at takes
+// them): one 64-bit store for FP4 (8 bytes) or three 32-bit stores for FP6 (12 bytes) when
+// `wide_aligned` (dst 8- or 4-byte aligned, for every row), so that a warp writes whole
+// contiguous words; otherwise two store_packed8_at.
+template <int kBits>
+__device__ __forceinline__ void store_packed16_at(uint8_t *dst, uint64_t w0, uint64_t w1, bool wide_aligned,
+                                                  bool aligned) {
+  if (wide_aligned) {
+    if constexpr (kBits == 4) {
+      *reinterpret_cast<uint2 *>(dst) = make_uint2(uint32_t(w0), uint32_t(w1));
+    } else {
+      uint32_t *d32 = reinterpret_cast<uint32_t *>(dst);
+      d32[0] = uint32_t(w0);
+      d32[1] = uint32_t(w0 >> 32) | uint32_t(w1 << 16);
+      d32[2] = uint32_t(w1 >> 16);
+    }
+  } else {
+    store_packed8_at<kBits>(dst, w0, aligned);
+    store_packed8_at<kBits>(dst + kBits, w1, aligned);  // 8 elements = kBits bytes
+  }
+}
+
 // FP8(v[j] * inv) for 8 values, two per conversion instruction, packed into two 32-bit words.
 template <class T>
 __device__ __forceinline__ uint2 fp8_pack8(const Raw8<T> &r, float inv, __nv_fp8_interpretation_t kind) {
@@ -330,24 +383,36 @@ __device__ __forceinline__ void load_rows(const T *x, int64_t rows, int64_t k, i
   }
 }
 
-// MX block quantization along k (ue8m0 scale per 32 elements). 8 elements per thread per row; the
-// four threads of one scale block are consecutive lanes. Grid: x covers the chunks of a row (256 is
-// a multiple of 4, so no scale block straddles two CTAs), y covers groups of rows (striding past
-// gridDim.y). Registers are capped so that 3 CTAs (4 for FP8 elements, which fit 64 registers
-// without spilling) share an SM: a memory-bound kernel wants loads in flight.
+// Runs of 8 elements per thread per row of the MX kernel: FP8 elements 1 (four threads per scale
+// block), FP6/FP4 elements 2 (two threads per block; the per-row work — amax, scale, its store — is
+// then shared by 16 elements, which the sub-byte encoders need, being compute-bound on Hopper).
+template <int kElem>
+constexpr int mx_runs() {
+  return (kElem == kE4M3 || kElem == kE5M2) ? 1 : 2;
+}
+
+// MX block quantization along k (ue8m0 scale per 32 elements): 8 * mx_runs elements per thread
+// per row, rows_per_thread / mx_runs rows; the threads of one scale block are consecutive lanes.
+// Grid: x covers a row's threads (256 is a multiple of 4, so no scale block straddles two CTAs),
+// y covers groups of rows (striding past gridDim.y). Registers are capped so that 3 CTAs (4 for
+// FP8 elements, which fit 64 registers without spilling) share an SM: a memory-bound kernel wants
+// loads in flight.
 template <class T, int kElem>
-__global__ void __launch_bounds__(kThreads, (kElem == kE4M3 || kElem == kE5M2) ? 4 : 3)
+__global__ void __launch_bounds__(kThreads, mx_runs<kElem>() == 1 ? 4 : 3)
     block_quant_kernel(const T *x, int64_t rows, int64_t k, uint8_t *out, uint8_t *sf) {
-  constexpr int kPerBlock = 4;  // threads per scale block
   using E = Elem<kElem>;
+  constexpr int kRuns = mx_runs<kElem>();
+  constexpr int kPer = 8 * kRuns;       // elements per thread per row
+  constexpr int kPerBlock = 32 / kPer;  // threads per scale block
+  constexpr int R = rows_per_thread<T>() / kRuns;
   const int64_t blocks_per_row = (k + 31) / 32;
   const int64_t threads_per_row = blocks_per_row * kPerBlock;
   const int64_t k_blocks = (blocks_per_row + 3) / 4;
   const int64_t chunk_all = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   const bool live = chunk_all < threads_per_row;
   const int64_t chunk = live ? chunk_all : 0;
-  const int64_t i0 = chunk * 8;
-  const int n = live ? int((k - i0) < 8 ? (k - i0) : 8) : 0;
+  const int64_t i0 = chunk * kPer;
+  const int n = live ? int((k - i0) < kPer ? (k - i0) : kPer) : 0;
   const int64_t block = i0 / 32;
   const bool sf_writer = chunk % kPerBlock == 0;
   // Packed rows are k * bits / 8 bytes (k is even for FP4, a multiple of 4 for FP6); a run of 8
@@ -355,10 +420,18 @@ __global__ void __launch_bounds__(kThreads, (kElem == kE4M3 || kElem == kE5M2) ?
   const int64_t row_bytes = (k * E::bits) >> 3;
   const bool rows_aligned = row_bytes % (E::bits == 4 ? 4 : 2) == 0 &&
                             reinterpret_cast<uintptr_t>(out) % (E::bits == 4 ? 4 : 2) == 0;
-  constexpr int R = rows_per_thread<T>();
+  // Two runs (16 elements) start at a multiple of 8 (FP4) or 12 (FP6) bytes into their row.
+  constexpr int kWide = E::bits == 4 ? 8 : 4;
+  const bool rows_wide = row_bytes % kWide == 0 && reinterpret_cast<uintptr_t>(out) % kWide == 0;
   for (int64_t r0 = int64_t(blockIdx.y) * R; r0 < rows; r0 += int64_t(gridDim.y) * R) {
-    Raw8<T> v[R];
-    load_rows<R>(x, rows, k, r0, i0, live, v);
+    Raw8<T> v[R][kRuns];
+#pragma unroll
+    for (int h = 0; h < kRuns; ++h) {
+      Raw8<T> part[R];
+      load_rows<R>(x, rows, k, r0, i0 + 8 * h, live && 8 * h < n, part);
+#pragma unroll
+      for (int q = 0; q < R; ++q) v[q][h] = part[q];
+    }
     // r0 is a multiple of R (<= 8), so rows r0 .. r0 + R share row / 32 and differ only in the
     // (row % 32) * 16 term of the scale-factor offset: one address per group of rows.
     uint8_t *const sf_rows = pinned(sf + sf_offset(r0, block, k_blocks));
@@ -366,9 +439,9 @@ __global__ void __launch_bounds__(kThreads, (kElem == kE4M3 || kElem == kE5M2) ?
     uint8_t *const out_rows = out + ((e0 * E::bits) >> 3);
 #pragma unroll
     for (int q = 0; q < R; ++q) {
-      // |x| bit patterns order like the values, with every NaN above infinity: an integer max
+      // |x| bit patterns order like the values, with every NaN above infinity: the max
       // propagates NaN (the OCP rule).
-      uint32_t m = absmax_bits8(v[q]);
+      uint32_t m = kRuns == 1 ? absmax_bits8(v[q][0]) : absmax_bits16(v[q][0], v[q][kRuns - 1]);
 #pragma unroll
       for (int o = kPerBlock / 2; o > 0; o /= 2) m = max(m, __shfl_xor_sync(0xffffffffu, m, o));
       const int64_t row = r0 + q;
@@ -385,18 +458,25 @@ __global__ void __launch_bounds__(kThreads, (kElem == kE4M3 || kElem == kE5M2) ?
       if (sf_writer) sf_rows[16 * q] = sf_code;
       if constexpr (E::bits == 8) {
         // FP8 elements: paired hardware conversions, stored directly.
-        const uint2 w = finite ? fp8_pack8(v[q], inv, kElem == kE4M3 ? __NV_E4M3 : __NV_E5M2) : make_uint2(0, 0);
+        const uint2 w = finite ? fp8_pack8(v[q][0], inv, kElem == kE4M3 ? __NV_E4M3 : __NV_E5M2) : make_uint2(0, 0);
         store_fp8(out, e0 + q * k, w, n);
-      } else if (n == 8) {
-        // Full chunk (the common case): no per-element predicates, 32-bit packing.
+      } else if (n == kPer) {
+        // Full runs (the common case): no per-element predicates, 32-bit packing.
         // A NaN/inf block stores zero elements (never NaN into the NaN-free encoder).
-        store_packed8_at<E::bits>(out_rows + q * row_bytes, finite ? mx_sub8<E>(v[q], inv) : 0u, rows_aligned);
+        static_assert(kRuns == 2, "sub-byte elements take two runs per thread");
+        store_packed16_at<E::bits>(out_rows + q * row_bytes, finite ? mx_sub8<E>(v[q][0], inv) : 0u,
+                                   finite ? mx_sub8<E>(v[q][1], inv) : 0u, rows_wide, rows_aligned);
       } else {
-        uint8_t codes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
 #pragma unroll
-        for (int j = 0; j < 8; ++j)
-          if (j < n) codes[j] = E::cvt(finite ? to_f32(v[q].e[j]) * inv : 0.0f);
-        store_codes<E::bits>(out, e0 + q * k, codes, n);
+        for (int h = 0; h < kRuns; ++h) {
+          const int nh = n - 8 * h;
+          if (nh <= 0) break;
+          uint8_t codes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+#pragma unroll
+          for (int j = 0; j < 8; ++j)
+            if (j < nh) codes[j] = E::cvt(finite ? to_f32(v[q][h].e[j]) * inv : 0.0f);
+          store_codes<E::bits>(out, e0 + q * k + 8 * h, codes, nh < 8 ? nh : 8);
+        }
       }
     }
   }
@@ -430,6 +510,7 @@ __global__ void __launch_bounds__(kThreads, 3)
   const int64_t row_bytes = k / 2;  // k is even
   // A block's 8 bytes start at a multiple of 8 bytes into its row.
   const bool rows_aligned = row_bytes % 4 == 0 && reinterpret_cast<uintptr_t>(out) % 4 == 0;
+  const bool rows_wide = row_bytes % 8 == 0 && reinterpret_cast<uintptr_t>(out) % 8 == 0;
   for (int64_t r0 = int64_t(blockIdx.y) * R; r0 < rows; r0 += int64_t(gridDim.y) * R) {
     Raw8<T> v[R][2];
 #pragma unroll
@@ -447,7 +528,7 @@ __global__ void __launch_bounds__(kThreads, 3)
       const int64_t row = r0 + q;
       if (!live || row >= rows) continue;
       // The amax ignores NaN (fmaxf); a block with NaN takes the per-element path below.
-      const uint32_t m = max(absmax_bits8(v[q][0]), absmax_bits8(v[q][1]));
+      const uint32_t m = absmax_bits16(v[q][0], v[q][1]);
       const bool has_nan = m > 0x7f800000u;
       const float amax = has_nan ? fmaxf(absmax8(v[q][0]), absmax8(v[q][1])) : __uint_as_float(m);
       // amax >= 0 and NaN-free, so the code is non-negative (0x7e at most, satfinite).
@@ -456,8 +537,8 @@ __global__ void __launch_bounds__(kThreads, 3)
       const float inv = inv_of_code[sf_code & 0x7f];
       const bool zero_scale = inv == 0.0f;
       if (n == 16 && !zero_scale && !has_nan) {
-        store_packed8_at<4>(out_rows + q * row_bytes, nv_sub8(v[q][0], inv), rows_aligned);
-        store_packed8_at<4>(out_rows + q * row_bytes + 4, nv_sub8(v[q][1], inv), rows_aligned);
+        store_packed16_at<4>(out_rows + q * row_bytes, nv_sub8(v[q][0], inv), nv_sub8(v[q][1], inv), rows_wide,
+                             rows_aligned);
         continue;
       }
 #pragma unroll
@@ -694,9 +775,10 @@ extern "C" int cutlass_rs_quantize_block_scaled(const void *x, int x_dtype, int6
     if (e != cudaSuccess) return status_of(e);
   }
   const int rows_per = x_dtype == CUTLASS_RS_DTYPE_F32 ? rows_per_thread<float>() : rows_per_thread<__half>();
-  // MX: 4 threads per scale block of 32; NVFP4: one thread per block of 16, half the rows.
   const int64_t blocks_per_row = (k + vec - 1) / vec;
-  const dim3 grid = nv ? row_grid(blocks_per_row, rows, rows_per / 2) : row_grid(blocks_per_row * 4, rows, rows_per);
+  const bool fp8_elements = elem_dtype == kE4M3 || elem_dtype == kE5M2;
+  const int runs = (nv || !fp8_elements) ? 2 : 1;  // runs of 8 per thread (mx_runs, nvfp4_kernel)
+  const dim3 grid = row_grid(blocks_per_row * (vec / (8 * runs)), rows, rows_per / runs);
   int st = dispatch_input(x_dtype, [&](auto tag) {
     using T = decltype(tag);
     const T *xp = static_cast<const T *>(x);
