@@ -189,13 +189,13 @@ impl Tally {
     }
 }
 
-#[test]
-fn conversions_match_cuda_and_cutlass() {
-    let exe = oracle("conversions", &[]);
-    let xs = inputs();
+/// Builds the oracle `name` (see [`oracle`]), runs it on `xs` (`ORACLE INPUT.f32 OUTPUT.bin`) and
+/// returns its output.
+fn run_on_inputs(name: &str, deps: &[&str], xs: &[f32]) -> Vec<u8> {
+    let exe = oracle(name, deps);
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
-    let input = dir.join("crosscheck-inputs.f32");
-    let output = dir.join("crosscheck-outputs.bin");
+    let input = dir.join(format!("{name}-inputs.f32"));
+    let output = dir.join(format!("{name}-outputs.bin"));
     let bytes: Vec<u8> = xs.iter().flat_map(|x| x.to_le_bytes()).collect();
     std::fs::write(&input, bytes).unwrap();
     let status = Command::new(&exe)
@@ -203,8 +203,36 @@ fn conversions_match_cuda_and_cutlass() {
         .arg(&output)
         .status()
         .unwrap();
-    assert!(status.success());
-    let out = std::fs::read(&output).unwrap();
+    assert!(status.success(), "oracle {name} failed");
+    std::fs::read(&output).unwrap()
+}
+
+/// Prints the tallies as a table under `heading` and fails naming every one with differences.
+fn report(heading: &str, tallies: &[Tally]) {
+    println!("{heading:<26} {:>10} {:>8}", "compared", "differ");
+    for t in tallies {
+        println!("{:<26} {:>10} {:>8}", t.name, t.compared, t.differ);
+    }
+    let bad: Vec<String> = tallies
+        .iter()
+        .filter(|t| t.differ > 0)
+        .map(|t| {
+            format!(
+                "{}: {} of {} differ; first: {}",
+                t.name,
+                t.differ,
+                t.compared,
+                t.first.as_deref().unwrap_or("")
+            )
+        })
+        .collect();
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
+#[test]
+fn conversions_match_cuda_and_cutlass() {
+    let xs = inputs();
+    let out = run_on_inputs("conversions", &[], &xs);
     let mut pos = 0;
     let f32_at = |pos: &mut usize| {
         let v = f32::from_le_bytes(out[*pos..*pos + 4].try_into().unwrap());
@@ -318,24 +346,7 @@ fn conversions_match_cuda_and_cutlass() {
     tallies.push(packing);
     assert_eq!(pos, out.len(), "oracle output has unread bytes");
 
-    println!("{:<26} {:>10} {:>8}", "format / mode", "compared", "differ");
-    for t in &tallies {
-        println!("{:<26} {:>10} {:>8}", t.name, t.compared, t.differ);
-    }
-    let bad: Vec<String> = tallies
-        .iter()
-        .filter(|t| t.differ > 0)
-        .map(|t| {
-            format!(
-                "{}: {} of {} differ; first: {}",
-                t.name,
-                t.differ,
-                t.compared,
-                t.first.as_deref().unwrap_or("")
-            )
-        })
-        .collect();
-    assert!(bad.is_empty(), "{}", bad.join("\n"));
+    report("format / mode", &tallies);
     assert!(xs.len() >= 1_000_000);
 }
 
@@ -400,20 +411,8 @@ fn scale_factor_layout_matches_cutlass() {
 /// bf16x2/f16x2 encoder on every finite 16-bit value of each lane, and the packers.
 #[test]
 fn device_encoders_match_host_codec() {
-    let exe = oracle("encoders", &["kernels/cuda/narrow_encode.cuh"]);
     let xs = inputs();
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
-    let input = dir.join("encoders-inputs.f32");
-    let output = dir.join("encoders-outputs.bin");
-    let bytes: Vec<u8> = xs.iter().flat_map(|x| x.to_le_bytes()).collect();
-    std::fs::write(&input, bytes).unwrap();
-    let status = Command::new(&exe)
-        .arg(&input)
-        .arg(&output)
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let out = std::fs::read(&output).unwrap();
+    let out = run_on_inputs("encoders", &["kernels/cuda/narrow_encode.cuh"], &xs);
     let mut pos = 0;
 
     type Encoder = fn(f32) -> u8;
@@ -512,22 +511,5 @@ fn device_encoders_match_host_codec() {
     tallies.push(packing);
     assert_eq!(pos, out.len(), "oracle output has unread bytes");
 
-    println!("{:<26} {:>10} {:>8}", "encoder", "compared", "differ");
-    for t in &tallies {
-        println!("{:<26} {:>10} {:>8}", t.name, t.compared, t.differ);
-    }
-    let bad: Vec<String> = tallies
-        .iter()
-        .filter(|t| t.differ > 0)
-        .map(|t| {
-            format!(
-                "{}: {} of {} differ; first: {}",
-                t.name,
-                t.differ,
-                t.compared,
-                t.first.as_deref().unwrap_or("")
-            )
-        })
-        .collect();
-    assert!(bad.is_empty(), "{}", bad.join("\n"));
+    report("encoder", &tallies);
 }

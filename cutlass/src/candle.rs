@@ -496,6 +496,77 @@ fn rows_of(x: &Tensor, k: usize) -> candle_core::Result<(Tensor, usize)> {
     Ok((packed(x)?, dims.iter().product::<usize>() / k))
 }
 
+/// Evaluates `$body` with `$x` bound to a view of the weight's elements (its contiguous storage),
+/// for bf16, f16 and f32 weights; other types are an error naming `$what`.
+macro_rules! with_weight_elements {
+    ($what:expr, $weight:expr, |$x:ident| $body:expr) => {{
+        let w = $weight.contiguous()?;
+        let (storage, layout) = w.storage_and_layout();
+        let candle_core::Storage::Cuda(s) = &*storage else {
+            return Err(msg(format!("{} needs a CUDA weight", $what)));
+        };
+        let off = layout.start_offset();
+        match &s.slice {
+            CudaStorageSlice::BF16(x) => {
+                let $x = x.slice(off..);
+                $body
+            }
+            CudaStorageSlice::F16(x) => {
+                let $x = x.slice(off..);
+                $body
+            }
+            CudaStorageSlice::F32(x) => {
+                let $x = x.slice(off..);
+                $body
+            }
+            _ => {
+                return Err(msg(format!(
+                    "{} takes bf16, f16 or f32 weights, not {:?}",
+                    $what,
+                    $weight.dtype()
+                )))
+            }
+        }
+    }};
+}
+
+/// The forward pass of the quantized layers: `x (…, k)` bf16 flattened to `(m, k)` rows (M padded
+/// with zero rows to a multiple of `m_multiple`, the padding dropped from the output), `op` applied
+/// to give `(m, n)`, the shape restored and `bias` added.
+fn linear_forward<C: CustomOp1>(
+    what: &str,
+    op: &C,
+    (n, k): (usize, usize),
+    m_multiple: usize,
+    bias: Option<&Tensor>,
+    x: &Tensor,
+) -> candle_core::Result<Tensor> {
+    if x.dtype() != DType::BF16 {
+        return Err(msg(format!(
+            "{what} takes bf16 inputs, not {:?}",
+            x.dtype()
+        )));
+    }
+    let dims = x.dims().to_vec();
+    let (x2, m) = rows_of(x, k)?;
+    let padded = m.div_ceil(m_multiple) * m_multiple;
+    let x2 = x2.reshape((m, k))?;
+    let x2 = if padded == m {
+        x2
+    } else {
+        x2.pad_with_zeros(0, 0, padded - m)?
+    };
+    let y = x2.apply_op1_no_bwd(op)?;
+    let y = if padded == m { y } else { y.narrow(0, 0, m)? };
+    let mut out = dims;
+    *out.last_mut().unwrap() = n;
+    let y = y.reshape(out)?;
+    match bias {
+        Some(b) => y.broadcast_add(b),
+        None => Ok(y),
+    }
+}
+
 /// A linear layer `y = x · Wᵀ (+ bias)` whose weight `W (out_features, in_features)` is quantized
 /// once to FP8 e4m3 with one f32 scale per 128x128 block (on the GPU, [`quantize`]); each call
 /// quantizes `x` in 1x128 groups and runs the SM90 FP8 blockwise GEMM (Hopper), bf16 out.
@@ -514,44 +585,16 @@ impl Fp8Linear {
     pub fn new(weight: &Tensor, bias: Option<Tensor>) -> candle_core::Result<Self> {
         let stream = cuda_device(weight)?.cuda_stream();
         let (n, k) = weight.dims2()?;
-        let w = weight.contiguous()?;
-        let (storage, layout) = w.storage_and_layout();
-        let candle_core::Storage::Cuda(s) = &*storage else {
-            return Err(msg("Fp8Linear needs a CUDA weight"));
-        };
-        let off = layout.start_offset();
-        let q = match &s.slice {
-            CudaStorageSlice::BF16(x) => quantize::quantize_fp8_blockwise(
+        let q = with_weight_elements!("Fp8Linear", weight, |x| {
+            quantize::quantize_fp8_blockwise(
                 &stream,
-                &x.slice(off..),
+                &x,
                 n,
                 k,
                 Fp8Block::Block128x128,
                 ScaleMajor::MN,
-            ),
-            CudaStorageSlice::F16(x) => quantize::quantize_fp8_blockwise(
-                &stream,
-                &x.slice(off..),
-                n,
-                k,
-                Fp8Block::Block128x128,
-                ScaleMajor::MN,
-            ),
-            CudaStorageSlice::F32(x) => quantize::quantize_fp8_blockwise(
-                &stream,
-                &x.slice(off..),
-                n,
-                k,
-                Fp8Block::Block128x128,
-                ScaleMajor::MN,
-            ),
-            _ => {
-                return Err(msg(format!(
-                    "Fp8Linear takes bf16, f16 or f32 weights, not {:?}",
-                    weight.dtype()
-                )))
-            }
-        }
+            )
+        })
         .map_err(cerr)?;
         Ok(Fp8Linear {
             op: Fp8LinearOp {
@@ -575,33 +618,16 @@ impl Fp8Linear {
 impl Module for Fp8Linear {
     /// `x (…, in_features)` bf16 → `(…, out_features)` bf16.
     fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
-        let (n, k) = self.shape();
-        if x.dtype() != DType::BF16 {
-            return Err(msg(format!(
-                "Fp8Linear takes bf16 inputs, not {:?}",
-                x.dtype()
-            )));
-        }
-        let dims = x.dims().to_vec();
-        let (x2, m) = rows_of(x, k)?;
         // The kernel reads A's scales as M-major rows of m floats through TMA (16-byte multiples):
-        // pad M to a multiple of 4 with zero rows and drop them from the output.
-        let m4 = m.div_ceil(4) * 4;
-        let x2 = x2.reshape((m, k))?;
-        let x2 = if m4 == m {
-            x2
-        } else {
-            x2.pad_with_zeros(0, 0, m4 - m)?
-        };
-        let y = x2.apply_op1_no_bwd(&self.op)?;
-        let y = if m4 == m { y } else { y.narrow(0, 0, m)? };
-        let mut out = dims;
-        *out.last_mut().unwrap() = n;
-        let y = y.reshape(out)?;
-        match &self.bias {
-            Some(b) => y.broadcast_add(b),
-            None => Ok(y),
-        }
+        // M is padded to a multiple of 4.
+        linear_forward(
+            "Fp8Linear",
+            &self.op,
+            self.shape(),
+            4,
+            self.bias.as_ref(),
+            x,
+        )
     }
 }
 
@@ -674,23 +700,9 @@ impl Nvfp4Linear {
             BlockScaledGemm::<E2M1, E2M1, bf16>::plan_nvfp4(info, p, None)
         })
         .map_err(cerr)?;
-        let w = weight.contiguous()?;
-        let (storage, layout) = w.storage_and_layout();
-        let candle_core::Storage::Cuda(s) = &*storage else {
-            return Err(msg("Nvfp4Linear needs a CUDA weight"));
-        };
-        let off = layout.start_offset();
-        let q = match &s.slice {
-            CudaStorageSlice::BF16(x) => quantize::quantize_nvfp4(&stream, &x.slice(off..), n, k),
-            CudaStorageSlice::F16(x) => quantize::quantize_nvfp4(&stream, &x.slice(off..), n, k),
-            CudaStorageSlice::F32(x) => quantize::quantize_nvfp4(&stream, &x.slice(off..), n, k),
-            _ => {
-                return Err(msg(format!(
-                    "Nvfp4Linear takes bf16, f16 or f32 weights, not {:?}",
-                    weight.dtype()
-                )))
-            }
-        }
+        let q = with_weight_elements!("Nvfp4Linear", weight, |x| {
+            quantize::quantize_nvfp4(&stream, &x, n, k)
+        })
         .map_err(cerr)?;
         Ok(Nvfp4Linear {
             op: Nvfp4LinearOp {
@@ -706,23 +718,8 @@ impl Nvfp4Linear {
 impl Module for Nvfp4Linear {
     /// `x (…, in_features)` bf16 → `(…, out_features)` bf16.
     fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
-        let (n, k) = (self.op.n, self.op.k);
-        if x.dtype() != DType::BF16 {
-            return Err(msg(format!(
-                "Nvfp4Linear takes bf16 inputs, not {:?}",
-                x.dtype()
-            )));
-        }
-        let dims = x.dims().to_vec();
-        let (x2, m) = rows_of(x, k)?;
-        let y = x2.reshape((m, k))?.apply_op1_no_bwd(&self.op)?;
-        let mut out = dims;
-        *out.last_mut().unwrap() = n;
-        let y = y.reshape(out)?;
-        match &self.bias {
-            Some(b) => y.broadcast_add(b),
-            None => Ok(y),
-        }
+        let shape = (self.op.n, self.op.k);
+        linear_forward("Nvfp4Linear", &self.op, shape, 1, self.bias.as_ref(), x)
     }
 }
 
