@@ -22,6 +22,10 @@
 //! | [`quantize`] | GPU quantizers (FP8 1x128/128x128, MX, NVFP4) writing packed data and swizzled scales, bit-exact with [`blockscale`] |
 //! | [`reference`] | the f64 host reference GEMM over any of those operands, output conversion and block-scaled output (`LinCombBlockScaleFactor`) |
 //!
+//! With the `candle` feature, `cutlass::candle` runs these GEMMs on candle's CUDA tensors: `matmul`
+//! and `broadcast_matmul` (bf16, f16; candle's shape and stride conventions), a `CustomOp2`, FP8
+//! matmul, and `Linear` layers with FP8 blockwise (Hopper) or NVFP4 (Blackwell) weights.
+//!
 //! Which of those kernels a build contains is chosen at build time (`CUTLASS_RS_ARCHS`,
 //! `CUTLASS_RS_KERNELS`); [`built_kernels`] lists them. The default build has 128x256x64
 //! cooperative kernels for f16 and bf16 in all four layouts (output of the input type) and with f32
