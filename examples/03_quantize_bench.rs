@@ -153,7 +153,7 @@ fn main() -> Result<()> {
     }
     println!(
         "(bytes = bytes read + written: input, packed output, scales; outputs preallocated; MX/NVFP4 \
-         times include zeroing the scale buffer; \"nvfp4 (2 passes)\" reads the input twice, amax then \
+         times include zeroing the scale layout's padding where there is any (none at 8192 x 8192); \"nvfp4 (2 passes)\" reads the input twice, amax then \
          quantize, and both reads are counted)"
     );
     Ok(())

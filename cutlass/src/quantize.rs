@@ -497,7 +497,8 @@ impl<E: MxElement> MxTensor<E> {
         check_shape("MX quantization", rows, k, rows.saturating_mul(k))?;
         check_k("MX quantization", k, E::BITS, E::K_MULTIPLE)?;
         let layout = ScaleFactorLayout::new(rows, k, 1, 32);
-        // SAFETY: quantization writes every byte (the scales are zeroed first).
+        // SAFETY: quantization writes every byte (every scale factor, and zeros in the layout's
+        // padding where it has any).
         let data = unsafe { stream.alloc::<u8>((rows * k * E::BITS).div_ceil(8)) }?;
         let scales = unsafe { stream.alloc::<UE8M0>(layout.size()) }?;
         Ok(MxTensor {
@@ -571,7 +572,8 @@ impl Nvfp4Tensor {
         check_shape("NVFP4 quantization", rows, k, rows.saturating_mul(k))?;
         check_k("NVFP4 quantization", k, 4, 2)?;
         let layout = ScaleFactorLayout::new(rows, k, 1, 16);
-        // SAFETY: quantization writes every byte (the scales and amax are zeroed first).
+        // SAFETY: quantization writes every byte (every scale factor, and zeros in the layout's
+        // padding where it has any; amax is zeroed here).
         let data = unsafe { stream.alloc::<u8>((rows * k).div_ceil(2)) }?;
         let scales = unsafe { stream.alloc::<UE4M3>(layout.size()) }?;
         let amax = stream.alloc_zeros::<u32>(1)?;
