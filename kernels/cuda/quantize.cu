@@ -108,23 +108,18 @@ enum ElemKind { kE4M3 = CUTLASS_RS_DTYPE_E4M3, kE5M2 = CUTLASS_RS_DTYPE_E5M2, kE
 
 template <int kElem> struct Elem;
 template <> struct Elem<kE4M3> { static constexpr int bits = 8, emax = 8;
-  __device__ static uint8_t cvt(float x) { return __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3); }
-  __device__ static uint32_t cvt_finite(float x) { return cvt(x); } };
+  __device__ static uint8_t cvt(float x) { return __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3); } };
 template <> struct Elem<kE5M2> { static constexpr int bits = 8, emax = 15;
-  __device__ static uint8_t cvt(float x) { return __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E5M2); }
-  __device__ static uint32_t cvt_finite(float x) { return cvt(x); } };
+  __device__ static uint8_t cvt(float x) { return __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E5M2); } };
 // FP6/FP4: RNE by the floating-point adder (narrow_encode.cuh); sm_90 has no conversion
 // instruction for these formats and CUDA's emulation is slow. Fmt is the format for the two-lane
 // encoder.
 template <> struct Elem<kE2M3> { static constexpr int bits = 6, emax = 2; using Fmt = cutlass_rs::FmtE2M3;
-  __device__ static uint8_t cvt(float x) { return cutlass_rs::encode_f32<Fmt>(x); }
-  __device__ static uint32_t cvt_finite(float x) { return cutlass_rs::encode_f32<Fmt, false>(x); } };
+  __device__ static uint8_t cvt(float x) { return cutlass_rs::encode_f32<Fmt>(x); } };
 template <> struct Elem<kE3M2> { static constexpr int bits = 6, emax = 4; using Fmt = cutlass_rs::FmtE3M2;
-  __device__ static uint8_t cvt(float x) { return cutlass_rs::encode_f32<Fmt>(x); }
-  __device__ static uint32_t cvt_finite(float x) { return cutlass_rs::encode_f32<Fmt, false>(x); } };
+  __device__ static uint8_t cvt(float x) { return cutlass_rs::encode_f32<Fmt>(x); } };
 template <> struct Elem<kE2M1> { static constexpr int bits = 4, emax = 2; using Fmt = cutlass_rs::FmtE2M1;
-  __device__ static uint8_t cvt(float x) { return cutlass_rs::encode_f32<Fmt>(x); }
-  __device__ static uint32_t cvt_finite(float x) { return cutlass_rs::encode_f32<Fmt, false>(x); } };
+  __device__ static uint8_t cvt(float x) { return cutlass_rs::encode_f32<Fmt>(x); } };
 
 // The packed-pair type of a 16-bit input type.
 template <class T> struct PairOf;
@@ -162,7 +157,8 @@ __device__ __forceinline__ void store_packed8_at(uint8_t *dst, uint64_t w, bool 
 // MX FP6/FP4 of one full run of 8 elements scaled by inv = 2^-e. 16-bit inputs: the scaled
 // values are exact in 16 bits (a power-of-two scaling that cannot overflow, since |x| * inv <
 // 2^(emax + 1); what underflows is far below the format's smallest tie), so they are encoded two per
-// instruction; bf16 is even scaled in bf16x2. f32 inputs: one f32 encoding per element.
+// instruction; bf16 is even scaled in bf16x2. f32 inputs: exact f32 products rounded to odd into
+// f16x2 pairs, then the same two-lane encoder.
 template <class E, class T>
 __device__ __forceinline__ uint64_t mx_sub8(const Raw8<T> &v, float inv) {
   // FP4 encodes pairs of elements (j, j + 4), which pack by shifts alone (pack_fp4_spread); FP6
