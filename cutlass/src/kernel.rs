@@ -31,6 +31,7 @@ pub(crate) struct Entry {
     ) -> i32,
     pub(crate) prepare:
         unsafe extern "C" fn(*const cutlass_rs_gemm_args, *mut std::ffi::c_void, usize) -> i32,
+    pub(crate) relaunch: unsafe extern "C" fn(*mut std::ffi::c_void) -> i32,
 }
 
 impl Entry {
@@ -39,6 +40,7 @@ impl Entry {
             workspace_size: e.workspace_size.expect("registry entry has workspace_size"),
             run: e.run.expect("registry entry has run"),
             prepare: e.prepare.expect("registry entry has prepare"),
+            relaunch: e.relaunch.expect("registry entry has relaunch"),
         }
     }
 }
@@ -338,5 +340,20 @@ impl Kernel {
             workspace_bytes,
             stream as *mut std::ffi::c_void,
         ))
+    }
+
+    /// Launches the kernel again exactly as this thread's last successful launch of it (any plan's
+    /// [`crate::Gemm::run`] or `run_raw` that chose this kernel): the same arguments, buffers,
+    /// workspace and kernel parameters, without any check or argument handling. A bare launch of
+    /// the kernel, for measuring what the checked entry points add to it
+    /// (`cutlass-profiler overhead`); [`crate::Error::Cutlass`] with `CUTLASS_RS_ERROR_INVALID` when
+    /// this thread has not launched the kernel.
+    ///
+    /// # Safety
+    /// Every buffer of that last launch must still be allocated (nothing checks), `stream` must be
+    /// a live stream of the same device with its context current on this thread, and nothing else
+    /// may write those buffers until the kernel completes.
+    pub unsafe fn relaunch_raw(&self, stream: sys::CUstream) -> Result<()> {
+        self.status((self.entry.relaunch)(stream as *mut std::ffi::c_void))
     }
 }

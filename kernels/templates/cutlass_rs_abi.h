@@ -96,6 +96,11 @@ typedef int (*cutlass_rs_run_fn)(const cutlass_rs_gemm_args *args, void *workspa
  * the kernel parameters (TMA descriptors included); launches nothing, touches no device memory. */
 typedef int (*cutlass_rs_prepare_fn)(const cutlass_rs_gemm_args *args, void *workspace,
                                      size_t workspace_bytes);
+/* Launches the kernel again with the arguments, workspace and kernel parameters of this thread's
+ * last successful run() of it, without run()'s checks: a bare launch, which is what
+ * `cutlass-profiler overhead` measures run() against. CUTLASS_RS_ERROR_INVALID if this thread has
+ * not run the kernel (or its last run failed). The buffers of that run must still be live. */
+typedef int (*cutlass_rs_relaunch_fn)(void *stream);
 
 /* One compiled kernel: its procedural name (the catalog's) and its entry points. */
 typedef struct cutlass_rs_kernel_entry {
@@ -104,6 +109,7 @@ typedef struct cutlass_rs_kernel_entry {
   cutlass_rs_workspace_size_fn workspace_size;
   cutlass_rs_run_fn run;
   cutlass_rs_prepare_fn prepare;
+  cutlass_rs_relaunch_fn relaunch;
 } cutlass_rs_kernel_entry;
 
 /* Element types of the quantization entry points. */
