@@ -14,19 +14,30 @@ use common::*;
 use std::sync::Arc;
 
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
+use cutlass::numeric::Tf32;
 use cutlass::reference::{self, Comparison};
 use cutlass::{Element, Error, Gemm, GemmProblem, Layout, MatrixLayout, OperandName, Workspace};
 use half::{bf16, f16};
 use rand::rngs::StdRng;
 use rand::Rng;
 
-/// Random values in [-1, 1) rounded to T, NaN in the gaps a layout leaves unused.
+/// Random values in [-1, 1) rounded to T (integers in [-32, 32) for the integer types: small
+/// enough that the f32 epilogue of an integer GEMM stays exact), poison in the gaps a layout
+/// leaves unused.
 fn random_matrix<T: Element>(rng: &mut StdRng, geometry: &cutlass::ResolvedMatrix) -> Vec<T> {
+    let integer = matches!(
+        T::DATA_TYPE,
+        cutlass::DataType::I8 | cutlass::DataType::U8 | cutlass::DataType::I32
+    );
     let mut v = vec![T::POISON; geometry.required_len()];
     for l in 0..geometry.batch {
         for i in 0..geometry.rows {
             for j in 0..geometry.cols {
-                v[geometry.offset(l, i, j)] = T::from_f64(rng.random_range(-1.0..1.0));
+                v[geometry.offset(l, i, j)] = if integer {
+                    T::from_f64(rng.random_range(-32i32..32) as f64)
+                } else {
+                    T::from_f64(rng.random_range(-1.0..1.0))
+                };
             }
         }
     }
@@ -314,36 +325,50 @@ fn bad_buffers_on_the_device_get_typed_errors() {
         .all(|v| v.to_f32() == 0.0));
 }
 
-/// Every 16-bit SM90 kernel of the build (the performance menu's stream-K and column-major-output
-/// kernels among them), by name, on problems that are not tile multiples, with C and beta: in the
-/// orientation each serves for a row-major D (kernels with a column-major D compute Dᵀ = Bᵀ·Aᵀ
-/// with the small M on their N side) and for a column-major D.
-fn every_kernel<T: Element>() {
+/// Every SM90 kernel of the build with A and B of type T and D of type TD (the performance
+/// menu's stream-K and column-major-output kernels among them), by name, on problems that are not
+/// tile multiples, with C and the given alpha and beta: in the orientation each serves for a
+/// row-major D (kernels with a column-major D compute Dᵀ = Bᵀ·Aᵀ with the small M on their N side)
+/// and for a column-major D, in every A/B layout the kernel takes.
+fn every_kernel<T: Element, TD: Element>((alpha, beta): (f32, f32)) {
     let (ctx, stream) = device();
     let mut rng = rng();
     let kernels: Vec<_> = cutlass::built_kernels()
         .iter()
         .filter(|k| k.spec.arch == cutlass::Arch::Sm90a && k.spec.a.ty == T::DATA_TYPE)
-        .filter(|k| k.spec.d.ty == T::DATA_TYPE)
+        .filter(|k| k.spec.blockwise.is_none() && k.spec.b.ty == T::DATA_TYPE)
+        .filter(|k| k.spec.d.ty == TD::DATA_TYPE)
         .collect();
-    assert!(!kernels.is_empty());
+    assert!(
+        !kernels.is_empty(),
+        "no {} -> {} kernel in this build",
+        T::DATA_TYPE,
+        TD::DATA_TYPE
+    );
+    // Extents that are no tile multiples, each a multiple of the operands' 16-byte alignment
+    // (8-bit types need 16 elements; the others' 4 or 8 divide the first set).
+    let shapes: &[(usize, usize, usize)] = if T::DATA_TYPE.tma_alignment() == 16 {
+        &[(16, 272, 1040), (208, 528, 144), (1008, 32, 528)]
+    } else {
+        &[(16, 264, 1032), (200, 520, 136), (1000, 24, 520)]
+    };
     let mut runs = 0;
     let mut worst: f64 = 0.0;
     for k in &kernels {
         let mut served = 0;
         for (_, la, lb) in LAYOUTS {
             for d in [Layout::RowMajor, Layout::ColumnMajor] {
-                for (m, n, kk) in [(16, 264, 1032), (200, 520, 136), (1000, 24, 520)] {
+                for &(m, n, kk) in shapes {
                     let p = GemmProblem::new(m, n, kk)
                         .with_a(ml(la))
                         .with_b(ml(lb))
                         .with_c(ml(d))
                         .with_d(ml(d))
-                        .with_scalars(0.75, 0.5);
-                    if Gemm::<T, T, T>::with_kernel(&ctx, &p, k.name).is_err() {
+                        .with_scalars(alpha, beta);
+                    if Gemm::<T, T, TD>::with_kernel(&ctx, &p, k.name).is_err() {
                         continue;
                     }
-                    let cmp = run_and_check_with::<T, T, T>(
+                    let cmp = run_and_check_with::<T, T, TD>(
                         &ctx,
                         &stream,
                         &mut rng,
@@ -360,8 +385,9 @@ fn every_kernel<T: Element>() {
         assert!(served > 0, "{}: no problem planned with it", k.name);
     }
     println!(
-        "{}: {} kernels, {runs} problems by name, worst error / bound = {worst:.3}",
+        "{} -> {}: {} kernels, {runs} problems by name (alpha {alpha}, beta {beta}), worst error / bound = {worst:.3}",
         T::DATA_TYPE,
+        TD::DATA_TYPE,
         kernels.len()
     );
 }
@@ -369,13 +395,75 @@ fn every_kernel<T: Element>() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn bf16_every_built_kernel_by_name() {
-    every_kernel::<bf16>();
+    every_kernel::<bf16, bf16>((0.75, 0.5));
 }
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn f16_every_built_kernel_by_name() {
-    every_kernel::<f16>();
+    every_kernel::<f16, f16>((0.75, 0.5));
+}
+
+/// tf32 kernels (f32 output) on exact tf32 inputs, against the f64 reference.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn tf32_every_built_kernel_by_name() {
+    every_kernel::<Tf32, f32>((0.75, 0.5));
+}
+
+/// s8 x s8 -> s32 kernels: the s32 sums are exact, the f32 epilogue's result rounds to the
+/// nearest integer (the bound admits no off-by-one at these magnitudes).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn s8_to_s32_every_built_kernel_by_name() {
+    every_kernel::<i8, i32>((0.75, 0.5));
+}
+
+/// s8 x s8 -> s8: alpha = 1/64 puts about half of the results beyond the s8 range, where the
+/// epilogue must saturate (the reference saturates too).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn s8_to_s8_rounds_and_saturates() {
+    every_kernel::<i8, i8>((1.0 / 64.0, 0.5));
+}
+
+/// s8 x s8 -> s32 with alpha = 1 and beta = 0 is exact: every element equal to the integer
+/// reference, for the heuristic's choice from decode-size M to a large K.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn s8_to_s32_is_exact() {
+    let (ctx, stream) = device();
+    let mut rng = rng();
+    for (m, n, k) in [
+        (16, 4096, 4096),
+        (128, 1024, 8192),
+        (1008, 272, 528),
+        (4096, 512, 1024),
+    ] {
+        let p = GemmProblem::new(m, n, k);
+        let g = Gemm::<i8, i8, i32>::new(&ctx, &p).unwrap();
+        let a: Vec<i8> = random_matrix(&mut rng, &g.operand(OperandName::A));
+        let b: Vec<i8> = random_matrix(&mut rng, &g.operand(OperandName::B));
+        let mut dd = stream.alloc_zeros::<i32>(m * n).unwrap();
+        g.run(
+            &stream,
+            &stream.clone_htod(&a).unwrap(),
+            &stream.clone_htod(&b).unwrap(),
+            None,
+            &mut dd,
+            Workspace::Managed,
+        )
+        .unwrap();
+        let d = stream.clone_dtoh(&dd).unwrap();
+        let r = reference::gemm::<i8, i8, i32>(&p, &a, &b, None).unwrap();
+        let wrong = d
+            .iter()
+            .zip(&r.value)
+            .filter(|(x, y)| **x as f64 != **y)
+            .count();
+        assert_eq!(wrong, 0, "{m}x{n}x{k} {}", g.kernel_name());
+        println!("s8 -> s32 {m}x{n}x{k} exact ({})", g.kernel_name());
+    }
 }
 
 /// A planned GEMM replays from a CUDA graph with the same result as a direct launch: the

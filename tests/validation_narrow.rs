@@ -91,6 +91,42 @@ fn layout_rules_follow_the_catalog_of_the_device_architecture() {
 }
 
 #[test]
+fn integer_and_tf32_layout_rules_come_from_the_catalog() {
+    use cutlass::numeric::Tf32;
+    // s8 on Hopper: TN only, like FP8 (wgmma reads 8-bit operands K-major from shared memory).
+    for (a, b, fault) in [(COL, COL, OperandName::A), (ROW, ROW, OperandName::B)] {
+        match Gemm::<i8, i8, i32>::plan(H100, &layouts(a, b, ROW), None).unwrap_err() {
+            Error::UnsupportedLayout { operand, rule } => {
+                assert_eq!(operand, fault, "{a:?} {b:?}: {rule}");
+                assert!(rule.contains("TN only"), "{rule}");
+            }
+            e => panic!("s8 {a:?} {b:?}: unexpected {e:?}"),
+        }
+    }
+    // tf32: TN, NT and NN; TT is not in the catalog.
+    match Gemm::<Tf32, Tf32, f32>::plan(H100, &layouts(ROW, ROW, ROW), None).unwrap_err() {
+        Error::UnsupportedLayout { rule, .. } => {
+            assert!(
+                rule.contains("NN") && rule.contains("NT") && rule.contains("TN"),
+                "{rule}"
+            );
+            assert!(!rule.contains("TT,") && !rule.ends_with("TT"), "{rule}");
+        }
+        e => panic!("tf32 TT: unexpected {e:?}"),
+    }
+    // The layouts the catalog has plan, or fail only because this build lacks the kernel.
+    let tn = Gemm::<i8, i8, i32>::plan(H100, &layouts(ROW, COL, ROW), None);
+    let nn = Gemm::<Tf32, Tf32, f32>::plan(H100, &layouts(COL, COL, ROW), None);
+    for r in [tn.map(|g| g.kernel_name()), nn.map(|g| g.kernel_name())] {
+        match r {
+            Ok(name) => assert!(name.contains("_s8_s8_s32_") || name.contains("_tf32_tf32_")),
+            Err(Error::NoKernel { .. }) => {}
+            Err(e) => panic!("unexpected {e:?}"),
+        }
+    }
+}
+
+#[test]
 fn tensor_scales_fold_into_alpha() {
     let p = GemmProblem::new(64, 64, 64)
         .with_scalars(2.0, 0.0)

@@ -11,6 +11,10 @@ mod sealed {
     impl Sealed for f32 {}
     impl Sealed for crate::numeric::E4M3 {}
     impl Sealed for crate::numeric::E5M2 {}
+    impl Sealed for crate::numeric::Tf32 {}
+    impl Sealed for i8 {}
+    impl Sealed for u8 {}
+    impl Sealed for i32 {}
 }
 
 /// A Rust type that stands for one of the catalog's element types. Sealed: the set follows the
@@ -30,11 +34,12 @@ pub trait Element:
     /// Unit roundoff of the type (half the distance from 1.0 to the next value): the relative error
     /// of rounding one value to it.
     const UNIT_ROUNDOFF: f64;
-    /// A NaN bit pattern, used to poison outputs in tests.
+    /// A value no correct result holds where tests poison outputs: a NaN for the floating-point
+    /// types, the most negative value for the integer ones.
     const POISON: Self;
     /// Exact widening to `f64`.
     fn to_f64(self) -> f64;
-    /// Rounds to nearest (ties to even).
+    /// Rounds to nearest (ties to even); the integer types saturate to their range.
     fn from_f64(v: f64) -> Self;
     /// The raw bits, for bitwise comparisons.
     fn to_bits_u64(self) -> u64;
@@ -78,6 +83,51 @@ impl Element for f32 {
     }
 }
 
+/// TF32 operands (SM90 tf32 GEMMs, f32 output): f32 storage of which the tensor cores read the top
+/// 19 bits. `from_f64` rounds to 10 mantissa bits as CUTLASS's `tfloat32_t(float)` does (through
+/// f32; ties away from zero).
+impl Element for crate::numeric::Tf32 {
+    const DATA_TYPE: DataType = DataType::Tf32;
+    const UNIT_ROUNDOFF: f64 = 1.0 / 2048.0;
+    const POISON: Self = crate::numeric::Tf32::NAN;
+    fn to_f64(self) -> f64 {
+        self.to_f32() as f64
+    }
+    fn from_f64(v: f64) -> Self {
+        crate::numeric::Tf32::from_f32(v as f32)
+    }
+    fn to_bits_u64(self) -> u64 {
+        self.to_bits() as u64
+    }
+}
+
+/// The integer types of SM90 integer GEMMs: `i8`/`u8` operands, `i32` (and `i8`) outputs, an
+/// `i32` accumulator. Their unit roundoff is that of the f32 epilogue (`alpha * acc + beta * c` is
+/// computed in f32, then rounded to the nearest integer and saturated).
+macro_rules! int_element {
+    ($t:ty, $bits:ty, $data_type:expr) => {
+        impl Element for $t {
+            const DATA_TYPE: DataType = $data_type;
+            const UNIT_ROUNDOFF: f64 = 1.0 / 16_777_216.0;
+            const POISON: Self = <$t>::MIN;
+            fn to_f64(self) -> f64 {
+                self as f64
+            }
+            fn from_f64(v: f64) -> Self {
+                // `as` saturates; round half to even first.
+                v.round_ties_even() as $t
+            }
+            fn to_bits_u64(self) -> u64 {
+                self as $bits as u64
+            }
+        }
+    };
+}
+
+int_element!(i8, u8, DataType::I8);
+int_element!(u8, u8, DataType::U8);
+int_element!(i32, u32, DataType::I32);
+
 /// The FP8 formats (SM90 FP8 GEMMs). `from_f64` rounds through f32 (exact for every f32 input;
 /// an f64 within half an f32 ulp of an FP8 tie may round differently from a single rounding).
 macro_rules! fp8_element {
@@ -110,6 +160,26 @@ fp8_element!(crate::numeric::E5M2, DataType::E5M2, 1.0 / 8.0, 0x7f);
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn integer_conversions_round_to_even_and_saturate() {
+        assert_eq!(<i8 as Element>::from_f64(2.5), 2);
+        assert_eq!(<i8 as Element>::from_f64(-3.5), -4);
+        assert_eq!(<i8 as Element>::from_f64(127.6), 127);
+        assert_eq!(<i8 as Element>::from_f64(-1e9), -128);
+        assert_eq!(<u8 as Element>::from_f64(-0.7), 0);
+        assert_eq!(<i32 as Element>::from_f64(1e12), i32::MAX);
+        assert_eq!(<i8 as Element>::to_bits_u64(-1), 0xff);
+        assert_eq!(<i32 as Element>::to_bits_u64(-1), 0xffff_ffff);
+        use crate::numeric::Tf32;
+        assert!(Tf32::POISON.to_f32().is_nan());
+        // 1 + 2^-11 is a tie between 1 and 1 + 2^-10: CUTLASS's tfloat32_t rounds it away.
+        assert_eq!(
+            Tf32::from_f64(1.0 + 2f64.powi(-11)).to_f64(),
+            1.0 + 2f64.powi(-10)
+        );
+        assert_eq!(Tf32::UNIT_ROUNDOFF, 2f64.powi(-11));
+    }
 
     #[test]
     fn poison_is_nan_and_roundoff_matches_the_format() {

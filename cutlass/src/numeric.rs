@@ -418,6 +418,9 @@ impl UE8M0 {
 pub struct Tf32(f32);
 
 impl Tf32 {
+    /// A quiet NaN.
+    pub const NAN: Tf32 = Tf32(f32::NAN);
+
     /// Round to nearest with ties away from zero to 10 mantissa bits, as CUTLASS's
     /// `tfloat32_t(float)` (`round_half_ulp_truncate`) and `cvt.rna.tf32.f32` do.
     pub fn from_f32(x: f32) -> Self {

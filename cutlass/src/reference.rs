@@ -376,14 +376,40 @@ impl Comparison {
 /// The error bound of one output element: rounding the output to `TD`
 /// (`2 u_out |ref|`) plus fp32 accumulation over `k` terms (`2 k u_f32 * magnitude`), plus the
 /// smallest normal of the output type for results near zero.
+///
+/// Integer outputs come from an exact s32 accumulator and an f32 epilogue (`alpha * acc + beta *
+/// c`, three roundings at most, each within `u_f32` of the magnitude) rounded to the nearest
+/// integer: `0.5 + 3 u_f32 * magnitude`, against the reference saturated to the output's range
+/// (see [`compare`]). Below a magnitude of 2^23 / 3 that admits no off-by-one result.
 pub fn tolerance<TD: Element>(reference: f64, magnitude: f64, k: usize) -> f64 {
     let u32_ = f32::UNIT_ROUNDOFF;
+    if is_integer::<TD>() {
+        return 0.5 + 3.0 * u32_ * magnitude;
+    }
     let tiny = match TD::DATA_TYPE {
         cutlass_kernels::DataType::F16 => 6.2e-5,
         cutlass_kernels::DataType::Bf16 => 1.2e-38,
         _ => 1.2e-38,
     };
     2.0 * TD::UNIT_ROUNDOFF * reference.abs() + 2.0 * k as f64 * u32_ * magnitude + tiny
+}
+
+fn is_integer<T: Element>() -> bool {
+    use cutlass_kernels::DataType;
+    matches!(T::DATA_TYPE, DataType::I8 | DataType::U8 | DataType::I32)
+}
+
+/// The reference value an output of type `T` should hold before rounding: saturated to `T`'s
+/// range for the integer types (the epilogue's conversion saturates), unchanged otherwise.
+fn saturated<T: Element>(v: f64) -> f64 {
+    if is_integer::<T>() {
+        v.clamp(
+            T::from_f64(f64::MIN).to_f64(),
+            T::from_f64(f64::MAX).to_f64(),
+        )
+    } else {
+        v
+    }
 }
 
 /// Compares D (read through `d`'s geometry) with the reference, element by element.
@@ -404,7 +430,7 @@ pub fn compare<TD: Element>(
         for i in 0..m {
             for j in 0..n {
                 let idx = (l * m + i) * n + j;
-                let want = reference.value[idx];
+                let want = saturated::<TD>(reference.value[idx]);
                 let got = d[d_geometry.offset(l, i, j)].to_f64();
                 let bound = tolerance::<TD>(want, reference.magnitude[idx], k);
                 let err = (got - want).abs();
@@ -434,6 +460,21 @@ mod tests {
     use super::*;
     use crate::problem::MatrixLayout;
     use half::bf16;
+
+    #[test]
+    fn integer_outputs_saturate_and_admit_no_off_by_one() {
+        assert_eq!(saturated::<i8>(300.0), 127.0);
+        assert_eq!(saturated::<i8>(-300.5), -128.0);
+        assert_eq!(saturated::<u8>(-3.0), 0.0);
+        assert_eq!(saturated::<i32>(1e12), i32::MAX as f64);
+        assert_eq!(saturated::<f32>(1e12), 1e12);
+        // Rounding to an integer is allowed, an off-by-one is not, up to a magnitude of 2^23 / 3.
+        let bound = tolerance::<i8>(127.0, 2f64.powi(23) / 3.0 * 0.99, 4096);
+        assert!((0.5..1.0).contains(&bound), "{bound}");
+        assert!(tolerance::<i32>(5.0, 1e6, 4096) < 1.0);
+        // Floating-point outputs keep the accumulation term.
+        assert!(tolerance::<f32>(1.0, 1e6, 4096) > 0.4);
+    }
 
     /// The textbook triple loop over row-major copies: an independent check of the strided reader.
     fn naive(m: usize, n: usize, k: usize, a: &[f64], b: &[f64]) -> Vec<f64> {

@@ -244,16 +244,28 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
     }
 }
 
-/// `len` uniform values in [-1, 1) rounded to `T`, from a fixed-seed xorshift generator: inputs
-/// for timing runs (autotuning, the profiler), not for statistics.
+/// `len` uniform values in [-1, 1) rounded to `T` (integers in [-64, 64) for `i8` and `i32`,
+/// [0, 128) for `u8`), from a fixed-seed xorshift generator: inputs for timing runs (autotuning,
+/// the profiler), not for statistics.
 pub fn random_values<T: Element>(len: usize, seed: u64) -> Vec<T> {
+    use cutlass_kernels::DataType;
+    let integer = |offset| Some((64.0, offset));
+    let range = match T::DATA_TYPE {
+        DataType::I8 | DataType::I32 => integer(0.0),
+        DataType::U8 => integer(64.0),
+        _ => None,
+    };
     let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     (0..len)
         .map(|_| {
             s ^= s << 13;
             s ^= s >> 7;
             s ^= s << 17;
-            T::from_f64((s >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0)
+            let u = (s >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0;
+            match range {
+                Some((scale, offset)) => T::from_f64((u * scale).floor() + offset),
+                None => T::from_f64(u),
+            }
         })
         .collect()
 }
@@ -266,6 +278,18 @@ fn random<T: Element>(stream: &Arc<CudaStream>, len: usize, seed: u64) -> Result
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn random_values_span_the_range_of_each_kind_of_type() {
+        let f: Vec<f32> = random_values(4096, 7);
+        assert!(f.iter().all(|v| (-1.0..1.0).contains(v)));
+        assert!(f.iter().any(|v| v.fract() != 0.0));
+        let i: Vec<i8> = random_values(4096, 7);
+        assert!(i.iter().all(|v| (-64..64).contains(v)));
+        assert_eq!((i.iter().min(), i.iter().max()), (Some(&-64), Some(&63)));
+        let u: Vec<u8> = random_values(4096, 7);
+        assert_eq!((u.iter().min(), u.iter().max()), (Some(&0), Some(&127)));
+    }
 
     #[test]
     fn cache_round_trips_through_its_file_and_rejects_garbage() {

@@ -144,6 +144,24 @@ pub const SM90_MENU_FP8: &[Sm90MenuTile] = &[
     menu([128, 64, 128], [1, 1, 1], STREAM_K, Layout::ColumnMajor),
 ];
 
+/// The SM90 menu for tf32 TN GEMMs (f32 output) beyond [`SM90_TILES_TF32`]: stream-K at
+/// 128x128x32 and swapped narrow-N stream-K kernels for decode-size M. All emitted by CUTLASS's
+/// generator.
+pub const SM90_MENU_TF32: &[Sm90MenuTile] = &[
+    menu([128, 128, 32], [1, 2, 1], STREAM_K, Layout::RowMajor),
+    menu([128, 32, 32], [1, 1, 1], STREAM_K, Layout::ColumnMajor),
+    menu([128, 64, 32], [1, 1, 1], STREAM_K, Layout::ColumnMajor),
+];
+
+/// The SM90 menu for s8 x s8 -> s32 TN GEMMs beyond [`SM90_TILES_INT8`]: stream-K at
+/// 128x128x128 and swapped narrow-N stream-K kernels for decode-size M. All emitted by CUTLASS's
+/// generator.
+pub const SM90_MENU_INT8: &[Sm90MenuTile] = &[
+    menu([128, 128, 128], [1, 2, 1], STREAM_K, Layout::RowMajor),
+    menu([128, 16, 128], [1, 1, 1], STREAM_K, Layout::ColumnMajor),
+    menu([128, 64, 128], [1, 1, 1], STREAM_K, Layout::ColumnMajor),
+];
+
 const STREAM_K: TileScheduler = TileScheduler::StreamK;
 
 /// The blockwise scale blocks of the SM90 FP8 blockwise entries: 1x128 for A (activations, one
@@ -220,9 +238,13 @@ fn sm90_spec(
     }
 }
 
-/// One TN entry of the SM90 menu.
+/// One TN entry of the SM90 menu (an s32 accumulator for integer inputs, f32 otherwise).
 fn sm90_menu_spec(pair: (DataType, DataType), output: DataType, m: &Sm90MenuTile) -> KernelSpec {
-    let mut s = sm90_spec(pair, output, DataType::F32, AB_LAYOUTS[0], &m.tile, None);
+    let accumulator = match pair.0 {
+        DataType::I8 | DataType::U8 => DataType::I32,
+        _ => DataType::F32,
+    };
+    let mut s = sm90_spec(pair, output, accumulator, AB_LAYOUTS[0], &m.tile, None);
     s.tile_scheduler = m.scheduler;
     s.c.layout = m.output;
     s.d.layout = m.output;
@@ -400,7 +422,8 @@ pub fn sm100_block_scaled_outputs() -> Vec<KernelSpec> {
 }
 
 /// The SM90 entries, in a stable order: f16/bf16 (all four layouts), tf32 (TN, NT, NN), s8/u8
-/// (TN), FP8 tensor-wise (TN, the four e4m3/e5m2 pairs), FP8 blockwise (TN).
+/// (TN), FP8 tensor-wise (TN, the four e4m3/e5m2 pairs), the 16-bit and e4m3 menus, FP8 blockwise
+/// (TN), the tf32 and s8 menus.
 ///
 /// 8-bit operands are TN only: Hopper's wgmma reads 8-bit operands from shared memory K-major.
 pub fn sm90() -> Vec<KernelSpec> {
@@ -472,6 +495,17 @@ pub fn sm90() -> Vec<KernelSpec> {
                 out.push(sm90_spec(pair, output, DataType::F32, tn[0], t, bw));
             }
         }
+    }
+    for m in SM90_MENU_TF32 {
+        let pair = (DataType::Tf32, DataType::Tf32);
+        out.push(sm90_menu_spec(pair, DataType::F32, m));
+    }
+    for m in SM90_MENU_INT8 {
+        out.push(sm90_menu_spec(
+            (DataType::I8, DataType::I8),
+            DataType::I32,
+            m,
+        ));
     }
     out
 }

@@ -26,7 +26,7 @@ use cudarc::cublas::sys::cublasOperation_t;
 use cudarc::cublas::{CudaBlas, Gemm as _, GemmConfig};
 use cudarc::cublaslt::{result as lt, sys as ltsys};
 use cudarc::driver::{sys, CudaContext, CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
-use cutlass::numeric::E4M3;
+use cutlass::numeric::{Tf32, E4M3};
 use cutlass::tune::TuneCache;
 use cutlass::{BlockwiseGemm, DeviceInfo, Element, Gemm, GemmProblem, Workspace};
 use half::{bf16, f16};
@@ -50,6 +50,8 @@ enum Kind {
     F16,
     E4m3,
     Fp8Blockwise,
+    Tf32,
+    I8,
 }
 
 impl Kind {
@@ -59,7 +61,9 @@ impl Kind {
             "f16" => Kind::F16,
             "e4m3" | "fp8" => Kind::E4m3,
             "fp8bw" | "fp8-blockwise" => Kind::Fp8Blockwise,
-            _ => bail!("unknown type {s} (bf16, f16, e4m3, fp8bw)"),
+            "tf32" => Kind::Tf32,
+            "i8" | "s8" | "int8" => Kind::I8,
+            _ => bail!("unknown type {s} (bf16, f16, e4m3, fp8bw, tf32, i8)"),
         })
     }
     fn label(self) -> &'static str {
@@ -68,33 +72,55 @@ impl Kind {
             Kind::F16 => "f16",
             Kind::E4m3 => "e4m3",
             Kind::Fp8Blockwise => "fp8bw",
+            Kind::Tf32 => "tf32",
+            Kind::I8 => "i8",
         }
     }
     fn input_bytes(self) -> usize {
         match self {
             Kind::Bf16 | Kind::F16 => 2,
-            _ => 1,
+            Kind::Tf32 => 4,
+            Kind::E4m3 | Kind::Fp8Blockwise | Kind::I8 => 1,
+        }
+    }
+    fn output_bytes(self) -> usize {
+        match self {
+            Kind::Tf32 | Kind::I8 => 4,
+            _ => 2,
         }
     }
     /// Peak multiplier over the bf16 tensor-core rate.
     fn speed(self) -> f64 {
         match self {
             Kind::Bf16 | Kind::F16 => 1.0,
-            _ => 2.0,
+            Kind::Tf32 => 0.5,
+            Kind::E4m3 | Kind::Fp8Blockwise | Kind::I8 => 2.0,
         }
     }
     fn reference(self) -> &'static str {
         match self {
-            Kind::Bf16 | Kind::F16 => "cuBLAS",
+            Kind::Bf16 | Kind::F16 | Kind::Tf32 | Kind::I8 => "cuBLAS",
             Kind::E4m3 => "cuBLASLt",
             Kind::Fp8Blockwise => "cuBLASLt-blockwise",
         }
     }
+    /// The A/B type in cutlass_profiler's spelling.
     fn cutlass_profiler_type(self) -> &'static str {
         match self {
             Kind::Bf16 => "bf16",
             Kind::F16 => "f16",
-            _ => "e4m3",
+            Kind::Tf32 => "tf32",
+            Kind::I8 => "s8",
+            Kind::E4m3 | Kind::Fp8Blockwise => "e4m3",
+        }
+    }
+    /// The C/D type in cutlass_profiler's spelling.
+    fn cutlass_profiler_output(self) -> &'static str {
+        match self {
+            Kind::F16 => "f16",
+            Kind::Tf32 => "f32",
+            Kind::I8 => "s32",
+            Kind::Bf16 | Kind::E4m3 | Kind::Fp8Blockwise => "bf16",
         }
     }
 }
@@ -485,7 +511,8 @@ impl Row {
     }
     fn bytes(&self) -> f64 {
         let s = &self.shape;
-        ((s.m * s.k + s.n * s.k) * self.kind.input_bytes() + s.m * s.n * 2) as f64
+        ((s.m * s.k + s.n * s.k) * self.kind.input_bytes() + s.m * s.n * self.kind.output_bytes())
+            as f64
     }
     fn tflops(&self, secs: f64) -> f64 {
         self.flops() / secs / 1e12
@@ -673,6 +700,129 @@ where
     Ok(rows)
 }
 
+/// tf32 (f32 output) against `cublasGemmEx` with `CUBLAS_COMPUTE_32F_FAST_TF32`, or s8 (s32
+/// output) against `cublasGemmEx` with `CUBLAS_COMPUTE_32I`. The inputs are exact tf32 values
+/// (resp. integers in [-64, 64)), so both libraries multiply the same numbers.
+fn profile_gemm_ex<T, TD>(
+    dev: &Device,
+    blas: &CudaBlas,
+    s: &Shape,
+    kind: Kind,
+    o: &Options,
+) -> Result<Vec<Row>>
+where
+    T: Element + cudarc::driver::DeviceRepr,
+    TD: Element + cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits,
+{
+    use cudarc::cublas::{result as blas_result, sys as blas_sys};
+    let stream = &dev.stream;
+    let p = GemmProblem::new(s.m, s.n, s.k);
+    let sets = rotation(dev, (s.m * s.k + s.n * s.k) * kind.input_bytes());
+    let a: Vec<CudaSlice<T>> = (0..sets)
+        .map(|i| fill(stream, s.m * s.k, 1 + i as u64))
+        .collect::<Result<_>>()?;
+    let b: Vec<CudaSlice<T>> = (0..sets)
+        .map(|i| fill(stream, s.n * s.k, 101 + i as u64))
+        .collect::<Result<_>>()?;
+    let mut d_ours = stream.alloc_zeros::<TD>(s.m * s.n)?;
+    let mut d_blas = stream.alloc_zeros::<TD>(s.m * s.n)?;
+    let (ab_type, d_type, compute) = match kind {
+        Kind::Tf32 => (
+            blas_sys::cudaDataType::CUDA_R_32F,
+            blas_sys::cudaDataType::CUDA_R_32F,
+            blas_sys::cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32,
+        ),
+        Kind::I8 => (
+            blas_sys::cudaDataType::CUDA_R_8I,
+            blas_sys::cudaDataType::CUDA_R_32I,
+            blas_sys::cublasComputeType_t::CUBLAS_COMPUTE_32I,
+        ),
+        _ => bail!("profile_gemm_ex serves tf32 and i8"),
+    };
+    // alpha = 1, beta = 0 in the compute type (f32 for tf32, s32 for i8).
+    let (one_f, zero_f, one_i, zero_i) = (1.0f32, 0.0f32, 1i32, 0i32);
+    let (alpha, beta): (*const c_void, *const c_void) = if kind == Kind::I8 {
+        (&one_i as *const i32 as _, &zero_i as *const i32 as _)
+    } else {
+        (&one_f as *const f32 as _, &zero_f as *const f32 as _)
+    };
+    // Column-major cuBLAS view of the row-major problem: D^T[n, m] = W[n, k] · A^T.
+    let cublas = |a: &CudaSlice<T>, b: &CudaSlice<T>, d: &mut CudaSlice<TD>| -> Result<()> {
+        let (pa, _ga) = a.device_ptr(stream);
+        let (pb, _gb) = b.device_ptr(stream);
+        let (pd, _gd) = d.device_ptr_mut(stream);
+        // SAFETY: the buffers hold m x k, n x k and m x n elements of the types named; alpha and
+        // beta point at values of the compute type; the handle's stream is `stream`.
+        unsafe {
+            blas_result::gemm_ex(
+                *blas.handle(),
+                cublasOperation_t::CUBLAS_OP_T,
+                cublasOperation_t::CUBLAS_OP_N,
+                s.n as i32,
+                s.m as i32,
+                s.k as i32,
+                alpha,
+                pb as *const c_void,
+                ab_type,
+                s.k as i32,
+                pa as *const c_void,
+                ab_type,
+                s.k as i32,
+                beta,
+                pd as *mut c_void,
+                d_type,
+                s.n as i32,
+                compute,
+                blas_sys::cublasGemmAlgo_t::CUBLAS_GEMM_DFALT,
+            )
+        }
+        .map_err(|e| anyhow!("cublasGemmEx: {e:?}"))
+    };
+    let (plans, heuristic) = plans::<T, T, TD>(dev, &p, o)?;
+    let ws_len = plans.iter().map(|g| g.workspace_size()).max().unwrap_or(0);
+    let mut ws = stream.alloc_zeros::<u8>(ws_len.max(1))?;
+    let mut rows = Vec::new();
+    cublas(&a[0], &b[0], &mut d_blas)?;
+    let reference = to_f64(&stream.clone_dtoh(&d_blas)?);
+    for g in &plans {
+        g.run(
+            stream,
+            &a[0],
+            &b[0],
+            None,
+            &mut d_ours,
+            Workspace::Buffer(&mut ws),
+        )?;
+        let diff = rel_diff(&to_f64(&stream.clone_dtoh(&d_ours)?), &reference);
+        let mut ours = |i: usize| -> Result<()> {
+            g.run(
+                stream,
+                &a[i],
+                &b[i],
+                None,
+                &mut d_ours,
+                Workspace::Buffer(&mut ws),
+            )?;
+            Ok(())
+        };
+        let mut theirs = |i: usize| cublas(&a[i], &b[i], &mut d_blas);
+        let (t_ours, t_blas) = race(dev, p.flops(), sets, o.rounds, &mut ours, Some(&mut theirs))?;
+        rows.push(Row {
+            shape: s.clone(),
+            kind,
+            kernel: g.kernel_name().to_string(),
+            heuristic: Some(heuristic.clone()),
+            ours_s: t_ours,
+            theirs_s: t_blas,
+            // i8: exact s32 sums (below 2^24, where the f32 epilogue is exact). tf32: the same
+            // exact products, f32 sums in different orders.
+            ok: diff <= if kind == Kind::I8 { 0.0 } else { 1e-4 },
+            max_rel_diff: diff,
+        });
+    }
+    Ok(rows)
+}
+
 /// e4m3 x e4m3 -> bf16 (tensor-wise) against cuBLASLt, or FP8 blockwise against cuBLASLt's
 /// blockwise matmul.
 fn profile_fp8(dev: &Device, s: &Shape, kind: Kind, o: &Options) -> Result<Vec<Row>> {
@@ -819,17 +969,17 @@ fn write_csv(path: &std::path::Path, dev: &Device, rows: &[Row]) -> Result<()> {
     )?;
     for (i, r) in rows.iter().enumerate() {
         let t = r.kind.cutlass_profiler_type();
+        let out = r.kind.cutlass_profiler_output();
         let mut emit = |provider: &str, op: &str, secs: f64, ratio: String| -> Result<()> {
             let (roof, _) = r.roof(dev);
             writeln!(
                 f,
-                "{},{provider},gemm,{op},{},success,universal,{},{},{},{t}:row,{t}:column,bf16:row,{}:row,1,0,1,{:.0},{:.0},{:.6},{:.1},{:.1},{},{:.1},{ratio},{:.3e},{}",
+                "{},{provider},gemm,{op},{},success,universal,{},{},{},{t}:row,{t}:column,{out}:row,{out}:row,1,0,1,{:.0},{:.0},{:.6},{:.1},{:.1},{},{:.1},{ratio},{:.3e},{}",
                 i + 1,
                 if r.ok { "passed" } else { "incorrect" },
                 r.shape.m,
                 r.shape.n,
                 r.shape.k,
-                if matches!(r.kind, Kind::F16) { "f16" } else { "bf16" },
                 r.bytes(),
                 r.flops(),
                 secs * 1e3,
@@ -1028,6 +1178,8 @@ fn run(args: &[String]) -> Result<ExitCode> {
             Kind::Bf16 => profile_16bit::<bf16>(&dev, &blas, s, kind, &o),
             Kind::F16 => profile_16bit::<f16>(&dev, &blas, s, kind, &o),
             Kind::E4m3 | Kind::Fp8Blockwise => profile_fp8(&dev, s, kind, &o),
+            Kind::Tf32 => profile_gemm_ex::<Tf32, f32>(&dev, &blas, s, kind, &o),
+            Kind::I8 => profile_gemm_ex::<i8, i32>(&dev, &blas, s, kind, &o),
         };
         eprint!("\r{}\r", " ".repeat(80));
         match result {
@@ -1065,10 +1217,12 @@ fn run(args: &[String]) -> Result<ExitCode> {
 }
 
 /// `cutlass-profiler overhead [--shape MxNxK]`: the host time per call of a planned bf16 GEMM
-/// (safe [`Gemm::run`], unsafe [`Gemm::run_raw`], and the kernel's C entry point alone) against a
-/// bare launch of an empty kernel with the same cluster shape (`cutlass_rs_launch_probe`), and of
-/// a CUDA-graph replay of the GEMM. Batches of 200 calls are timed on the host without
-/// synchronizing (fewer than the launch queue holds), the median batch counts.
+/// (safe [`Gemm::run`], unsafe [`Gemm::run_raw`]) against a bare launch of the same kernel with the
+/// same parameters ([`cutlass::Kernel::relaunch_raw`]: `cudaLaunchKernelEx` and nothing else), with
+/// three more lines for context: an empty kernel with the same cluster shape
+/// (`cutlass_rs_launch_probe`), cuBLAS's `cublasGemmEx` for the same problem, and a CUDA-graph
+/// replay of the GEMM. Batches of 200 calls are timed on the host without synchronizing (fewer
+/// than the launch queue holds), the median of 25 batches counts.
 pub fn overhead(args: &[String]) -> ExitCode {
     match run_overhead(args) {
         Ok(()) => ExitCode::SUCCESS,
@@ -1112,7 +1266,7 @@ fn run_overhead(args: &[String]) -> Result<()> {
     };
     let [cx, cy, _] = g.kernel_spec().cluster;
     let cu = stream.cu_stream() as *mut c_void;
-    let bare = host_us(&mut || {
+    let empty = host_us(&mut || {
         // SAFETY: launches an empty kernel on a live stream.
         let st = unsafe { cutlass::sys::cutlass_rs_launch_probe(cx as i32, cy as i32, cu) };
         if st != 0 {
@@ -1130,6 +1284,33 @@ fn run_overhead(args: &[String]) -> Result<()> {
     let raw = host_us(&mut || {
         // SAFETY: the buffers above hold the problem's extents; the stream is live.
         Ok(unsafe { g.run_raw(pa, pb, None, pd, pw, ws_len, stream.cu_stream()) }?)
+    })?;
+    // The same kernel relaunched from the parameters the last run_raw built (same buffers).
+    let kernel = cutlass::built_kernels()
+        .iter()
+        .find(|k| k.name == g.kernel_name())
+        .ok_or_else(|| anyhow!("kernel {} not in the registry", g.kernel_name()))?;
+    let bare = host_us(&mut || {
+        // SAFETY: the buffers of the last run_raw (above) are live; the stream is live.
+        Ok(unsafe { kernel.relaunch_raw(stream.cu_stream()) }?)
+    })?;
+    let blas = CudaBlas::new(stream.clone()).context("cuBLAS (libcublas.so must be loadable)")?;
+    let cfg = GemmConfig {
+        transa: cublasOperation_t::CUBLAS_OP_T,
+        transb: cublasOperation_t::CUBLAS_OP_N,
+        m: shape.n as i32,
+        n: shape.m as i32,
+        k: shape.k as i32,
+        alpha: bf16::ONE,
+        lda: shape.k as i32,
+        ldb: shape.k as i32,
+        beta: bf16::ZERO,
+        ldc: shape.n as i32,
+    };
+    let mut d_blas = stream.alloc_zeros::<bf16>(shape.m * shape.n)?;
+    let cublas = host_us(&mut || {
+        // SAFETY: b is [n, k] and a is [m, k] row-major, d_blas holds m x n.
+        Ok(unsafe { blas.gemm(cfg, &b, &a, &mut d_blas) }?)
     })?;
     // The same launch through a CUDA graph.
     let capture = dev.ctx.new_stream()?;
@@ -1151,11 +1332,20 @@ fn run_overhead(args: &[String]) -> Result<()> {
         g.kernel_name()
     );
     println!("host time per call (median of 25 batches of {CALLS}):");
-    println!("  bare launch (empty kernel, cluster {cx}x{cy}, cudaLaunchKernelEx): {bare:7.2} us");
-    println!("  Gemm::run     (checks + CUTLASS can_implement + params + launch):  {safe:7.2} us  (+{:.2} us)", safe - bare);
-    println!("  Gemm::run_raw (pointer checks + CUTLASS + launch):                 {raw:7.2} us  (+{:.2} us)", raw - bare);
+    println!("  bare launch of the kernel (cached parameters, cudaLaunchKernelEx): {bare:7.2} us");
     println!(
-        "  CUDA graph replay of the GEMM:                                     {replay:7.2} us"
+        "  Gemm::run     (checks, argument compare, launch):                 {safe:7.2} us  (+{:.2} us)",
+        safe - bare
     );
+    println!(
+        "  Gemm::run_raw (pointer checks, argument compare, launch):         {raw:7.2} us  (+{:.2} us)",
+        raw - bare
+    );
+    println!("  for context:");
+    println!(
+        "  empty kernel, cluster {cx}x{cy}, cudaLaunchKernelEx:                  {empty:7.2} us"
+    );
+    println!("  cuBLAS cublasGemmEx, same problem:                                {cublas:7.2} us");
+    println!("  CUDA graph replay of the GEMM:                                    {replay:7.2} us");
     Ok(())
 }
