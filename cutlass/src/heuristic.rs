@@ -13,11 +13,11 @@
 //! - memory: every byte of A, B and D once at the DRAM bandwidth;
 //! - fixed: launch and epilogue, more for stream-K's workspace reset and reduction.
 //!
-//! The constants are for Hopper (H100/H200), fitted to the profiler's exhaustive run of the
-//! 16-bit menu over `shared/bench/shapes.tsv` on an H200 (`cutlass-profiler profile --kernels
-//! all`, the CSVs in `docs/perf/`) by `tools/fit_heuristic.py`, which also scores the picks
-//! in-sample, leave-one-shape-out and on the e4m3 menu it was not fitted to
-//! (`docs/performance.md`). [`crate::tune`] measures instead of estimating. Automatic selection
+//! The constants are for Hopper (H100/H200), fitted by `tools/fit_heuristic.py` to the profiler's
+//! exhaustive runs over `shared/bench/shapes.tsv` (`cutlass-profiler profile --kernels all`, the
+//! CSVs in `docs/perf/`): the bf16 and e4m3 menus on an H200, the tf32 and s8 menus on an H100.
+//! The script scores the picks per type and bf16 leave-one-shape-out (`docs/performance.md`).
+//! [`crate::tune`] measures instead of estimating. Automatic selection
 //! never takes an FP8 fast-accumulation kernel (less precise): name it to use it.
 
 use cutlass_kernels::{DataType, KernelSchedule, KernelSpec, TileScheduler};
@@ -28,26 +28,26 @@ use crate::kernel::Kernel;
 /// 132 SMs on an H100/H200 SXM).
 const FLOP_PER_US_PER_SM: f64 = 7.5e6;
 /// Sustained DRAM bandwidth in bytes per microsecond.
-const BYTES_PER_US: f64 = 3.2e6;
+const BYTES_PER_US: f64 = 3.36e6;
 /// What one CTA streams from DRAM at most, bytes per microsecond: why a few output tiles cannot
 /// pull the whole bandwidth (decode-size problems), and what stream-K and the operand swap fix.
 const CTA_BYTES_PER_US: f64 = 1.17e5;
 /// Launch and epilogue, microseconds.
-const FIXED_US: f64 = 3.93;
+const FIXED_US: f64 = 3.82;
 /// Stream-K's extra fixed cost: the workspace reset and the reduction of partial tiles.
-const STREAM_K_US: f64 = 13.7;
+const STREAM_K_US: f64 = 14.0;
 /// Extra main-loop cost of a tile's padded rows, per unit of padded fraction.
-const PADDING_PENALTY: f64 = 1.0;
+const PADDING_PENALTY: f64 = 1.1;
 
 /// Fraction of the peak a tile sustains in its main loop.
 fn tile_efficiency(spec: &KernelSpec) -> f64 {
     let [tm, tn, _] = spec.tile;
     let base = match tm * tn {
-        a if a >= 32768 => 0.737,
-        a if a >= 16384 => 0.691,
-        a if a >= 8192 => 0.675,
+        a if a >= 32768 => 0.762,
+        a if a >= 16384 => 0.713,
+        a if a >= 8192 => 0.703,
         a if a >= 4096 => 0.43,
-        _ => 0.343,
+        _ => 0.355,
     };
     let schedule = match spec.kernel_schedule {
         KernelSchedule::TmaWarpSpecialized => 0.96,
@@ -81,7 +81,7 @@ pub fn estimate_us(
     let bits = |t: DataType| t.bits() as usize;
     let tiles = m.div_ceil(tm) * n.div_ceil(tn) * batch.max(1);
     // Rows of the last tile beyond M still cost MMA time, and more than their share: a tile
-    // that is mostly padding runs its main loop at a lower rate (fitted: twice the cost when
+    // that is mostly padding runs its main loop at a lower rate (fitted: about twice the cost when
     // all rows but a few are padding).
     let padded = m.div_ceil(tm) * tm;
     let waste = 1.0 - m as f64 / padded as f64;
@@ -143,18 +143,25 @@ mod tests {
     use super::*;
     use cutlass_kernels::{catalog, Layout};
 
-    /// The bf16 TN kernels (row-major D, or column-major D for the swap) of the catalog.
-    fn bf16_menu() -> Vec<KernelSpec> {
+    /// The TN kernels of one A/D type pair (row-major D, or column-major D for the swap).
+    fn menu(a: DataType, d: DataType) -> Vec<KernelSpec> {
         catalog::sm90()
             .into_iter()
-            .filter(|s| {
-                s.a.ty == DataType::Bf16 && s.d.ty == DataType::Bf16 && s.layout_name() == "TN"
-            })
+            .filter(|s| s.a.ty == a && s.d.ty == d && s.layout_name() == "TN")
+            .filter(|s| s.blockwise.is_none() && !fast_accum(s))
             .collect()
     }
 
+    fn bf16_menu() -> Vec<KernelSpec> {
+        menu(DataType::Bf16, DataType::Bf16)
+    }
+
     fn pick(m: usize, n: usize, k: usize) -> KernelSpec {
-        bf16_menu()
+        pick_in(bf16_menu(), m, n, k)
+    }
+
+    fn pick_in(candidates: Vec<KernelSpec>, m: usize, n: usize, k: usize) -> KernelSpec {
+        candidates
             .into_iter()
             .min_by(|x, y| {
                 let e = |s: &KernelSpec| {
@@ -188,6 +195,17 @@ mod tests {
         assert_eq!(
             (s.tile, s.kernel_schedule),
             ([64, 128, 64], KernelSchedule::TmaWarpSpecializedPingpong)
+        );
+        // s8 -> s32 on an H100 (docs/perf/tf32-i8-all-kernels-h100.csv): at 4096 x 2112 x 7168
+        // the 128x128 cooperative kernels (133 us, 137 us with stream-K) beat 64x128 pingpong
+        // (205 us), which the constants before the s8 data picked.
+        let s = pick_in(menu(DataType::I8, DataType::I32), 4096, 2112, 7168);
+        assert_eq!(
+            (s.tile, s.kernel_schedule),
+            (
+                [128, 128, 128],
+                KernelSchedule::TmaWarpSpecializedCooperative
+            )
         );
     }
 
