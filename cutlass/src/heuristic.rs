@@ -31,11 +31,11 @@ const FLOP_PER_US_PER_SM: f64 = 7.5e6;
 const BYTES_PER_US: f64 = 3.36e6;
 /// What one CTA streams from DRAM at most, bytes per microsecond: why a few output tiles cannot
 /// pull the whole bandwidth (decode-size problems), and what stream-K and the operand swap fix.
-const CTA_BYTES_PER_US: f64 = 1.17e5;
+const CTA_BYTES_PER_US: f64 = 1.203e5;
 /// Launch and epilogue, microseconds.
-const FIXED_US: f64 = 3.82;
+const FIXED_US: f64 = 4.37;
 /// Stream-K's extra fixed cost: the workspace reset and the reduction of partial tiles.
-const STREAM_K_US: f64 = 14.0;
+const STREAM_K_US: f64 = 12.56;
 /// Extra main-loop cost of a tile's padded rows, per unit of padded fraction.
 const PADDING_PENALTY: f64 = 1.1;
 
@@ -43,14 +43,14 @@ const PADDING_PENALTY: f64 = 1.1;
 fn tile_efficiency(spec: &KernelSpec) -> f64 {
     let [tm, tn, _] = spec.tile;
     let base = match tm * tn {
-        a if a >= 32768 => 0.762,
+        a if a >= 32768 => 0.839,
         a if a >= 16384 => 0.713,
-        a if a >= 8192 => 0.703,
-        a if a >= 4096 => 0.43,
-        _ => 0.355,
+        a if a >= 8192 => 0.486,
+        a if a >= 4096 => 0.418,
+        _ => 0.374,
     };
     let schedule = match spec.kernel_schedule {
-        KernelSchedule::TmaWarpSpecialized => 0.96,
+        KernelSchedule::TmaWarpSpecialized => 0.872,
         _ => 1.0,
     };
     base * schedule
@@ -63,6 +63,14 @@ fn type_speed(t: DataType) -> f64 {
         32 => 0.5,
         _ => 1.0,
     }
+}
+
+/// Output tiles in whole clusters: a cluster's CTAs beyond the problem still take SMs (a 2x1
+/// cluster on a 16-row problem idles half of them).
+fn cluster_tiles(spec: &KernelSpec, m: usize, n: usize, batch: usize) -> usize {
+    let [tm, tn, _] = spec.tile.map(|v| v as usize);
+    let [cm, cn, _] = spec.cluster.map(|v| v.max(1) as usize);
+    m.div_ceil(tm).next_multiple_of(cm) * n.div_ceil(tn).next_multiple_of(cn) * batch.max(1)
 }
 
 /// Estimated microseconds for an `m x n x k` (kernel view) problem of `batch` on `sms` SMs: the
@@ -79,7 +87,7 @@ pub fn estimate_us(
     let [tm, tn, _] = spec.tile.map(|v| v as usize);
     let sms = sms.max(1);
     let bits = |t: DataType| t.bits() as usize;
-    let tiles = m.div_ceil(tm) * n.div_ceil(tn) * batch.max(1);
+    let tiles = cluster_tiles(spec, m, n, batch);
     // Rows of the last tile beyond M still cost MMA time, and more than their share: a tile
     // that is mostly padding runs its main loop at a lower rate (fitted: about twice the cost when
     // all rows but a few are padding).
@@ -114,7 +122,7 @@ fn fast_accum(spec: &KernelSpec) -> bool {
 
 /// The kernel with the smallest estimate; `shape` gives each kernel's view of the output
 /// (`m x n`: the problem's, or its transpose for kernels that compute Dᵀ). Fast-accumulation
-/// kernels only when nothing else serves; ties go to the larger tile.
+/// kernels only when nothing else serves; ties go to the smaller tile, then to fewer idle CTAs.
 pub(crate) fn choose(
     kernels: &[Kernel],
     k: usize,
@@ -133,7 +141,17 @@ pub(crate) fn choose(
                 estimate_us(&kn.spec, m, n, k, batch, sms)
             };
             let area = |kn: &Kernel| kn.spec.tile[0] * kn.spec.tile[1];
-            cost(x).total_cmp(&cost(y)).then(area(y).cmp(&area(x)))
+            let tiles = |kn: &Kernel| {
+                let (m, n) = shape(&kn.spec);
+                cluster_tiles(&kn.spec, m, n, batch)
+            };
+            // Ties (memory-bound problems, where the DRAM term binds) go to the smaller tile:
+            // more CTAs in flight (measured: docs/performance.md); then to the cluster shape
+            // that idles fewer CTAs.
+            cost(x)
+                .total_cmp(&cost(y))
+                .then(area(x).cmp(&area(y)))
+                .then(tiles(x).cmp(&tiles(y)))
         })
         .expect("non-empty")
 }
@@ -172,13 +190,24 @@ mod tests {
                     };
                     estimate_us(s, km, kn, k, 1, 132)
                 };
+                let area = |s: &KernelSpec| s.tile[0] * s.tile[1];
+                let t = |s: &KernelSpec| {
+                    let (km, kn) = if s.d.layout == Layout::ColumnMajor {
+                        (n, m)
+                    } else {
+                        (m, n)
+                    };
+                    cluster_tiles(s, km, kn, 1)
+                };
                 e(x).total_cmp(&e(y))
+                    .then(area(x).cmp(&area(y)))
+                    .then(t(x).cmp(&t(y)))
             })
             .unwrap()
     }
 
-    /// Where the estimate agrees with the H200 measurements of docs/performance.md (the fastest
-    /// kernel of the menu measured by `cutlass-profiler profile --kernels all`).
+    /// Where the estimate agrees with the measurements of docs/performance.md (the fastest kernel
+    /// of the menu measured by `cutlass-profiler profile --kernels all` on an H200 and an H100).
     #[test]
     fn picks_match_measured_winners() {
         let s = pick(4096, 4096, 4096);
@@ -191,10 +220,30 @@ mod tests {
             (s.tile, s.tile_scheduler),
             ([128, 256, 64], TileScheduler::StreamK)
         );
+        // Decode: 64x64 pingpong with the cluster along N (a 2x1 cluster idles half its CTAs
+        // on 16 rows; H100: 23.8 us against 31.1 us).
         let s = pick(16, 6144, 4096);
         assert_eq!(
+            (s.tile, s.cluster, s.kernel_schedule),
+            (
+                [64, 64, 64],
+                [1, 2, 1],
+                KernelSchedule::TmaWarpSpecializedPingpong
+            )
+        );
+        let s = pick(16, 4096, 4096);
+        assert_eq!(
+            (s.tile, s.cluster),
+            ([64, 64, 64], [1, 2, 1]),
+            "{}",
+            s.name()
+        );
+        // M = 128, memory-bound: 64x64 pingpong (2x1 cluster) beats 128x256 cooperative, which
+        // the estimate ties with it (H100 dsv3-b-m128: 33.1 us against 44.5 us).
+        let s = pick(128, 24576, 1536);
+        assert_eq!(
             (s.tile, s.kernel_schedule),
-            ([64, 128, 64], KernelSchedule::TmaWarpSpecializedPingpong)
+            ([64, 64, 64], KernelSchedule::TmaWarpSpecializedPingpong)
         );
         // s8 -> s32 on an H100 (docs/perf/tf32-i8-all-kernels-h100.csv): at 4096 x 2112 x 7168
         // the 128x128 cooperative kernels (133 us, 137 us with stream-K) beat 64x128 pingpong

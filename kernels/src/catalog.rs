@@ -122,9 +122,19 @@ const fn menu(
     }
 }
 
+/// A pingpong entry of the menu (persistent scheduler, row-major D).
+const fn menu_pingpong(tile: [u32; 3], cluster: [u32; 3]) -> Sm90MenuTile {
+    Sm90MenuTile {
+        tile: sm90_tile(tile, cluster, PINGPONG, PINGPONG_EPI),
+        scheduler: TileScheduler::Persistent,
+        output: Layout::RowMajor,
+    }
+}
+
 /// The SM90 menu for 16-bit TN GEMMs beyond [`SM90_TILES_16BIT`]: stream-K at 128x128 and 128x256
-/// (wave quantization on mid-size problems), and stream-K kernels with column-major outputs and
-/// narrow N tiles for decode-size M (16-64) through the operand swap. All emitted by CUTLASS's
+/// (wave quantization on mid-size problems), stream-K kernels with column-major outputs and
+/// narrow N tiles for decode-size M (16-64) through the operand swap, and 64x64x64 pingpong
+/// kernels (clusters 2x1x1 and 1x2x1, the tile cuBLAS chose at M = 128 on an H100) for M = 16-128. All emitted by CUTLASS's
 /// generator (`tests/names_match_cutlass_library.rs`).
 pub const SM90_MENU_16BIT: &[Sm90MenuTile] = &[
     menu([128, 128, 64], [1, 2, 1], STREAM_K, Layout::RowMajor),
@@ -132,13 +142,19 @@ pub const SM90_MENU_16BIT: &[Sm90MenuTile] = &[
     menu([128, 16, 128], [1, 1, 1], STREAM_K, Layout::ColumnMajor),
     menu([128, 32, 128], [1, 1, 1], STREAM_K, Layout::ColumnMajor),
     menu([128, 64, 128], [1, 1, 1], STREAM_K, Layout::ColumnMajor),
+    menu_pingpong([64, 64, 64], [2, 1, 1]),
+    menu_pingpong([64, 64, 64], [1, 2, 1]),
 ];
 
 /// The SM90 menu for e4m3 x e4m3 TN GEMMs (bf16 and f16 outputs) beyond [`SM90_TILES_FP8`]:
-/// stream-K at 128x128x128 and the swapped narrow-N stream-K kernels for decode-size M. All
-/// with the f32-promoting (not fast-accumulation) mainloop.
+/// stream-K at 128x128x128, the 128x128x128 tile with a 2x1x1 cluster, and the swapped narrow-N
+/// stream-K kernels for decode-size M. All with the f32-promoting (not fast-accumulation)
+/// mainloop. Measured and left out (H100, `docs/performance.md`): f32-promoting 128x256x128
+/// (clusters 1x2x1, 2x1x1) and 256x128x128 cooperative kernels, which CUTLASS's generator emits
+/// but which spill (248-byte stack frames) and ran at 0.10-0.53x cuBLASLt on every shape.
 pub const SM90_MENU_FP8: &[Sm90MenuTile] = &[
     menu([128, 128, 128], [1, 2, 1], STREAM_K, Layout::RowMajor),
+    menu([128, 128, 128], [2, 1, 1], PERSISTENT, Layout::RowMajor),
     menu([128, 16, 128], [1, 1, 1], STREAM_K, Layout::ColumnMajor),
     menu([128, 32, 128], [1, 1, 1], STREAM_K, Layout::ColumnMajor),
     menu([128, 64, 128], [1, 1, 1], STREAM_K, Layout::ColumnMajor),
@@ -163,6 +179,7 @@ pub const SM90_MENU_INT8: &[Sm90MenuTile] = &[
 ];
 
 const STREAM_K: TileScheduler = TileScheduler::StreamK;
+const PERSISTENT: TileScheduler = TileScheduler::Persistent;
 
 /// The blockwise scale blocks of the SM90 FP8 blockwise entries: 1x128 for A (activations, one
 /// scale per row and 128 elements of K) and 128x128 for B (weights), as in
@@ -512,17 +529,18 @@ pub fn sm90() -> Vec<KernelSpec> {
 
 /// The kernels built when the user selects none: the 128x256x64 cooperative kernel for f16 and bf16
 /// in all four layouts with an output of the input type, plus f32 output in the TN layout; the
-/// e4m3 x e4m3 -> bf16 FP8 kernels, tensor-wise and blockwise; and four small-problem TN kernels
-/// per 16-bit type (20 kernels). Small enough that a cold build stays within about ten minutes on
-/// two cores.
+/// e4m3 x e4m3 -> bf16 FP8 kernels, tensor-wise and blockwise; and six small-problem TN kernels
+/// per 16-bit type (24 kernels). Small enough that a cold build stays within about fifteen minutes
+/// on two cores.
 pub fn is_default(spec: &KernelSpec) -> bool {
     is_default_16bit(spec) || is_default_fp8(spec) || is_default_menu(spec)
 }
 
 /// The small-problem kernels of the default set: for f16 and bf16 TN (output of the input type),
-/// the 64x128x64 pingpong kernel, stream-K at 128x256x64, and the swapped stream-K kernels with
-/// 16- and 64-wide N tiles, which the H200 measurements of `docs/performance.md` found fastest
-/// for decode (M = 16) and M = 128 problems.
+/// the 64x128x64 pingpong kernel, the 64x64x64 pingpong kernels (clusters 2x1x1 and 1x2x1),
+/// stream-K at 128x256x64, and the swapped stream-K kernels with 16- and 64-wide N tiles, which
+/// the H200 and H100 measurements of `docs/performance.md` found fastest for decode (M = 16) and
+/// M = 128 problems.
 fn is_default_menu(spec: &KernelSpec) -> bool {
     let tn_16bit = spec.arch == Arch::Sm90a
         && SM90_16BIT_INPUTS.contains(&spec.a.ty)
@@ -531,7 +549,7 @@ fn is_default_menu(spec: &KernelSpec) -> bool {
     let stream_k = spec.tile_scheduler == TileScheduler::StreamK;
     tn_16bit
         && match (spec.tile, spec.d.layout) {
-            ([64, 128, 64], Layout::RowMajor) => {
+            ([64, 128, 64], Layout::RowMajor) | ([64, 64, 64], Layout::RowMajor) => {
                 spec.kernel_schedule == PINGPONG && spec.epilogue_schedule == PINGPONG_EPI
             }
             ([128, 256, 64], Layout::RowMajor) => stream_k,

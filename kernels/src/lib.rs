@@ -58,8 +58,9 @@ mod tests {
     #[test]
     fn default_set_is_small_and_covers_all_layouts() {
         let d = catalog::select(&[Arch::Sm90a], &catalog::NameFilter::parse(""));
-        assert_eq!(d.len(), 20);
-        // The small-problem kernels: per 16-bit type, pingpong, stream-K and two swapped ones.
+        assert_eq!(d.len(), 24);
+        // The small-problem kernels: per 16-bit type, three pingpong (64x128, 64x64 with two
+        // cluster shapes), stream-K and two swapped ones.
         for ty in catalog::SM90_16BIT_INPUTS {
             let small = d
                 .iter()
@@ -70,7 +71,7 @@ mod tests {
                             || s.tile_scheduler == crate::TileScheduler::StreamK)
                 })
                 .count();
-            assert_eq!(small, 4, "{ty}");
+            assert_eq!(small, 6, "{ty}");
         }
         assert_eq!(
             d.iter()
