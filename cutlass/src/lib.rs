@@ -10,6 +10,8 @@
 //! | SM90a (H100, H200) | f16 x f16, bf16 x bf16 ([`Gemm`]) | f32 | input type or f32 | TN, NT, NN, TT | row- or column-major | runs (tested on an H200) |
 //! | SM90a | e4m3/e5m2 x e4m3/e5m2, mixed too ([`Gemm`]; per-tensor scales in alpha: [`GemmProblem::with_tensor_scales`]) | f32 | bf16, f16, f32 | TN (Hopper reads 8-bit operands K-major) | row- or column-major | runs (tested on an H200) |
 //! | SM90a | FP8 with 1x128 x 128x128 f32 blockwise scales ([`BlockwiseGemm`]) | f32 | bf16, f16, f32 | TN | row-major | runs (tested on an H200) |
+//! | SM90a | tf32 x tf32 ([`Gemm`] over [`numeric::Tf32`]) | f32 | f32 | TN, NT, NN | row- or column-major | runs (tested on an H100) |
+//! | SM90a | s8 x s8 ([`Gemm`] over `i8`) | s32 (f32 epilogue: exact below 2^24) | s32, s8 (rounded, saturated) | TN | row- or column-major | runs (tested on an H100) |
 //! | SM100a, SM120a | every row of Tables 1–3 (legacy, FP8/FP6/FP4, mx/nv block-scaled; sparse rows compile only) | f32 (s32) | see the catalog | per Tables 4–20 | row-major | compiled to PTX with the MMA instructions checked (`kernels/census.tsv`); MX, NVFP4 and plain FP8/FP6/FP4 operands through [`BlockScaledGemm`] (any layout the catalog has; NVFP4 outputs), whose host path (checks, `can_implement`, TMA descriptors) runs on a Hopper GPU up to the launch; no Blackwell GPU here, so none has run |
 //!
 //! Host-side formats for every type of the seed's Tables 1–3, usable without a GPU:
@@ -30,8 +32,9 @@
 //! `CUTLASS_RS_KERNELS`); [`built_kernels`] lists them. The default build has 128x256x64
 //! cooperative kernels for f16 and bf16 in all four layouts (output of the input type) and with f32
 //! output in TN, e4m3 x e4m3 -> bf16 tensor-wise and blockwise kernels, and for f16 and bf16 TN
-//! four kernels for small and mid-size problems (pingpong, stream-K, and stream-K kernels with a
-//! column-major output that serve a small M through the operand swap).
+//! six kernels for small and mid-size problems (64x128 and 64x64 pingpong, stream-K, and stream-K
+//! kernels with a column-major output that serve a small M through the operand swap). The tf32
+//! and s8 kernels are built on request (`CUTLASS_RS_KERNELS='default,*_tf32_*,*_s8_s8_*'`).
 //!
 //! Kernel selection: [`Gemm::new`] estimates every candidate of the build ([`heuristic`]);
 //! [`Gemm::with_kernel`] pins one by name; [`Gemm::autotune`] times the candidates once and keeps
