@@ -22,7 +22,7 @@
 //! | [`packed`] | packed FP4/FP6 storage in CUTLASS's global-memory bit order |
 //! | [`blockscale`] | MX (OCP v1.0) and NVFP4 quantizers, the `Sm1xxBlockScaledConfig` scale-factor layout, FP8 blockwise (1x128, 128x128) scaling |
 //! | [`quantize`] | GPU quantizers (FP8 1x128/128x128, MX, NVFP4) writing packed data and swizzled scales, bit-exact with [`blockscale`] |
-//! | [`reference`] | the f64 host reference GEMM over any of those operands, output conversion and block-scaled output (`LinCombBlockScaleFactor`) |
+//! | [`reference`](mod@reference) | the f64 host reference GEMM over any of those operands, output conversion and block-scaled output (`LinCombBlockScaleFactor`) |
 //!
 //! With the `candle` feature, `cutlass::candle` runs these GEMMs on candle's CUDA tensors: `matmul`
 //! and `broadcast_matmul` (bf16, f16; candle's shape and stride conventions), a `CustomOp2`, FP8
