@@ -629,7 +629,6 @@ where
     CudaBlas: cudarc::cublas::Gemm<T>,
 {
     let stream = &dev.stream;
-    let p = GemmProblem::new(s.m, s.n, s.k);
     let sets = rotation(dev, (s.m * s.k + s.n * s.k) * 2);
     let a: Vec<CudaSlice<T>> = (0..sets)
         .map(|i| fill(stream, s.m * s.k, 1 + i as u64))
@@ -637,7 +636,6 @@ where
     let b: Vec<CudaSlice<T>> = (0..sets)
         .map(|i| fill(stream, s.n * s.k, 101 + i as u64))
         .collect::<Result<_>>()?;
-    let mut d_ours = stream.alloc_zeros::<T>(s.m * s.n)?;
     let mut d_blas = stream.alloc_zeros::<T>(s.m * s.n)?;
     let cfg = GemmConfig {
         transa: cublasOperation_t::CUBLAS_OP_T,
@@ -651,49 +649,71 @@ where
         beta: T::from_f64(0.0),
         ldc: s.n as i32,
     };
-    let (plans, heuristic) = plans::<T, T, T>(dev, &p, o)?;
-    let ws_len = plans.iter().map(|g| g.workspace_size()).max().unwrap_or(0);
-    let mut ws = stream.alloc_zeros::<u8>(ws_len.max(1))?;
-    let mut rows = Vec::new();
     // cuBLAS's time is measured against each kernel; its output once.
     unsafe { blas.gemm(cfg, &b[0], &a[0], &mut d_blas) }?;
     let reference = to_f64(&stream.clone_dtoh(&d_blas)?);
+    let mut theirs = |i: usize| -> Result<()> {
+        unsafe { blas.gemm(cfg, &b[i], &a[i], &mut d_blas) }?;
+        Ok(())
+    };
+    // Two f32-accumulated results rounded to 16 bits: a few units of the output's rounding apart
+    // at most.
+    let tolerance = 4.0 * T::UNIT_ROUNDOFF.max(1.0 / 2048.0) * 2.0;
+    race_plans::<T, T>(
+        dev,
+        s,
+        kind,
+        o,
+        (&a, &b),
+        &mut theirs,
+        &reference,
+        tolerance,
+    )
+}
+
+/// Times every plan of the problem (the heuristic's, or all, or the pinned or autotuned one)
+/// against the reference library (`theirs`, on input set `i`) over the rotated inputs `a`, `b`,
+/// and checks each plan's output against `reference` (the reference library's output for set
+/// 0): max |difference| / max |reference| within `tolerance`. One row per plan.
+#[allow(clippy::too_many_arguments)]
+fn race_plans<T, TD>(
+    dev: &Device,
+    s: &Shape,
+    kind: Kind,
+    o: &Options,
+    (a, b): (&[CudaSlice<T>], &[CudaSlice<T>]),
+    theirs: &mut dyn FnMut(usize) -> Result<()>,
+    reference: &[f64],
+    tolerance: f64,
+) -> Result<Vec<Row>>
+where
+    T: Element + cudarc::driver::DeviceRepr,
+    TD: Element + cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits,
+{
+    let stream = &dev.stream;
+    let p = GemmProblem::new(s.m, s.n, s.k);
+    let (plans, heuristic) = plans::<T, T, TD>(dev, &p, o)?;
+    let ws_len = plans.iter().map(|g| g.workspace_size()).max().unwrap_or(0);
+    let mut ws = stream.alloc_zeros::<u8>(ws_len.max(1))?;
+    let mut d_ours = stream.alloc_zeros::<TD>(s.m * s.n)?;
+    let mut rows = Vec::new();
     for g in &plans {
-        g.run(
-            stream,
-            &a[0],
-            &b[0],
-            None,
-            &mut d_ours,
-            Workspace::Buffer(&mut ws),
-        )?;
-        let diff = rel_diff(&to_f64(&stream.clone_dtoh(&d_ours)?), &reference);
-        let mut ours = |i: usize| -> Result<()> {
-            g.run(
-                stream,
-                &a[i],
-                &b[i],
-                None,
-                &mut d_ours,
-                Workspace::Buffer(&mut ws),
-            )?;
+        let mut run = |i: usize, d: &mut CudaSlice<TD>| -> Result<()> {
+            g.run(stream, &a[i], &b[i], None, d, Workspace::Buffer(&mut ws))?;
             Ok(())
         };
-        let mut theirs = |i: usize| -> Result<()> {
-            unsafe { blas.gemm(cfg, &b[i], &a[i], &mut d_blas) }?;
-            Ok(())
-        };
-        let (t_ours, t_blas) = race(dev, p.flops(), sets, o.rounds, &mut ours, Some(&mut theirs))?;
+        run(0, &mut d_ours)?;
+        let diff = rel_diff(&to_f64(&stream.clone_dtoh(&d_ours)?), reference);
+        let mut ours = |i: usize| run(i, &mut d_ours);
+        let (t_ours, t_ref) = race(dev, p.flops(), a.len(), o.rounds, &mut ours, Some(theirs))?;
         rows.push(Row {
             shape: s.clone(),
             kind,
             kernel: g.kernel_name().to_string(),
             heuristic: Some(heuristic.clone()),
             ours_s: t_ours,
-            theirs_s: t_blas,
-            // Two f32-accumulated results rounded to 16 bits: a few units of the output's
-            // rounding apart at most.
-            ok: diff <= 4.0 * T::UNIT_ROUNDOFF.max(1.0 / 2048.0) * 2.0,
+            theirs_s: t_ref,
+            ok: diff <= tolerance,
             max_rel_diff: diff,
         });
     }
@@ -716,7 +736,6 @@ where
 {
     use cudarc::cublas::{result as blas_result, sys as blas_sys};
     let stream = &dev.stream;
-    let p = GemmProblem::new(s.m, s.n, s.k);
     let sets = rotation(dev, (s.m * s.k + s.n * s.k) * kind.input_bytes());
     let a: Vec<CudaSlice<T>> = (0..sets)
         .map(|i| fill(stream, s.m * s.k, 1 + i as u64))
@@ -724,7 +743,6 @@ where
     let b: Vec<CudaSlice<T>> = (0..sets)
         .map(|i| fill(stream, s.n * s.k, 101 + i as u64))
         .collect::<Result<_>>()?;
-    let mut d_ours = stream.alloc_zeros::<TD>(s.m * s.n)?;
     let mut d_blas = stream.alloc_zeros::<TD>(s.m * s.n)?;
     let (ab_type, d_type, compute) = match kind {
         Kind::Tf32 => (
@@ -778,49 +796,22 @@ where
         }
         .map_err(|e| anyhow!("cublasGemmEx: {e:?}"))
     };
-    let (plans, heuristic) = plans::<T, T, TD>(dev, &p, o)?;
-    let ws_len = plans.iter().map(|g| g.workspace_size()).max().unwrap_or(0);
-    let mut ws = stream.alloc_zeros::<u8>(ws_len.max(1))?;
-    let mut rows = Vec::new();
     cublas(&a[0], &b[0], &mut d_blas)?;
     let reference = to_f64(&stream.clone_dtoh(&d_blas)?);
-    for g in &plans {
-        g.run(
-            stream,
-            &a[0],
-            &b[0],
-            None,
-            &mut d_ours,
-            Workspace::Buffer(&mut ws),
-        )?;
-        let diff = rel_diff(&to_f64(&stream.clone_dtoh(&d_ours)?), &reference);
-        let mut ours = |i: usize| -> Result<()> {
-            g.run(
-                stream,
-                &a[i],
-                &b[i],
-                None,
-                &mut d_ours,
-                Workspace::Buffer(&mut ws),
-            )?;
-            Ok(())
-        };
-        let mut theirs = |i: usize| cublas(&a[i], &b[i], &mut d_blas);
-        let (t_ours, t_blas) = race(dev, p.flops(), sets, o.rounds, &mut ours, Some(&mut theirs))?;
-        rows.push(Row {
-            shape: s.clone(),
-            kind,
-            kernel: g.kernel_name().to_string(),
-            heuristic: Some(heuristic.clone()),
-            ours_s: t_ours,
-            theirs_s: t_blas,
-            // i8: exact s32 sums (below 2^24, where the f32 epilogue is exact). tf32: the same
-            // exact products, f32 sums in different orders.
-            ok: diff <= if kind == Kind::I8 { 0.0 } else { 1e-4 },
-            max_rel_diff: diff,
-        });
-    }
-    Ok(rows)
+    let mut theirs = |i: usize| cublas(&a[i], &b[i], &mut d_blas);
+    // i8: exact s32 sums (below 2^24, where the f32 epilogue is exact). tf32: the same exact
+    // products, f32 sums in different orders.
+    let tolerance = if kind == Kind::I8 { 0.0 } else { 1e-4 };
+    race_plans::<T, TD>(
+        dev,
+        s,
+        kind,
+        o,
+        (&a, &b),
+        &mut theirs,
+        &reference,
+        tolerance,
+    )
 }
 
 /// e4m3 x e4m3 -> bf16 (tensor-wise) against cuBLASLt, or FP8 blockwise against cuBLASLt's
