@@ -362,3 +362,21 @@ fn errors_name_the_operand_and_the_rule() {
         .to_string();
     assert!(e.contains("operand A") && e.contains("16-byte"), "{e}");
 }
+
+#[test]
+fn relaunch_without_a_launch_is_refused_before_any_cuda_call() {
+    // The relaunch entry point checks this thread's launch state first: no launch, no CUDA call
+    // (this runs without a GPU).
+    let k = &built_kernels()[0];
+    // SAFETY: nothing is launched (the kernel has no launch state on this thread).
+    let e = unsafe { k.relaunch_raw(std::ptr::null_mut()) }.unwrap_err();
+    match e {
+        Error::Cutlass {
+            status, message, ..
+        } => {
+            assert_eq!(status, cutlass::sys::CUTLASS_RS_ERROR_INVALID);
+            assert!(message.contains("nothing to relaunch"), "{message}");
+        }
+        e => panic!("unexpected {e:?}"),
+    }
+}

@@ -354,6 +354,15 @@ impl Kernel {
     /// a live stream of the same device with its context current on this thread, and nothing else
     /// may write those buffers until the kernel completes.
     pub unsafe fn relaunch_raw(&self, stream: sys::CUstream) -> Result<()> {
-        self.status((self.entry.relaunch)(stream as *mut std::ffi::c_void))
+        match (self.entry.relaunch)(stream as *mut std::ffi::c_void) {
+            cutlass_sys::CUTLASS_RS_ERROR_INVALID => Err(crate::Error::Cutlass {
+                kernel: self.name.into(),
+                status: cutlass_sys::CUTLASS_RS_ERROR_INVALID,
+                message: "nothing to relaunch: this thread has not launched the kernel (or its \
+                          last launch failed)"
+                    .into(),
+            }),
+            status => self.status(status),
+        }
     }
 }
