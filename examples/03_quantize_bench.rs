@@ -9,37 +9,23 @@
 use std::sync::Arc;
 
 use anyhow::Result;
-use cudarc::driver::{sys, CudaContext, CudaSlice, CudaStream};
+use cudarc::driver::{CudaContext, CudaSlice, CudaStream};
 use cutlass::blockscale::ScaleMajor;
 use cutlass::numeric::{E2M1, E2M3, E4M3};
 use cutlass::quantize::{self, Fp8Block, Fp8BlockwiseTensor, MxTensor, Nvfp4Tensor};
 use half::bf16;
+
+#[path = "common/timing.rs"]
+mod timing;
 
 const RUNS: usize = 20;
 
 /// A quantizer under test: its name, the bytes it reads and writes, and a launch.
 type Case<'a> = (&'static str, f64, Box<dyn FnMut() -> Result<()> + 'a>);
 
-fn time(
-    ctx: &Arc<CudaContext>,
-    stream: &Arc<CudaStream>,
-    f: &mut dyn FnMut() -> Result<()>,
-) -> Result<f64> {
-    for _ in 0..3 {
-        f()?;
-    }
-    let mut t = Vec::new();
-    for _ in 0..RUNS {
-        let a = ctx.new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))?;
-        let b = ctx.new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))?;
-        a.record(stream)?;
-        f()?;
-        b.record(stream)?;
-        b.synchronize()?;
-        t.push(a.elapsed_ms(&b)? as f64 / 1e3);
-    }
-    t.sort_by(|x, y| x.partial_cmp(y).unwrap());
-    Ok(t[RUNS / 2])
+/// Median seconds of `f` (see `common/timing.rs`).
+fn time(stream: &Arc<CudaStream>, f: &mut dyn FnMut() -> Result<()>) -> Result<f64> {
+    Ok(timing::median_ms(stream, RUNS, f)? / 1e3)
 }
 
 fn main() -> Result<()> {
@@ -53,9 +39,7 @@ fn main() -> Result<()> {
     let big = 8192 * 8192;
     let src: CudaSlice<bf16> = stream.alloc_zeros(big)?;
     let mut dst: CudaSlice<bf16> = stream.alloc_zeros(big)?;
-    let t_copy = time(&ctx, &stream, &mut || {
-        Ok(stream.memcpy_dtod(&src, &mut dst)?)
-    })?;
+    let t_copy = time(&stream, &mut || Ok(stream.memcpy_dtod(&src, &mut dst)?))?;
     let copy_bw = 2.0 * (big * 2) as f64 / t_copy;
     println!(
         "device-to-device copy, 8192 x 8192 bf16: {:.0} GB/s (read + write)",
@@ -140,7 +124,7 @@ fn main() -> Result<()> {
             }),
         ];
         for (name, bytes, mut f) in cases {
-            let t = time(&ctx, &stream, &mut *f)?;
+            let t = time(&stream, &mut *f)?;
             println!(
                 "{:>12} {:>19} {:>10.1} {:>10.0} {:>8.1}%",
                 format!("{rows}x{k}"),

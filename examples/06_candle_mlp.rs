@@ -12,31 +12,19 @@ use std::sync::Arc;
 
 use anyhow::Result;
 use candle_core::{DType, Device, Module, Tensor};
-use cudarc::driver::{sys, CudaStream};
+use cudarc::driver::CudaStream;
 use cutlass::candle::{matmul, Fp8Linear};
+
+#[path = "common/timing.rs"]
+mod timing;
 
 const HIDDEN: usize = 4096;
 const INTERMEDIATE: usize = 14336;
 const RUNS: usize = 20;
 
-/// Median milliseconds of `f` over RUNS runs after 3 warm-up runs, CUDA events on `stream`.
+/// Median milliseconds of `f` over RUNS runs after 3 warm-up runs (see `common/timing.rs`).
 fn time(stream: &Arc<CudaStream>, f: &mut dyn FnMut() -> Result<Tensor>) -> Result<f64> {
-    for _ in 0..3 {
-        f()?;
-    }
-    let ctx = stream.context();
-    let mut t = Vec::new();
-    for _ in 0..RUNS {
-        let a = ctx.new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))?;
-        let b = ctx.new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))?;
-        a.record(stream)?;
-        f()?;
-        b.record(stream)?;
-        b.synchronize()?;
-        t.push(a.elapsed_ms(&b)? as f64);
-    }
-    t.sort_by(|x, y| x.partial_cmp(y).unwrap());
-    Ok(t[RUNS / 2])
+    timing::median_ms(stream, RUNS, &mut || f().map(drop))
 }
 
 /// max |a - b| and rms(a - b) / rms(b), in f32.

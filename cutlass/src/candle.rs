@@ -61,6 +61,37 @@ fn msg(s: impl Into<String>) -> candle_core::Error {
     candle_core::Error::Msg(s.into())
 }
 
+/// The bf16 `(m, k)` input of a quantized linear layer's op, from its layout's offset.
+fn linear_input<'a>(
+    op: &str,
+    s: &'a CudaStorage,
+    l: &Layout,
+) -> candle_core::Result<(cudarc::driver::CudaView<'a, bf16>, usize, usize)> {
+    let CudaStorageSlice::BF16(x) = &s.slice else {
+        return Err(msg(format!("{op} takes bf16 inputs")));
+    };
+    let (m, k) = l.shape().dims2()?;
+    Ok((x.slice(l.start_offset()..), m, k))
+}
+
+/// An uninitialized bf16 `m x n` output for a quantized linear layer's GEMM.
+fn linear_output(
+    stream: &Arc<CudaStream>,
+    m: usize,
+    n: usize,
+) -> candle_core::Result<CudaSlice<bf16>> {
+    // SAFETY: the caller's GEMM writes every element of D before anything reads it.
+    unsafe { stream.alloc::<bf16>(m * n) }.map_err(|e| cerr(e.into()))
+}
+
+/// D, written by the GEMM, as the op's `(m, n)` output on the input's device.
+fn wrap_output(s: &CudaStorage, d: CudaSlice<bf16>, m: usize, n: usize) -> (CudaStorage, Shape) {
+    (
+        CudaStorage::wrap_cuda_slice(d, s.device.clone()),
+        Shape::from((m, n)),
+    )
+}
+
 /// How one candle operand `(batch dims…, rows, cols)` maps onto a GEMM operand.
 #[derive(Clone, Copy, Debug, PartialEq)]
 struct Geometry {
@@ -641,15 +672,12 @@ impl CustomOp1 for Fp8LinearOp {
     }
 
     fn cuda_fwd(&self, s: &CudaStorage, l: &Layout) -> candle_core::Result<(CudaStorage, Shape)> {
-        let CudaStorageSlice::BF16(x) = &s.slice else {
-            return Err(msg("cutlass-fp8-linear takes bf16 inputs"));
-        };
-        let (m, k) = l.shape().dims2()?;
+        let (x, m, k) = linear_input(self.name(), s, l)?;
         let n = self.weight.rows;
         let stream = s.device.cuda_stream();
         let xq = quantize::quantize_fp8_blockwise(
             &stream,
-            &x.slice(l.start_offset()..),
+            &x,
             m,
             k,
             Fp8Block::Group1x128,
@@ -663,14 +691,10 @@ impl CustomOp1 for Fp8LinearOp {
             |info, p| BlockwiseGemm::<E4M3, E4M3, bf16>::plan(info, p, None),
         )
         .map_err(cerr)?;
-        // SAFETY: the GEMM writes every element of D before anything reads it.
-        let mut d = unsafe { stream.alloc::<bf16>(m * n) }.map_err(|e| cerr(e.into()))?;
+        let mut d = linear_output(&stream, m, n)?;
         gemm.run_tensors(&stream, &xq, &self.weight, None, &mut d, Workspace::Managed)
             .map_err(cerr)?;
-        Ok((
-            CudaStorage::wrap_cuda_slice(d, s.device.clone()),
-            Shape::from((m, n)),
-        ))
+        Ok(wrap_output(s, d, m, n))
     }
 }
 
@@ -733,20 +757,15 @@ impl CustomOp1 for Nvfp4LinearOp {
     }
 
     fn cuda_fwd(&self, s: &CudaStorage, l: &Layout) -> candle_core::Result<(CudaStorage, Shape)> {
-        let CudaStorageSlice::BF16(x) = &s.slice else {
-            return Err(msg("cutlass-nvfp4-linear takes bf16 inputs"));
-        };
-        let (m, k) = l.shape().dims2()?;
+        let (x, m, k) = linear_input(self.name(), s, l)?;
         let n = self.n;
         let stream = s.device.cuda_stream();
         let gemm = cached(&stream, &GemmProblem::new(m, n, k), "nvfp4", |info, p| {
             BlockScaledGemm::<E2M1, E2M1, bf16>::plan_nvfp4(info, p, None)
         })
         .map_err(cerr)?;
-        let xq =
-            quantize::quantize_nvfp4(&stream, &x.slice(l.start_offset()..), m, k).map_err(cerr)?;
-        // SAFETY: the GEMM writes every element of D before anything reads it.
-        let mut d = unsafe { stream.alloc::<bf16>(m * n) }.map_err(|e| cerr(e.into()))?;
+        let xq = quantize::quantize_nvfp4(&stream, &x, m, k).map_err(cerr)?;
+        let mut d = linear_output(&stream, m, n)?;
         gemm.run(
             &stream,
             &xq,
@@ -756,10 +775,7 @@ impl CustomOp1 for Nvfp4LinearOp {
             Workspace::Managed,
         )
         .map_err(cerr)?;
-        Ok((
-            CudaStorage::wrap_cuda_slice(d, s.device.clone()),
-            Shape::from((m, n)),
-        ))
+        Ok(wrap_output(s, d, m, n))
     }
 }
 
