@@ -189,10 +189,16 @@ impl Tally {
     }
 }
 
-/// Builds the oracle `name` (see [`oracle`]), runs it on `xs` (`ORACLE INPUT.f32 OUTPUT.bin`) and
-/// returns its output.
+/// Builds the oracle `name` (see [`oracle`]; it reads its command line with
+/// `tests/oracle/oracle_io.h`), runs it on `xs` (`ORACLE INPUT.f32 OUTPUT.bin`) and returns its
+/// output.
 fn run_on_inputs(name: &str, deps: &[&str], xs: &[f32]) -> Vec<u8> {
-    let exe = oracle(name, deps);
+    let deps: Vec<&str> = deps
+        .iter()
+        .copied()
+        .chain(["tests/oracle/oracle_io.h"])
+        .collect();
+    let exe = oracle(name, &deps);
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
     let input = dir.join(format!("{name}-inputs.f32"));
     let output = dir.join(format!("{name}-outputs.bin"));

@@ -4,6 +4,7 @@
 //
 // usage: conversions INPUT.f32 OUTPUT.bin
 //   INPUT: little-endian f32 values. OUTPUT: the sections below, in order.
+#include "oracle_io.h"
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -24,15 +25,9 @@ static float half_raw_to_float(__half_raw h) { return __half2float(__half(h)); }
 static float bf16_raw_to_float(__nv_bfloat16_raw b) { return __bfloat162float(__nv_bfloat16(b)); }
 
 int main(int argc, char **argv) {
-  if (argc != 3) { std::fprintf(stderr, "usage: %s INPUT.f32 OUTPUT.bin\n", argv[0]); return 2; }
-  std::FILE *in = std::fopen(argv[1], "rb");
-  if (!in) { std::perror("input"); return 1; }
   std::vector<float> xs;
-  float v;
-  while (std::fread(&v, sizeof v, 1, in) == 1) xs.push_back(v);
-  std::fclose(in);
-  std::FILE *out = std::fopen(argv[2], "wb");
-  if (!out) { std::perror("output"); return 1; }
+  std::FILE *out = nullptr;
+  if (!oracle_io(argc, argv, xs, out)) return 2;
   auto put_f = [&](float f) { std::fwrite(&f, 4, 1, out); };
   auto put_b = [&](uint8_t b) { std::fwrite(&b, 1, 1, out); };
 

@@ -13,6 +13,7 @@
 //   4. per 8 inputs (whole groups only): the e2m1 codes packed by pack_fp4_pairs (4 bytes), the
 //      e2m3 codes packed by pack_fp6_pairs (6 bytes), the e2m1 codes packed by pack_fp4_spread
 //      (4 bytes).
+#include "oracle_io.h"
 #include <cstdint>
 #include <cstdio>
 #include <vector>
@@ -39,15 +40,9 @@ static void section2_all(std::FILE *out) {
 }
 
 int main(int argc, char **argv) {
-  if (argc != 3) { std::fprintf(stderr, "usage: %s INPUT.f32 OUTPUT.bin\n", argv[0]); return 2; }
-  std::FILE *in = std::fopen(argv[1], "rb");
-  if (!in) { std::perror("input"); return 1; }
   std::vector<float> xs;
-  float v;
-  while (std::fread(&v, sizeof v, 1, in) == 1) xs.push_back(v);
-  std::fclose(in);
-  std::FILE *out = std::fopen(argv[2], "wb");
-  if (!out) { std::perror("output"); return 1; }
+  std::FILE *out = nullptr;
+  if (!oracle_io(argc, argv, xs, out)) return 2;
 
   for (float x : xs) {
     const uint8_t b[3] = {uint8_t(encode_f32<FmtE2M3>(x)), uint8_t(encode_f32<FmtE3M2>(x)),
