@@ -25,10 +25,7 @@ use rand::Rng;
 /// enough that the f32 epilogue of an integer GEMM stays exact), poison in the gaps a layout
 /// leaves unused.
 fn random_matrix<T: Element>(rng: &mut StdRng, geometry: &cutlass::ResolvedMatrix) -> Vec<T> {
-    let integer = matches!(
-        T::DATA_TYPE,
-        cutlass::DataType::I8 | cutlass::DataType::U8 | cutlass::DataType::I32
-    );
+    let integer = T::DATA_TYPE.is_integer();
     let mut v = vec![T::POISON; geometry.required_len()];
     for l in 0..geometry.batch {
         for i in 0..geometry.rows {

@@ -395,8 +395,7 @@ pub fn tolerance<TD: Element>(reference: f64, magnitude: f64, k: usize) -> f64 {
 }
 
 fn is_integer<T: Element>() -> bool {
-    use cutlass_kernels::DataType;
-    matches!(T::DATA_TYPE, DataType::I8 | DataType::U8 | DataType::I32)
+    T::DATA_TYPE.is_integer()
 }
 
 /// The reference value an output of type `T` should hold before rounding: saturated to `T`'s

@@ -248,12 +248,11 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
 /// [0, 128) for `u8`), from a fixed-seed xorshift generator: inputs for timing runs (autotuning,
 /// the profiler), not for statistics.
 pub fn random_values<T: Element>(len: usize, seed: u64) -> Vec<T> {
-    use cutlass_kernels::DataType;
-    let integer = |offset| Some((64.0, offset));
-    let range = match T::DATA_TYPE {
-        DataType::I8 | DataType::I32 => integer(0.0),
-        DataType::U8 => integer(64.0),
-        _ => None,
+    let integer = T::DATA_TYPE.is_integer();
+    let offset = if T::DATA_TYPE == cutlass_kernels::DataType::U8 {
+        64.0
+    } else {
+        0.0
     };
     let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     (0..len)
@@ -262,9 +261,10 @@ pub fn random_values<T: Element>(len: usize, seed: u64) -> Vec<T> {
             s ^= s >> 7;
             s ^= s << 17;
             let u = (s >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0;
-            match range {
-                Some((scale, offset)) => T::from_f64((u * scale).floor() + offset),
-                None => T::from_f64(u),
+            if integer {
+                T::from_f64((u * 64.0).floor() + offset)
+            } else {
+                T::from_f64(u)
             }
         })
         .collect()

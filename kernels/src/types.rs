@@ -95,6 +95,11 @@ impl DataType {
         }
     }
 
+    /// Whether the type is an integer (s8, u8, s32).
+    pub const fn is_integer(self) -> bool {
+        matches!(self, DataType::I8 | DataType::U8 | DataType::I32)
+    }
+
     /// Size of one element in bits.
     pub const fn bits(self) -> u32 {
         match self {
