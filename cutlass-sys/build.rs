@@ -286,6 +286,9 @@ fn generate_sources(gen_dir: &Path, specs: &[KernelSpec], cutlass_version: u32, 
             &gen_dir.join(format!("{}.cu", s.name())),
             &ok(codegen::kernel_source(s)),
         );
+        for (name, text) in codegen::extra_headers(s) {
+            write_if_changed(&gen_dir.join(name), text);
+        }
     }
 }
 
@@ -335,7 +338,14 @@ fn compile_kernels(
         .iter()
         .map(|s| Job {
             name: s.name(),
-            source: codegen::kernel_source(s).unwrap(),
+            // The hash covers the headers of this crate that it includes besides the shared ones.
+            source: codegen::extra_headers(s).iter().fold(
+                codegen::kernel_source(s).unwrap(),
+                |mut text, (_, header)| {
+                    text.push_str(header);
+                    text
+                },
+            ),
             flags: nvcc_flags(config, &[s.arch]),
         })
         .collect();

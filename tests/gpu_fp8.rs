@@ -33,7 +33,7 @@ use cutlass::quantize::{self, Fp8Block};
 use cutlass::reference::{self, Reference};
 use cutlass::{
     built_kernels, BlockwiseGemm, DataType, DeviceInfo, Element, Error, Fp8, Gemm, GemmProblem,
-    Layout, MatrixLayout, OperandName, RawArgs, Workspace,
+    KernelSchedule, Layout, MatrixLayout, OperandName, RawArgs, Workspace,
 };
 use half::{bf16, f16};
 use rand::rngs::StdRng;
@@ -273,6 +273,137 @@ fn fp8_tensorwise_every_built_kernel_matches_the_reference() {
     println!(
         "{} tensor-wise FP8 kernels, {total} problems",
         kernels.len()
+    );
+}
+
+/// The CUTLASS schedule whose mainloop an overlapped-promotion schedule wraps.
+fn twin_schedule(s: KernelSchedule) -> Option<KernelSchedule> {
+    match s {
+        KernelSchedule::TmaWarpSpecializedCooperativeFp8Overlap => {
+            Some(KernelSchedule::TmaWarpSpecializedCooperative)
+        }
+        KernelSchedule::TmaWarpSpecializedPingpongFp8Overlap => {
+            Some(KernelSchedule::TmaWarpSpecializedPingpong)
+        }
+        KernelSchedule::TmaWarpSpecializedCooperativeFp8BlockwiseOverlap => {
+            Some(KernelSchedule::TmaWarpSpecializedCooperativeFp8Blockwise)
+        }
+        _ => None,
+    }
+}
+
+/// This crate's overlapped-promotion FP8 kernels add the same k-tile partial sums, in the same
+/// order, as CUTLASS's f32-promoting kernel of the same tile, cluster and scheduler (promotion once
+/// per 128-deep k-tile): their outputs must be identical, bit for bit, on random data where the
+/// FP8 accumulator rounds. Every overlapped kernel of the build is compared with its CUTLASS twin
+/// when the build has it (the GPU-test build has the cooperative ones' twins, for bf16 outputs;
+/// the pingpong tiles have no f32-promoting CUTLASS kernel in the catalog: the reference test
+/// above checks them).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn fp8_overlapped_promotion_matches_cutlass_bit_for_bit() {
+    let (ctx, stream) = device();
+    let mut rng = rng();
+    let built = built_kernels();
+    let overlapped: Vec<_> = built
+        .iter()
+        .filter(|k| twin_schedule(k.spec.kernel_schedule).is_some())
+        .collect();
+    assert!(
+        !overlapped.is_empty(),
+        "this build has no overlapped-promotion FP8 kernel"
+    );
+    let mut compared = 0;
+    for k in &overlapped {
+        let mut twin_spec = k.spec;
+        twin_spec.kernel_schedule = twin_schedule(k.spec.kernel_schedule).unwrap();
+        let Some(twin) = built.iter().find(|t| t.spec == twin_spec) else {
+            println!(
+                "{}: its CUTLASS twin is not in this build: not compared",
+                k.name
+            );
+            continue;
+        };
+        for (m, n, kk) in [(264, 520, 1040), (1000, 1032, 4096), (128, 4096, 7168)] {
+            let p = GemmProblem::new(m, n, kk)
+                .with_c(MatrixLayout::row_major())
+                .with_scalars(0.5, 0.25);
+            let blockwise = k.spec.blockwise.is_some();
+            // Operands sized by the tensor-wise plan (the same matrices for both kinds).
+            let g = Gemm::<E4M3, E4M3, bf16>::new(&ctx, &p).unwrap();
+            let a: Vec<E4M3> = matrix(&mut rng, &g.operand(OperandName::A), false, 0);
+            let b: Vec<E4M3> = matrix(&mut rng, &g.operand(OperandName::B), false, 0);
+            let c: Vec<bf16> = matrix(&mut rng, &g.operand(OperandName::C), false, 0);
+            // Blockwise scales of random magnitude: A's per row and 128 of K, B's per 128x128.
+            let (kb, nb) = (kk.div_ceil(128), n.div_ceil(128));
+            let mut scale = |len: usize| -> Vec<f32> {
+                (0..len)
+                    .map(|_| rng.random_range(0.5f32..2.0) * 2f32.powi(rng.random_range(-3..=3)))
+                    .collect()
+            };
+            let (sa, sb) = (scale(kb * m), scale(kb * nb));
+            let (da, db, dc) = (
+                stream.clone_htod(&a).unwrap(),
+                stream.clone_htod(&b).unwrap(),
+                stream.clone_htod(&c).unwrap(),
+            );
+            let (dsa, dsb) = (
+                stream.clone_htod(&sa).unwrap(),
+                stream.clone_htod(&sb).unwrap(),
+            );
+            let run = |name: &str| -> Vec<bf16> {
+                let fail = |e: Error| -> ! { panic!("{name} {m}x{n}x{kk}: {e}") };
+                let mut dd: CudaSlice<bf16> = stream
+                    .clone_htod(&vec![
+                        bf16::POISON;
+                        g.operand(OperandName::D).required_len()
+                    ])
+                    .unwrap();
+                if blockwise {
+                    let bg = BlockwiseGemm::<E4M3, E4M3, bf16>::with_kernel(&ctx, &p, name)
+                        .unwrap_or_else(|e| fail(e));
+                    assert_eq!(bg.scale_lens(), (sa.len(), sb.len()));
+                    bg.run(
+                        &stream,
+                        &da,
+                        &dsa,
+                        &db,
+                        &dsb,
+                        Some(&dc),
+                        &mut dd,
+                        Workspace::Managed,
+                    )
+                    .unwrap_or_else(|e| fail(e));
+                } else {
+                    Gemm::<E4M3, E4M3, bf16>::with_kernel(&ctx, &p, name)
+                        .unwrap_or_else(|e| fail(e))
+                        .run(&stream, &da, &db, Some(&dc), &mut dd, Workspace::Managed)
+                        .unwrap_or_else(|e| fail(e));
+                }
+                stream.clone_dtoh(&dd).unwrap()
+            };
+            let ours = run(k.name);
+            let theirs = run(twin.name);
+            let differ = ours
+                .iter()
+                .zip(&theirs)
+                .filter(|(x, y)| x.to_bits() != y.to_bits())
+                .count();
+            assert_eq!(
+                differ,
+                0,
+                "{} and {} differ in {differ} of {} outputs at {m}x{n}x{kk}",
+                k.name,
+                twin.name,
+                ours.len()
+            );
+            compared += 1;
+        }
+        println!("{}: bit-identical to {} on 3 problems", k.name, twin.name);
+    }
+    println!(
+        "{} overlapped-promotion kernels, {compared} problems compared bit for bit",
+        overlapped.len()
     );
 }
 

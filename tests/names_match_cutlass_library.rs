@@ -89,11 +89,40 @@ fn catalog_names_equal_cutlass_library_procedural_names() {
     let root = env!("CARGO_MANIFEST_DIR");
     let pythonpath = std::env::var("CUTLASS_LIBRARY_PYTHONPATH")
         .unwrap_or_else(|_| format!("{root}/third_party/toolchain"));
-    // cutlass_library 4.2 has no sparse block-scaled kernels (no schedule, no opcode class): those
-    // names are this catalog's own extension of its scheme and are checked for uniqueness only.
-    let (specs, ours): (Vec<_>, Vec<_>) = catalog::all()
-        .into_iter()
-        .partition(|s| s.op_class != OpClass::BlockScaledSparseTensorOp);
+    // cutlass_library 4.2 has no sparse block-scaled kernels (no schedule, no opcode class) and
+    // none of this crate's own schedules (the overlapped FP8 mainloop): those names are this
+    // catalog's own extension of its scheme, checked for uniqueness (and the own schedules' names
+    // against their CUTLASS twin's, below).
+    let (specs, ours): (Vec<_>, Vec<_>) = catalog::all().into_iter().partition(|s| {
+        s.op_class != OpClass::BlockScaledSparseTensorOp
+            && s.kernel_schedule.mainloop_wrapper().is_none()
+    });
+    for s in ours
+        .iter()
+        .filter(|s| s.kernel_schedule.mainloop_wrapper().is_some())
+    {
+        // The name of the CUTLASS kernel whose mainloop it wraps, with `_fp8_overlap` added to
+        // the schedule suffix.
+        let mut twin = *s;
+        twin.kernel_schedule = match s.kernel_schedule {
+            KernelSchedule::TmaWarpSpecializedCooperativeFp8Overlap => {
+                KernelSchedule::TmaWarpSpecializedCooperative
+            }
+            KernelSchedule::TmaWarpSpecializedPingpongFp8Overlap => {
+                KernelSchedule::TmaWarpSpecializedPingpong
+            }
+            KernelSchedule::TmaWarpSpecializedCooperativeFp8BlockwiseOverlap => {
+                KernelSchedule::TmaWarpSpecializedCooperativeFp8Blockwise
+            }
+            other => panic!("add {other:?} to this test"),
+        };
+        let suffix = twin.kernel_schedule.suffix();
+        assert_eq!(
+            s.name(),
+            twin.name()
+                .replace(suffix, &format!("{suffix}_fp8_overlap")),
+        );
+    }
     let input: String = specs.iter().map(|s| line(s) + "\n").collect();
     let mut child = Command::new("python3")
         .arg(format!("{root}/tests/python/cutlass_library_names.py"))
@@ -126,7 +155,7 @@ fn catalog_names_equal_cutlass_library_procedural_names() {
         specs.iter().chain(&ours).map(|s| s.name()).collect();
     assert_eq!(all.len(), specs.len() + ours.len(), "names are not unique");
     println!(
-        "{} names compared with cutlass_library, 0 differ; {} sparse block-scaled names (not in cutlass_library 4.2) unique",
+        "{} names compared with cutlass_library, 0 differ; {} sparse block-scaled and own-schedule names (not in cutlass_library 4.2) unique",
         specs.len(),
         ours.len()
     );
@@ -166,9 +195,15 @@ fn sm90_entries_are_emitted_by_cutlass_generator() {
         .map(str::to_owned)
         .collect();
     assert!(emitted.len() > 1000, "only {} names", emitted.len());
-    let (mut found, mut excepted) = (0, 0);
+    let (mut found, mut excepted, mut own) = (0, 0, 0);
     for s in catalog::sm90() {
         let name = s.name();
+        // This crate's own schedules (CUTLASS's kernels with a mainloop of ours): checked by name
+        // in the test above, and on the GPU against their CUTLASS twins (tests/gpu_fp8.rs).
+        if s.kernel_schedule.mainloop_wrapper().is_some() {
+            own += 1;
+            continue;
+        }
         let layouts = format!("_{}t_align", s.layout_name().to_lowercase());
         let as_generated = name.replace(
             &layouts,
@@ -188,7 +223,7 @@ fn sm90_entries_are_emitted_by_cutlass_generator() {
         }
     }
     println!(
-        "{found} SM90 entries emitted by CUTLASS's generator ({} names), {excepted} documented exceptions",
+        "{found} SM90 entries emitted by CUTLASS's generator ({} names), {excepted} documented exceptions, {own} of this crate's own schedules",
         emitted.len()
     );
     assert!(excepted <= 8);

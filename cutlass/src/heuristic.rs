@@ -15,10 +15,14 @@
 //!
 //! The constants are for Hopper (H100/H200), fitted by `tools/fit_heuristic.py` to the profiler's
 //! exhaustive runs over `shared/bench/shapes.tsv` (`cutlass-profiler profile --kernels all`, the
-//! CSVs in `docs/perf/`): the bf16 and e4m3 menus on an H200, the tf32 and s8 menus on an H100.
+//! CSVs in `docs/perf/`): the bf16 menu on an H200 and an H100, the e4m3 menu on an H200 (CUTLASS's
+//! f32-promoting kernels) and an H100 (with this crate's overlapped-promotion kernels), the tf32
+//! and s8 menus on an H100.
 //! The script scores the picks per type and bf16 leave-one-shape-out (`docs/performance.md`).
 //! [`crate::tune`] measures instead of estimating. Automatic selection
-//! never takes an FP8 fast-accumulation kernel (less precise): name it to use it.
+//! never takes an FP8 fast-accumulation kernel (less precise): name it to use it; and it never
+//! takes a CUTLASS f32-promoting FP8 kernel whose overlapped-promotion twin (same results, bit for
+//! bit, faster) is built.
 
 use cutlass_kernels::{DataType, KernelSchedule, KernelSpec, TileScheduler};
 
@@ -33,24 +37,27 @@ const BYTES_PER_US: f64 = 3.36e6;
 /// pull the whole bandwidth (decode-size problems), and what stream-K and the operand swap fix.
 const CTA_BYTES_PER_US: f64 = 1.203e5;
 /// Launch and epilogue, microseconds.
-const FIXED_US: f64 = 4.37;
+const FIXED_US: f64 = 4.60;
 /// Stream-K's extra fixed cost: the workspace reset and the reduction of partial tiles.
-const STREAM_K_US: f64 = 12.56;
+const STREAM_K_US: f64 = 17.32;
 /// Extra main-loop cost of a tile's padded rows, per unit of padded fraction.
-const PADDING_PENALTY: f64 = 1.1;
+const PADDING_PENALTY: f64 = 1.222;
 
 /// Fraction of the peak a tile sustains in its main loop.
 fn tile_efficiency(spec: &KernelSpec) -> f64 {
     let [tm, tn, _] = spec.tile;
     let base = match tm * tn {
         a if a >= 32768 => 0.839,
-        a if a >= 16384 => 0.713,
+        a if a >= 16384 => 0.615,
         a if a >= 8192 => 0.486,
         a if a >= 4096 => 0.418,
         _ => 0.374,
     };
     let schedule = match spec.kernel_schedule {
-        KernelSchedule::TmaWarpSpecialized => 0.872,
+        KernelSchedule::TmaWarpSpecialized => 0.775,
+        KernelSchedule::TmaWarpSpecializedPingpong
+        | KernelSchedule::TmaWarpSpecializedPingpongFp8FastAccum
+        | KernelSchedule::TmaWarpSpecializedPingpongFp8Overlap => 0.797,
         _ => 1.0,
     };
     base * schedule
@@ -120,9 +127,41 @@ fn fast_accum(spec: &KernelSpec) -> bool {
     )
 }
 
+/// The overlapped-promotion schedule that computes what a CUTLASS FP8 schedule computes, bit for
+/// bit, faster (measured: `docs/performance.md`).
+fn overlapped(schedule: KernelSchedule) -> Option<KernelSchedule> {
+    match schedule {
+        KernelSchedule::TmaWarpSpecializedCooperative => {
+            Some(KernelSchedule::TmaWarpSpecializedCooperativeFp8Overlap)
+        }
+        KernelSchedule::TmaWarpSpecializedPingpong => {
+            Some(KernelSchedule::TmaWarpSpecializedPingpongFp8Overlap)
+        }
+        KernelSchedule::TmaWarpSpecializedCooperativeFp8Blockwise => {
+            Some(KernelSchedule::TmaWarpSpecializedCooperativeFp8BlockwiseOverlap)
+        }
+        _ => None,
+    }
+}
+
+/// Whether `kernels` has the overlapped-promotion twin of this CUTLASS FP8 kernel (which then
+/// takes its place).
+fn superseded<'a>(spec: &KernelSpec, mut kernels: impl Iterator<Item = &'a KernelSpec>) -> bool {
+    let fp8 = matches!(spec.a.ty, DataType::E4M3 | DataType::E5M2);
+    match overlapped(spec.kernel_schedule) {
+        Some(s) if fp8 => {
+            let mut twin = *spec;
+            twin.kernel_schedule = s;
+            kernels.any(|k| *k == twin)
+        }
+        _ => false,
+    }
+}
+
 /// The kernel with the smallest estimate; `shape` gives each kernel's view of the output
 /// (`m x n`: the problem's, or its transpose for kernels that compute Dᵀ). Fast-accumulation
-/// kernels only when nothing else serves; ties go to the smaller tile, then to fewer idle CTAs.
+/// kernels only when nothing else serves; a CUTLASS FP8 kernel never when its
+/// overlapped-promotion twin is there; ties go to the smaller tile, then to fewer idle CTAs.
 pub(crate) fn choose(
     kernels: &[Kernel],
     k: usize,
@@ -135,6 +174,7 @@ pub(crate) fn choose(
     *kernels
         .iter()
         .filter(|kn| !precise || !fast_accum(&kn.spec))
+        .filter(|kn| !superseded(&kn.spec, kernels.iter().map(|k| &k.spec)))
         .min_by(|x, y| {
             let cost = |kn: &Kernel| {
                 let (m, n) = shape(&kn.spec);
@@ -238,12 +278,22 @@ mod tests {
             "{}",
             s.name()
         );
-        // M = 128, memory-bound: 64x64 pingpong (2x1 cluster) beats 128x256 cooperative, which
-        // the estimate ties with it (H100 dsv3-b-m128: 33.1 us against 44.5 us).
+        // M = 128, memory-bound (dsv3-b-m128): not 128x256 cooperative (H100 44.5 us, H200
+        // 39.8 us), which the DRAM term ties with the smaller tiles; 128x128x64 cooperative is the
+        // fastest on the H200 (29.0 us) and within 10 % of 64x64 pingpong on the H100 (36.4
+        // against 33.1 us).
         let s = pick(128, 24576, 1536);
-        assert_eq!(
-            (s.tile, s.kernel_schedule),
-            ([64, 64, 64], KernelSchedule::TmaWarpSpecializedPingpong)
+        assert!(
+            [
+                ([64, 64, 64], KernelSchedule::TmaWarpSpecializedPingpong),
+                (
+                    [128, 128, 64],
+                    KernelSchedule::TmaWarpSpecializedCooperative
+                )
+            ]
+            .contains(&(s.tile, s.kernel_schedule)),
+            "{}",
+            s.name()
         );
         // s8 -> s32 on an H100 (docs/perf/tf32-i8-all-kernels-h100.csv): at 4096 x 2112 x 7168
         // the 128x128 cooperative kernels (133 us, 137 us with stream-K) beat 64x128 pingpong
@@ -256,6 +306,47 @@ mod tests {
                 KernelSchedule::TmaWarpSpecializedCooperative
             )
         );
+    }
+
+    /// e4m3 -> bf16 on an H100 (docs/perf/e4m3-all-kernels-h100.csv): at 16 x 4096 x 4096 the
+    /// 64x64 overlapped pingpong kernel (cluster 1x2x1) is the fastest of the menu (11.3 us; the
+    /// narrow swapped stream-K kernel 15.2 us).
+    #[test]
+    fn fp8_decode_picks_the_overlapped_pingpong_kernel() {
+        let all = menu(DataType::E4M3, DataType::Bf16);
+        let candidates: Vec<KernelSpec> = all
+            .iter()
+            .filter(|s| !superseded(s, all.iter()))
+            .copied()
+            .collect();
+        let s = pick_in(candidates, 16, 4096, 4096);
+        assert_eq!(
+            (s.tile, s.cluster, s.kernel_schedule),
+            (
+                [64, 64, 128],
+                [1, 2, 1],
+                KernelSchedule::TmaWarpSpecializedPingpongFp8Overlap
+            ),
+            "{}",
+            s.name()
+        );
+    }
+
+    #[test]
+    fn overlapped_fp8_kernels_replace_their_cutlass_twins() {
+        let menu = menu(DataType::E4M3, DataType::Bf16);
+        let twins: Vec<&KernelSpec> = menu.iter().filter(|s| superseded(s, menu.iter())).collect();
+        // The cooperative kernels of the tile table and the menu (3 row-major, 3 swapped).
+        assert_eq!(twins.len(), 6, "{twins:?}");
+        for s in &twins {
+            assert_eq!(
+                s.kernel_schedule,
+                KernelSchedule::TmaWarpSpecializedCooperative
+            );
+        }
+        // 16-bit kernels have no twin, whatever else is there.
+        let bf16 = bf16_menu();
+        assert!(!bf16.iter().any(|s| superseded(s, bf16.iter().chain(&menu))));
     }
 
     #[test]

@@ -90,7 +90,7 @@ pub mod tune;
 
 pub use blockscaled::{BlockScaledGemm, NarrowOperand};
 pub use blockwise::BlockwiseGemm;
-pub use cutlass_kernels::{Arch, DataType, KernelSpec, Layout, TileScheduler};
+pub use cutlass_kernels::{Arch, DataType, KernelSchedule, KernelSpec, Layout, TileScheduler};
 /// The raw C ABI (status codes, argument struct, registry).
 pub use cutlass_sys as sys;
 pub use element::{Element, Fp8};

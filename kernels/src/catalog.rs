@@ -86,6 +86,17 @@ pub const SM90_TILES_FP8: &[Sm90Tile] = &[
     sm90_tile([128, 128, 128], [1, 2, 1], WS, NOSMEM),
 ];
 
+/// This crate's own FP8 blockwise kernel (e4m3 x e4m3 TN, bf16 and f16 outputs): the tile of
+/// [`SM90_TILES_FP8_BLOCKWISE`] with the per-k-tile scaling overlapped with the tensor cores
+/// ([`KernelSchedule::TmaWarpSpecializedCooperativeFp8BlockwiseOverlap`]; same results, bit for
+/// bit).
+pub const SM90_TILES_FP8_BLOCKWISE_OVERLAP: &[Sm90Tile] = &[sm90_tile(
+    [128, 128, 128],
+    [1, 2, 1],
+    KernelSchedule::TmaWarpSpecializedCooperativeFp8BlockwiseOverlap,
+    COOP_EPI,
+)];
+
 /// The SM90 FP8 blockwise tile: the recipe's 128x128x128 with the scale blocks of
 /// [`SM90_BLOCKWISE`] (CUTLASS's generator emits blockwise kernels with the cooperative schedule
 /// only).
@@ -177,6 +188,56 @@ pub const SM90_MENU_INT8: &[Sm90MenuTile] = &[
     menu([128, 16, 128], [1, 1, 1], STREAM_K, Layout::ColumnMajor),
     menu([128, 64, 128], [1, 1, 1], STREAM_K, Layout::ColumnMajor),
 ];
+
+/// This crate's own FP8 kernels for e4m3 x e4m3 TN (bf16 and f16 outputs): the f32-promoting
+/// cooperative kernels of the tile table and of [`SM90_MENU_FP8`] with the promotion overlapped
+/// with the tensor cores ([`KernelSchedule::TmaWarpSpecializedCooperativeFp8Overlap`]; same
+/// results, bit for bit), and pingpong kernels with 64x128 and 64x64 tiles for decode-size M
+/// ([`KernelSchedule::TmaWarpSpecializedPingpongFp8Overlap`]). Not in `cutlass_library`: their
+/// names add `_fp8_overlap` to its cooperative and pingpong suffixes.
+pub const SM90_MENU_FP8_OVERLAP: &[Sm90MenuTile] = &[
+    fp8_overlap([128, 128, 128], [1, 2, 1], PERSISTENT, Layout::RowMajor),
+    fp8_overlap([128, 128, 128], [1, 2, 1], STREAM_K, Layout::RowMajor),
+    fp8_overlap([128, 128, 128], [2, 1, 1], PERSISTENT, Layout::RowMajor),
+    fp8_overlap([128, 16, 128], [1, 1, 1], STREAM_K, Layout::ColumnMajor),
+    fp8_overlap([128, 32, 128], [1, 1, 1], STREAM_K, Layout::ColumnMajor),
+    fp8_overlap([128, 64, 128], [1, 1, 1], STREAM_K, Layout::ColumnMajor),
+    fp8_overlap_pingpong([64, 128, 128], [1, 2, 1]),
+    fp8_overlap_pingpong([64, 64, 128], [1, 2, 1]),
+    fp8_overlap_pingpong([64, 64, 128], [2, 1, 1]),
+];
+
+/// A pingpong entry of [`SM90_MENU_FP8_OVERLAP`] (persistent scheduler, row-major D).
+const fn fp8_overlap_pingpong(tile: [u32; 3], cluster: [u32; 3]) -> Sm90MenuTile {
+    Sm90MenuTile {
+        tile: sm90_tile(
+            tile,
+            cluster,
+            KernelSchedule::TmaWarpSpecializedPingpongFp8Overlap,
+            PINGPONG_EPI,
+        ),
+        scheduler: TileScheduler::Persistent,
+        output: Layout::RowMajor,
+    }
+}
+
+const fn fp8_overlap(
+    tile: [u32; 3],
+    cluster: [u32; 3],
+    scheduler: TileScheduler,
+    output: Layout,
+) -> Sm90MenuTile {
+    Sm90MenuTile {
+        tile: sm90_tile(
+            tile,
+            cluster,
+            KernelSchedule::TmaWarpSpecializedCooperativeFp8Overlap,
+            COOP_EPI,
+        ),
+        scheduler,
+        output,
+    }
+}
 
 const STREAM_K: TileScheduler = TileScheduler::StreamK;
 const PERSISTENT: TileScheduler = TileScheduler::Persistent;
@@ -501,7 +562,7 @@ pub fn sm90() -> Vec<KernelSpec> {
         }
     }
     for output in [DataType::Bf16, DataType::F16] {
-        for m in SM90_MENU_FP8 {
+        for m in SM90_MENU_FP8.iter().chain(SM90_MENU_FP8_OVERLAP) {
             out.push(sm90_menu_spec((DataType::E4M3, DataType::E4M3), output, m));
         }
     }
@@ -511,6 +572,13 @@ pub fn sm90() -> Vec<KernelSpec> {
                 let bw = Some(SM90_BLOCKWISE);
                 out.push(sm90_spec(pair, output, DataType::F32, tn[0], t, bw));
             }
+        }
+    }
+    for output in [DataType::Bf16, DataType::F16] {
+        for t in SM90_TILES_FP8_BLOCKWISE_OVERLAP {
+            let pair = (DataType::E4M3, DataType::E4M3);
+            let bw = Some(SM90_BLOCKWISE);
+            out.push(sm90_spec(pair, output, DataType::F32, tn[0], t, bw));
         }
     }
     for m in SM90_MENU_TF32 {
@@ -529,9 +597,9 @@ pub fn sm90() -> Vec<KernelSpec> {
 
 /// The kernels built when the user selects none: the 128x256x64 cooperative kernel for f16 and bf16
 /// in all four layouts with an output of the input type, plus f32 output in the TN layout; the
-/// e4m3 x e4m3 -> bf16 FP8 kernels, tensor-wise and blockwise; and six small-problem TN kernels
-/// per 16-bit type (24 kernels). Small enough that a cold build stays within about fifteen minutes
-/// on two cores.
+/// e4m3 x e4m3 -> bf16 FP8 kernels, tensor-wise and blockwise (CUTLASS's and the overlapped
+/// twins); and six small-problem TN kernels per 16-bit type (26 kernels). Small enough that a cold
+/// build stays within about fifteen minutes on two cores.
 pub fn is_default(spec: &KernelSpec) -> bool {
     is_default_16bit(spec) || is_default_fp8(spec) || is_default_menu(spec)
 }
@@ -561,7 +629,9 @@ fn is_default_menu(spec: &KernelSpec) -> bool {
 }
 
 /// The FP8 kernels of the default set: e4m3 x e4m3 to bf16 at 128x128x128 (cluster 1x2x1,
-/// cooperative), tensor-wise (scales folded into alpha) and blockwise (1x128 x 128x128 scales).
+/// cooperative), tensor-wise (scales folded into alpha) and blockwise (1x128 x 128x128 scales),
+/// each as CUTLASS's kernel and as this crate's overlapped-promotion twin (which the automatic
+/// choice takes: same results, faster; the CUTLASS kernel stays for comparison and pinning).
 fn is_default_fp8(spec: &KernelSpec) -> bool {
     spec.arch == Arch::Sm90a
         && spec.tile_scheduler == TileScheduler::Persistent
@@ -572,6 +642,8 @@ fn is_default_fp8(spec: &KernelSpec) -> bool {
             spec.kernel_schedule,
             KernelSchedule::TmaWarpSpecializedCooperative
                 | KernelSchedule::TmaWarpSpecializedCooperativeFp8Blockwise
+                | KernelSchedule::TmaWarpSpecializedCooperativeFp8Overlap
+                | KernelSchedule::TmaWarpSpecializedCooperativeFp8BlockwiseOverlap
         )
 }
 

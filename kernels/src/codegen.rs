@@ -36,6 +36,28 @@ pub const SM90_BLOCKWISE_GEMM_TEMPLATE: &str =
     include_str!("../templates/gemm_sm90_blockwise.cu.in");
 /// C++ helpers shared by all generated kernels (written next to them, not rendered).
 pub const SHIM_HEADER: &str = include_str!("../templates/cutlass_rs_shim.hpp");
+/// This crate's SM90 FP8 mainloop (overlapped promotion), included by the kernels of
+/// [`crate::KernelSchedule::TmaWarpSpecializedCooperativeFp8Overlap`] only.
+pub const SM90_FP8_HEADER: &str = include_str!("../templates/cutlass_rs_sm90_fp8.hpp");
+
+/// The blockwise variant of [`SM90_FP8_HEADER`], included by the kernels of
+/// [`crate::KernelSchedule::TmaWarpSpecializedCooperativeFp8BlockwiseOverlap`] only.
+pub const SM90_FP8_BLOCKWISE_HEADER: &str =
+    include_str!("../templates/cutlass_rs_sm90_fp8_blockwise.hpp");
+
+/// The headers a kernel's source includes besides the shim and the ABI header, by file name
+/// (those are also part of its object's cache key).
+pub fn extra_headers(spec: &KernelSpec) -> Vec<(&'static str, &'static str)> {
+    let text = |name: &str| match name {
+        "cutlass_rs_sm90_fp8.hpp" => SM90_FP8_HEADER,
+        "cutlass_rs_sm90_fp8_blockwise.hpp" => SM90_FP8_BLOCKWISE_HEADER,
+        other => panic!("no text for the header {other}"),
+    };
+    match spec.kernel_schedule.mainloop_wrapper() {
+        Some((_, name)) => vec![(name, text(name))],
+        None => Vec::new(),
+    }
+}
 /// The file name the generated kernels include the shim by.
 pub const SHIM_HEADER_NAME: &str = "cutlass_rs_shim.hpp";
 /// The file name of the rendered C ABI header.
@@ -125,6 +147,18 @@ pub fn kernel_source(spec: &KernelSpec) -> Result<String, String> {
     let template = match spec.arch {
         Arch::Sm90a => {
             values.push(("tile_scheduler", spec.tile_scheduler.cpp_type().into()));
+            // This crate's own mainloops wrap the builder's (both placeholders render to nothing
+            // new for CUTLASS's schedules, so those sources, and their cached objects, stay as
+            // they were).
+            let (mainloop, extra_include) = match spec.kernel_schedule.mainloop_wrapper() {
+                Some((wrapper, header)) => (
+                    format!("{wrapper}<CollectiveMainloop>"),
+                    format!("\n#include \"{header}\""),
+                ),
+                None => ("CollectiveMainloop".to_string(), String::new()),
+            };
+            values.push(("mainloop", mainloop));
+            values.push(("extra_include", extra_include));
             match spec.blockwise {
                 Some(bw) => {
                     values.push(("sf_m", v(bw.m)));

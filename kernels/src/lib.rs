@@ -58,7 +58,7 @@ mod tests {
     #[test]
     fn default_set_is_small_and_covers_all_layouts() {
         let d = catalog::select(&[Arch::Sm90a], &catalog::NameFilter::parse(""));
-        assert_eq!(d.len(), 24);
+        assert_eq!(d.len(), 26);
         // The small-problem kernels: per 16-bit type, three pingpong (64x128, 64x64 with two
         // cluster shapes), stream-K and two swapped ones.
         for ty in catalog::SM90_16BIT_INPUTS {
@@ -73,11 +73,18 @@ mod tests {
                 .count();
             assert_eq!(small, 6, "{ty}");
         }
+        // FP8: tensor-wise and blockwise, each as CUTLASS's kernel and its overlapped twin.
         assert_eq!(
             d.iter()
                 .filter(|s| s.a.ty == DataType::E4M3 && s.blockwise.is_some())
                 .count(),
-            1
+            2
+        );
+        assert_eq!(
+            d.iter()
+                .filter(|s| s.kernel_schedule.mainloop_wrapper().is_some())
+                .count(),
+            2
         );
         for ty in catalog::SM90_16BIT_INPUTS {
             let layouts: HashSet<String> = d
@@ -146,6 +153,22 @@ mod tests {
                 None => format!("CUTLASS_RS_DEFINE_ENTRY_POINTS({}, Gemm)", s.name()),
             };
             assert!(src.contains(&entry), "{}", s.name());
+            // CUTLASS's kernels use the builder's mainloop as it is (their sources, and so their
+            // cached objects, do not change when this crate adds mainloops of its own); this
+            // crate's schedules wrap it and include the wrapper's header, which is part of the
+            // object's cache key.
+            match s.kernel_schedule.mainloop_wrapper() {
+                None => {
+                    assert!(src.contains("#include \"cutlass_rs_shim.hpp\"\n\nnamespace {"));
+                    assert!(src.contains("Shape<int, int, int, int>, CollectiveMainloop,"));
+                    assert!(codegen::extra_headers(&s).is_empty());
+                }
+                Some((wrapper, header)) => {
+                    assert!(src.contains(&format!("#include \"{header}\"")));
+                    assert!(src.contains(&format!("{wrapper}<CollectiveMainloop>")));
+                    assert_eq!(codegen::extra_headers(&s)[0].0, header);
+                }
+            }
         }
         let specs = catalog::all();
         let h = codegen::header(&specs).unwrap();

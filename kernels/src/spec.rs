@@ -43,6 +43,17 @@ pub enum KernelSchedule {
     /// `KernelTmaWarpSpecializedCooperativeFP8Blockwise` (SM90 FP8 with blockwise scales of A and B
     /// applied to the f32 accumulator once per k-block).
     TmaWarpSpecializedCooperativeFp8Blockwise,
+    /// This crate's own (not in `cutlass_library`): CUTLASS's cooperative FP8 kernel with the
+    /// f32-promoting mainloop's `mma` replaced by one that promotes as often (once per 128-deep
+    /// k-tile, CUTLASS's default) but overlaps the promotion with the next k-tile's wgmmas
+    /// (`kernels/templates/cutlass_rs_sm90_fp8.hpp`); results are bit-identical to the CUTLASS
+    /// kernel of the same tile and cluster.
+    TmaWarpSpecializedCooperativeFp8Overlap,
+    /// This crate's own: CUTLASS's pingpong FP8 kernel with the same overlapped-promotion `mma`.
+    TmaWarpSpecializedPingpongFp8Overlap,
+    /// This crate's own: CUTLASS's FP8 blockwise kernel with the per-k-tile scaling overlapped
+    /// the same way (`kernels/templates/cutlass_rs_sm90_fp8_blockwise.hpp`); bit-identical results.
+    TmaWarpSpecializedCooperativeFp8BlockwiseOverlap,
     /// `KernelTmaWarpSpecialized1SmSm100`.
     Sm100OneSm,
     /// `KernelTmaWarpSpecialized2SmSm100`.
@@ -86,6 +97,9 @@ impl KernelSchedule {
         KernelSchedule::TmaWarpSpecializedCooperativeFp8FastAccum,
         KernelSchedule::TmaWarpSpecializedPingpongFp8FastAccum,
         KernelSchedule::TmaWarpSpecializedCooperativeFp8Blockwise,
+        KernelSchedule::TmaWarpSpecializedCooperativeFp8Overlap,
+        KernelSchedule::TmaWarpSpecializedPingpongFp8Overlap,
+        KernelSchedule::TmaWarpSpecializedCooperativeFp8BlockwiseOverlap,
         KernelSchedule::Sm100OneSm,
         KernelSchedule::Sm100TwoSm,
         KernelSchedule::Sm100Mxf8f6f4OneSm,
@@ -118,6 +132,14 @@ impl KernelSchedule {
             }
             KernelSchedule::TmaWarpSpecializedCooperativeFp8Blockwise => {
                 "_warpspecialized_cooperative"
+            }
+            // Ours: cutlass_library's cooperative suffix plus a word of its own.
+            KernelSchedule::TmaWarpSpecializedCooperativeFp8Overlap
+            | KernelSchedule::TmaWarpSpecializedCooperativeFp8BlockwiseOverlap => {
+                "_warpspecialized_cooperative_fp8_overlap"
+            }
+            KernelSchedule::TmaWarpSpecializedPingpongFp8Overlap => {
+                "_warpspecialized_pingpong_fp8_overlap"
             }
             KernelSchedule::Sm100OneSm => "_1sm",
             KernelSchedule::Sm100TwoSm => "_2sm",
@@ -155,6 +177,15 @@ impl KernelSchedule {
             KernelSchedule::TmaWarpSpecializedCooperativeFp8Blockwise => {
                 "KernelTmaWarpSpecializedCooperativeFP8Blockwise"
             }
+            KernelSchedule::TmaWarpSpecializedCooperativeFp8Overlap => {
+                "KernelTmaWarpSpecializedCooperativeFP8Overlap"
+            }
+            KernelSchedule::TmaWarpSpecializedPingpongFp8Overlap => {
+                "KernelTmaWarpSpecializedPingpongFP8Overlap"
+            }
+            KernelSchedule::TmaWarpSpecializedCooperativeFp8BlockwiseOverlap => {
+                "KernelTmaWarpSpecializedCooperativeFP8BlockwiseOverlap"
+            }
             KernelSchedule::Sm100OneSm => "KernelTmaWarpSpecialized1SmSm100",
             KernelSchedule::Sm100TwoSm => "KernelTmaWarpSpecialized2SmSm100",
             KernelSchedule::Sm100Mxf8f6f4OneSm => "KernelTmaWarpSpecialized1SmMxf8f6f4Sm100",
@@ -188,9 +219,38 @@ impl KernelSchedule {
             .find(|k| k.policy() == name)
     }
 
-    /// The C++ policy type.
+    /// The C++ policy type given to CUTLASS's collective builder.
     pub fn cpp_type(self) -> String {
-        format!("cutlass::gemm::{}", self.policy())
+        match self {
+            // The builder makes CUTLASS's FP8 mainloop, which mainloop_wrapper wraps.
+            KernelSchedule::TmaWarpSpecializedCooperativeFp8Overlap => {
+                KernelSchedule::TmaWarpSpecializedCooperative.cpp_type()
+            }
+            KernelSchedule::TmaWarpSpecializedPingpongFp8Overlap => {
+                KernelSchedule::TmaWarpSpecializedPingpong.cpp_type()
+            }
+            KernelSchedule::TmaWarpSpecializedCooperativeFp8BlockwiseOverlap => {
+                KernelSchedule::TmaWarpSpecializedCooperativeFp8Blockwise.cpp_type()
+            }
+            _ => format!("cutlass::gemm::{}", self.policy()),
+        }
+    }
+
+    /// This crate's class template that wraps the builder's collective mainloop, with the header
+    /// that defines it (`kernels/templates`), for the schedules that are this crate's own.
+    pub const fn mainloop_wrapper(self) -> Option<(&'static str, &'static str)> {
+        match self {
+            KernelSchedule::TmaWarpSpecializedCooperativeFp8Overlap
+            | KernelSchedule::TmaWarpSpecializedPingpongFp8Overlap => Some((
+                "cutlass_rs::Sm90Fp8OverlappedPromotion",
+                "cutlass_rs_sm90_fp8.hpp",
+            )),
+            KernelSchedule::TmaWarpSpecializedCooperativeFp8BlockwiseOverlap => Some((
+                "cutlass_rs::Sm90Fp8BlockwiseOverlappedPromotion",
+                "cutlass_rs_sm90_fp8_blockwise.hpp",
+            )),
+            _ => None,
+        }
     }
 
     /// SMs per MMA (2 for the 2SM schedules).
@@ -634,14 +694,18 @@ impl KernelSpec {
                 let (min_m, epilogues): (u32, &[EpilogueSchedule]) = match self.kernel_schedule {
                     K::TmaWarpSpecializedCooperative
                     | K::TmaWarpSpecializedCooperativeFp8FastAccum
-                    | K::TmaWarpSpecializedCooperativeFp8Blockwise => (
+                    | K::TmaWarpSpecializedCooperativeFp8Blockwise
+                    | K::TmaWarpSpecializedCooperativeFp8Overlap
+                    | K::TmaWarpSpecializedCooperativeFp8BlockwiseOverlap => (
                         128,
                         &[
                             EpilogueSchedule::TmaWarpSpecializedCooperative,
                             EpilogueSchedule::NoSmemWarpSpecialized,
                         ],
                     ),
-                    K::TmaWarpSpecializedPingpong | K::TmaWarpSpecializedPingpongFp8FastAccum => (
+                    K::TmaWarpSpecializedPingpong
+                    | K::TmaWarpSpecializedPingpongFp8FastAccum
+                    | K::TmaWarpSpecializedPingpongFp8Overlap => (
                         64,
                         &[
                             EpilogueSchedule::TmaWarpSpecialized,
@@ -676,6 +740,7 @@ impl KernelSpec {
                         self.kernel_schedule,
                         K::TmaWarpSpecializedCooperative
                             | K::TmaWarpSpecializedCooperativeFp8FastAccum
+                            | K::TmaWarpSpecializedCooperativeFp8Overlap
                     )
                 {
                     return Err(format!(
@@ -688,6 +753,9 @@ impl KernelSpec {
                     K::TmaWarpSpecializedCooperativeFp8FastAccum
                         | K::TmaWarpSpecializedPingpongFp8FastAccum
                         | K::TmaWarpSpecializedCooperativeFp8Blockwise
+                        | K::TmaWarpSpecializedCooperativeFp8Overlap
+                        | K::TmaWarpSpecializedPingpongFp8Overlap
+                        | K::TmaWarpSpecializedCooperativeFp8BlockwiseOverlap
                 );
                 if fp8_only && !(fp8(self.a.ty) && fp8(self.b.ty)) {
                     return Err(format!(
@@ -695,8 +763,29 @@ impl KernelSpec {
                         self.kernel_schedule.policy()
                     ));
                 }
-                let blockwise_schedule =
-                    self.kernel_schedule == K::TmaWarpSpecializedCooperativeFp8Blockwise;
+                // Three accumulators (f32, two k-tiles) of at most 64 values per thread must fit
+                // the consumer warp groups' registers (a 128x128 cooperative tile, a 64x128
+                // pingpong tile); promotion per k-tile is CUTLASS's default interval (4 wgmmas of
+                // k = 32) only at tile k = 128.
+                let per_thread = match self.kernel_schedule {
+                    K::TmaWarpSpecializedCooperativeFp8Overlap
+                    | K::TmaWarpSpecializedCooperativeFp8BlockwiseOverlap => Some(256),
+                    K::TmaWarpSpecializedPingpongFp8Overlap => Some(128),
+                    _ => None,
+                }
+                .map(|threads| self.tile[0] * self.tile[1] / threads);
+                if per_thread.is_some_and(|v| v > 64)
+                    || (per_thread.is_some() && self.tile[2] != 128)
+                {
+                    return Err(format!(
+                        "{name}: the overlapped FP8 mainloop needs tile k = 128 and at most 64 accumulators per thread (128x128 cooperative, 64x128 pingpong)"
+                    ));
+                }
+                let blockwise_schedule = matches!(
+                    self.kernel_schedule,
+                    K::TmaWarpSpecializedCooperativeFp8Blockwise
+                        | K::TmaWarpSpecializedCooperativeFp8BlockwiseOverlap
+                );
                 match self.blockwise {
                     Some(bw) => {
                         if !blockwise_schedule {

@@ -401,6 +401,12 @@ mod census {
         if let Err(e) = std::fs::write(&cu, source) {
             return ("fail".into(), 0.0, format!("write: {e}"), "0".into());
         }
+        // This crate's own mainloops' headers, beside the shared ones.
+        for (header, text) in codegen::extra_headers(spec) {
+            if let Err(e) = std::fs::write(dir.join(header), text) {
+                return ("fail".into(), 0.0, format!("write: {e}"), "0".into());
+            }
+        }
         let arch = match spec.arch {
             Arch::Sm90a => "sm_90a",
             Arch::Sm100a => "sm_100a",

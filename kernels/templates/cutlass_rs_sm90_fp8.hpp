@@ -1,0 +1,143 @@
+// Part of cutlass-kernels (kernels/templates/cutlass_rs_sm90_fp8.hpp); not generated, copied next to
+// the generated sources and included by the kernels of the `_fp8_overlap` schedules only (their
+// objects are cached by their source plus this file).
+//
+// An SM90 FP8 mainloop that promotes like CUTLASS's default and overlaps the promotion with the
+// tensor cores.
+//
+// CUTLASS's f32-promoting FP8 mainloop (`MainloopSm90TmaGmmaWarpSpecializedFP8`, with
+// `GmmaFP8Accumulation`) accumulates each k-tile's wgmmas in a temporary accumulator and adds it
+// to the f32 accumulator every `mma_promotion_interval` wgmmas (4 by default: once per 128-deep
+// k-tile). Before each addition it waits for *all* wgmmas in flight (`warpgroup_wait<0>`), so at
+// the default interval the tensor cores idle for the addition and for the issue of the next
+// k-tile, every k-tile. Here two temporary accumulators alternate: the wgmmas of k-tile t write one
+// while the f32 accumulator takes the other, finished k-tile t-1 (`warpgroup_wait<1>`). The
+// additions are the same, in the same order, as CUTLASS's at its default interval of one k-tile,
+// so the results are bit-identical to the CUTLASS kernel of the same tile and cluster; the price is
+// one more accumulator's registers (3 x 64 f32 per thread at 128x128 cooperative or 64x128
+// pingpong, which fits the consumer warp groups' 232 registers).
+//
+// Everything but `mma` (arguments, TMA loads, pipeline, `mma_tail`) is CUTLASS's collective's, so
+// the kernel it plugs into (`GemmUniversal`, selected by the collective's dispatch policy) is
+// CUTLASS's cooperative or pingpong kernel unchanged.
+#pragma once
+
+#include "cute/tensor.hpp"
+#include "cutlass/gemm/collective/collective_builder.hpp"
+
+namespace cutlass_rs {
+
+template <class Base>
+struct Sm90Fp8OverlappedPromotion : Base {
+  using typename Base::DispatchPolicy;
+  using typename Base::MainloopPipeline;
+  using typename Base::Params;
+  using typename Base::PipelineState;
+  using typename Base::SmemLayoutA;
+  using typename Base::SmemLayoutB;
+  using typename Base::TensorStorage;
+  using typename Base::TiledMma;
+
+  static_assert(Base::K_PIPE_MMAS == 1, "mma_tail releases one stage after the last k-tile");
+  static_assert(cute::size<2>(typename Base::TileShape{}) == 128,
+                "promotion once per k-tile equals CUTLASS's default interval (4 wgmmas) only at tile k 128");
+
+  template <class FrgTensorC>
+  CUTLASS_DEVICE void mma(MainloopPipeline pipeline, PipelineState smem_pipe_read, FrgTensorC &accum,
+                          int k_tile_count, int thread_idx, TensorStorage &shared_tensors,
+                          Params const &) {
+    using namespace cute;
+    static_assert(is_rmem<FrgTensorC>::value, "C tensor must be rmem resident.");
+
+    Tensor sA = make_tensor(make_smem_ptr(shared_tensors.smem_A.data()), SmemLayoutA{});
+    Tensor sB = make_tensor(make_smem_ptr(shared_tensors.smem_B.data()), SmemLayoutB{});
+
+    constexpr int MmaWarpGroups = size(TiledMma{}) / cutlass::NumThreadsPerWarpGroup;
+    Layout warp_group_thread_layout =
+        make_layout(Int<MmaWarpGroups>{}, Int<cutlass::NumThreadsPerWarpGroup>{});
+    int warp_group_idx = __shfl_sync(0xFFFFFFFF, thread_idx / cutlass::NumThreadsPerWarpGroup, 0);
+
+    TiledMma tiled_mma;
+    auto thread_mma = tiled_mma.get_slice(warp_group_thread_layout(warp_group_idx));
+    Tensor tCsA = thread_mma.partition_A(sA);  // (MMA,MMA_M,MMA_K,PIPE)
+    Tensor tCsB = thread_mma.partition_B(sB);  // (MMA,MMA_N,MMA_K,PIPE)
+    Tensor tCrA = thread_mma.make_fragment_A(tCsA);
+    Tensor tCrB = thread_mma.make_fragment_B(tCsB);
+    CUTE_STATIC_ASSERT_V(size<1>(tCsA) == size<1>(accum));
+    CUTE_STATIC_ASSERT_V(size<1>(tCsB) == size<2>(accum));
+    CUTE_STATIC_ASSERT_V(size<2>(tCsA) == size<2>(tCsB));
+
+    // The two k-tile accumulators; each k-tile starts its own from zero (ScaleOut::Zero).
+    Tensor even = make_fragment_like(accum);
+    Tensor odd = make_fragment_like(accum);
+
+    auto wait_for_data = [&]() {
+      auto token = pipeline.consumer_try_wait(smem_pipe_read);
+      pipeline.consumer_wait(smem_pipe_read, token);
+    };
+    // Issues the wgmmas of the k-tile at smem_pipe_read into `part` and advances the read state.
+    auto issue = [&](auto &part) {
+      int read_stage = smem_pipe_read.index();
+      tiled_mma.accumulate_ = GMMA::ScaleOut::Zero;
+      warpgroup_fence_operand(part);
+      warpgroup_arrive();
+      CUTLASS_PRAGMA_UNROLL
+      for (int k_block = 0; k_block < size<2>(tCrA); ++k_block) {
+        cute::gemm(tiled_mma, tCrA(_, _, k_block, read_stage), tCrB(_, _, k_block, read_stage), part);
+        tiled_mma.accumulate_ = GMMA::ScaleOut::One;
+      }
+      warpgroup_commit_batch();
+      warpgroup_fence_operand(part);
+      ++smem_pipe_read;
+    };
+    // Adds a finished k-tile to the f32 accumulator.
+    auto promote = [&](auto &part) {
+      warpgroup_fence_operand(part);
+      CUTLASS_PRAGMA_UNROLL
+      for (int i = 0; i < size(accum); ++i) {
+        accum(i) += part(i);
+      }
+      warpgroup_fence_operand(part);
+    };
+    PipelineState smem_pipe_release = smem_pipe_read;
+    // Waits for the k-tile before the one just issued, adds it, and hands its stage back to the
+    // producer (the last stage is released by mma_tail).
+    auto retire = [&](auto &part) {
+      warpgroup_wait<1>();
+      promote(part);
+      pipeline.consumer_release(smem_pipe_release);
+      ++smem_pipe_release;
+    };
+
+    clear(accum);
+    warpgroup_fence_operand(accum);
+    if (k_tile_count <= 0) {
+      return;
+    }
+    wait_for_data();
+    issue(even);
+    --k_tile_count;
+    CUTLASS_PRAGMA_NO_UNROLL
+    for (; k_tile_count >= 2; k_tile_count -= 2) {
+      wait_for_data();
+      issue(odd);
+      retire(even);
+      wait_for_data();
+      issue(even);
+      retire(odd);
+    }
+    if (k_tile_count == 1) {
+      wait_for_data();
+      issue(odd);
+      retire(even);
+      warpgroup_wait<0>();
+      promote(odd);
+    } else {
+      warpgroup_wait<0>();
+      promote(even);
+    }
+    warpgroup_fence_operand(accum);
+  }
+};
+
+}  // namespace cutlass_rs
