@@ -8,8 +8,8 @@
 //! | architecture | inputs A x B | accumulator | C / D | layouts of A, B | D layout | status |
 //! |---|---|---|---|---|---|---|
 //! | SM90a (H100, H200) | f16 x f16, bf16 x bf16 ([`Gemm`]) | f32 | input type or f32 | TN, NT, NN, TT | row- or column-major | runs (tested on an H200) |
-//! | SM90a | e4m3/e5m2 x e4m3/e5m2, mixed too ([`Gemm`]; per-tensor scales in alpha: [`GemmProblem::with_tensor_scales`]) | f32 | bf16, f16, f32 | TN (Hopper reads 8-bit operands K-major) | row- or column-major | runs (tested on an H200) |
-//! | SM90a | FP8 with 1x128 x 128x128 f32 blockwise scales ([`BlockwiseGemm`]) | f32 | bf16, f16, f32 | TN | row-major | runs (tested on an H200) |
+//! | SM90a | e4m3/e5m2 x e4m3/e5m2, mixed too ([`Gemm`]; per-tensor scales in alpha: [`GemmProblem::with_tensor_scales`]) | f32 | bf16, f16, f32 | TN (Hopper reads 8-bit operands K-major) | row- or column-major | runs (tested on an H200; the overlapped-promotion e4m3 kernels, [`KernelSchedule::TmaWarpSpecializedCooperativeFp8Overlap`] and its pingpong sibling, on an H100) |
+//! | SM90a | FP8 with 1x128 x 128x128 f32 blockwise scales ([`BlockwiseGemm`]) | f32 | bf16, f16, f32 | TN | row-major | runs (tested on an H200; the overlapped e4m3 kernel on an H100) |
 //! | SM90a | tf32 x tf32 ([`Gemm`] over [`numeric::Tf32`]) | f32 | f32 | TN, NT, NN | row- or column-major | runs (tested on an H100) |
 //! | SM90a | s8 x s8 ([`Gemm`] over `i8`) | s32 (f32 epilogue: exact below 2^24) | s32, s8 (rounded, saturated) | TN | row- or column-major | runs (tested on an H100) |
 //! | SM100a, SM120a | every row of Tables 1–3 (legacy, FP8/FP6/FP4, mx/nv block-scaled; sparse rows compile only) | f32 (s32) | see the catalog | per Tables 4–20 | row-major | compiled to PTX with the MMA instructions checked (`kernels/census.tsv`); MX, NVFP4 and plain FP8/FP6/FP4 operands through [`BlockScaledGemm`] (any layout the catalog has; NVFP4 outputs), whose host path (checks, `can_implement`, TMA descriptors) runs on a Hopper GPU up to the launch; no Blackwell GPU here, so none has run |
