@@ -120,6 +120,17 @@ pub struct Sm90MenuTile {
     pub output: Layout,
 }
 
+impl Sm90MenuTile {
+    /// The same entry with another kernel schedule (same epilogue).
+    const fn with_schedule(mut self, schedule: KernelSchedule) -> Sm90MenuTile {
+        self.tile.schedule = schedule;
+        self
+    }
+}
+
+const COOP_OVERLAP: KernelSchedule = KernelSchedule::TmaWarpSpecializedCooperativeFp8Overlap;
+const PINGPONG_OVERLAP: KernelSchedule = KernelSchedule::TmaWarpSpecializedPingpongFp8Overlap;
+
 const fn menu(
     tile: [u32; 3],
     cluster: [u32; 3],
@@ -196,48 +207,16 @@ pub const SM90_MENU_INT8: &[Sm90MenuTile] = &[
 /// ([`KernelSchedule::TmaWarpSpecializedPingpongFp8Overlap`]). Not in `cutlass_library`: their
 /// names add `_fp8_overlap` to its cooperative and pingpong suffixes.
 pub const SM90_MENU_FP8_OVERLAP: &[Sm90MenuTile] = &[
-    fp8_overlap([128, 128, 128], [1, 2, 1], PERSISTENT, Layout::RowMajor),
-    fp8_overlap([128, 128, 128], [1, 2, 1], STREAM_K, Layout::RowMajor),
-    fp8_overlap([128, 128, 128], [2, 1, 1], PERSISTENT, Layout::RowMajor),
-    fp8_overlap([128, 16, 128], [1, 1, 1], STREAM_K, Layout::ColumnMajor),
-    fp8_overlap([128, 32, 128], [1, 1, 1], STREAM_K, Layout::ColumnMajor),
-    fp8_overlap([128, 64, 128], [1, 1, 1], STREAM_K, Layout::ColumnMajor),
-    fp8_overlap_pingpong([64, 128, 128], [1, 2, 1]),
-    fp8_overlap_pingpong([64, 64, 128], [1, 2, 1]),
-    fp8_overlap_pingpong([64, 64, 128], [2, 1, 1]),
+    menu([128, 128, 128], [1, 2, 1], PERSISTENT, Layout::RowMajor).with_schedule(COOP_OVERLAP),
+    menu([128, 128, 128], [1, 2, 1], STREAM_K, Layout::RowMajor).with_schedule(COOP_OVERLAP),
+    menu([128, 128, 128], [2, 1, 1], PERSISTENT, Layout::RowMajor).with_schedule(COOP_OVERLAP),
+    menu([128, 16, 128], [1, 1, 1], STREAM_K, Layout::ColumnMajor).with_schedule(COOP_OVERLAP),
+    menu([128, 32, 128], [1, 1, 1], STREAM_K, Layout::ColumnMajor).with_schedule(COOP_OVERLAP),
+    menu([128, 64, 128], [1, 1, 1], STREAM_K, Layout::ColumnMajor).with_schedule(COOP_OVERLAP),
+    menu_pingpong([64, 128, 128], [1, 2, 1]).with_schedule(PINGPONG_OVERLAP),
+    menu_pingpong([64, 64, 128], [1, 2, 1]).with_schedule(PINGPONG_OVERLAP),
+    menu_pingpong([64, 64, 128], [2, 1, 1]).with_schedule(PINGPONG_OVERLAP),
 ];
-
-/// A pingpong entry of [`SM90_MENU_FP8_OVERLAP`] (persistent scheduler, row-major D).
-const fn fp8_overlap_pingpong(tile: [u32; 3], cluster: [u32; 3]) -> Sm90MenuTile {
-    Sm90MenuTile {
-        tile: sm90_tile(
-            tile,
-            cluster,
-            KernelSchedule::TmaWarpSpecializedPingpongFp8Overlap,
-            PINGPONG_EPI,
-        ),
-        scheduler: TileScheduler::Persistent,
-        output: Layout::RowMajor,
-    }
-}
-
-const fn fp8_overlap(
-    tile: [u32; 3],
-    cluster: [u32; 3],
-    scheduler: TileScheduler,
-    output: Layout,
-) -> Sm90MenuTile {
-    Sm90MenuTile {
-        tile: sm90_tile(
-            tile,
-            cluster,
-            KernelSchedule::TmaWarpSpecializedCooperativeFp8Overlap,
-            COOP_EPI,
-        ),
-        scheduler,
-        output,
-    }
-}
 
 const STREAM_K: TileScheduler = TileScheduler::StreamK;
 const PERSISTENT: TileScheduler = TileScheduler::Persistent;
