@@ -214,7 +214,7 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
             user,
             workspace_size: 0,
             scaling,
-            schedule: ScheduleHints::default(),
+            schedule: crate::heuristic::default_schedule(&kernel.spec),
             _types: PhantomData,
         };
         // Aligned stand-in addresses: the workspace size depends on the shape only.
@@ -278,7 +278,9 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
         Ok(self)
     }
 
-    /// The tile-scheduler hints of this plan.
+    /// The tile-scheduler hints of this plan: the library's choice for the kernel
+    /// (`heuristic::default_schedule`: raster along M for the overlapped FP8 kernels with a 1x2x1
+    /// cluster, CUTLASS's defaults otherwise) until [`Gemm::with_schedule`] replaces them.
     pub fn schedule(&self) -> ScheduleHints {
         self.schedule
     }

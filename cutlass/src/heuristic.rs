@@ -26,7 +26,7 @@
 
 use cutlass_kernels::{DataType, KernelSchedule, KernelSpec, TileScheduler};
 
-use crate::kernel::Kernel;
+use crate::kernel::{Kernel, ScheduleHints};
 
 /// Dense bf16 tensor-core FLOP per microsecond per SM at the sustained clock (989 TFLOP/s over
 /// 132 SMs on an H100/H200 SXM).
@@ -125,6 +125,23 @@ fn fast_accum(spec: &KernelSpec) -> bool {
         KernelSchedule::TmaWarpSpecializedCooperativeFp8FastAccum
             | KernelSchedule::TmaWarpSpecializedPingpongFp8FastAccum
     )
+}
+
+/// The tile-scheduler hints a plan starts with (what [`crate::Gemm::schedule`] reports until
+/// [`crate::Gemm::with_schedule`] replaces them). The overlapped-promotion FP8 kernels with a 1x2x1
+/// cluster raster along M: CUTLASS's heuristic rasters along N unless N has more tiles than M, and
+/// on an H100 (e4m3 -> bf16, 128x128x128, `docs/performance.md` section 6) along M ran faster at
+/// every measured shape with M >= N: 8192³ 1196 -> 1209 TFLOP/s, 4096 x 2112 x 7168 896 -> 1117,
+/// 4096 x 4096 x 14336 1303 -> 1367, and the same at 4096 x 57344 x 8192 (1351, where CUTLASS's
+/// heuristic already rasters along M). Everything else keeps CUTLASS's defaults.
+pub(crate) fn default_schedule(spec: &KernelSpec) -> ScheduleHints {
+    let along_m = spec.kernel_schedule == KernelSchedule::TmaWarpSpecializedCooperativeFp8Overlap
+        && spec.cluster == [1, 2, 1]
+        && spec.tile_scheduler == TileScheduler::Persistent;
+    ScheduleHints {
+        raster: if along_m { 1 } else { 0 },
+        ..ScheduleHints::default()
+    }
 }
 
 /// The overlapped-promotion schedule that computes what a CUTLASS FP8 schedule computes, bit for
@@ -330,6 +347,29 @@ mod tests {
             "{}",
             s.name()
         );
+    }
+
+    #[test]
+    fn only_overlapped_fp8_kernels_with_a_1x2_cluster_raster_along_m() {
+        let along_m: Vec<KernelSpec> = catalog::sm90()
+            .into_iter()
+            .filter(|s| default_schedule(s).raster == 1)
+            .collect();
+        // e4m3 -> bf16 and f16, 128x128x128, persistent.
+        assert_eq!(along_m.len(), 2, "{along_m:?}");
+        for s in &along_m {
+            assert_eq!(
+                (s.tile, s.cluster, s.kernel_schedule),
+                (
+                    [128, 128, 128],
+                    [1, 2, 1],
+                    KernelSchedule::TmaWarpSpecializedCooperativeFp8Overlap
+                )
+            );
+        }
+        assert!(catalog::sm90()
+            .iter()
+            .all(|s| default_schedule(s).swizzle == 0 && default_schedule(s).splits == 0));
     }
 
     #[test]

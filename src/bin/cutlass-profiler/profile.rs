@@ -222,6 +222,7 @@ fn parse(args: &[String]) -> Result<Options> {
             "--svg" => o.svg = Some(PathBuf::from(val()?)),
             "--rounds" => o.rounds = val()?.parse::<usize>()?.clamp(1, 100),
             "--swizzle" => o.schedule.swizzle = val()?.parse()?,
+            "--raster" => o.schedule.raster = val()?.parse()?,
             _ => bail!("unknown argument {a}\n{USAGE}"),
         }
     }
