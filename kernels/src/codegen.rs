@@ -54,6 +54,11 @@ pub fn extra_headers(spec: &KernelSpec) -> Vec<(&'static str, &'static str)> {
         other => panic!("no text for the header {other}"),
     };
     match spec.kernel_schedule.mainloop_wrapper() {
+        // The blockwise header includes the tensor-wise one (their shared k-tile loop).
+        Some((_, name)) if name == "cutlass_rs_sm90_fp8_blockwise.hpp" => vec![
+            (name, text(name)),
+            ("cutlass_rs_sm90_fp8.hpp", SM90_FP8_HEADER),
+        ],
         Some((_, name)) => vec![(name, text(name))],
         None => Vec::new(),
     }

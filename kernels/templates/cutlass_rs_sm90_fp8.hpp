@@ -26,6 +26,70 @@
 #include "cutlass/gemm/collective/collective_builder.hpp"
 
 namespace cutlass_rs {
+namespace detail {
+
+// Issues the wgmmas of the k-tile in shared-memory stage `stage` into `part`, starting it from
+// zero (ScaleOut::Zero), as CUTLASS's FP8 main loops do at their finest promotion interval.
+template <class TiledMma, class FragA, class FragB, class Part>
+CUTLASS_DEVICE void issue_k_tile(TiledMma &tiled_mma, FragA &tCrA, FragB &tCrB, int stage, Part &part) {
+  using namespace cute;
+  tiled_mma.accumulate_ = GMMA::ScaleOut::Zero;
+  warpgroup_fence_operand(part);
+  warpgroup_arrive();
+  CUTLASS_PRAGMA_UNROLL
+  for (int k_block = 0; k_block < size<2>(tCrA); ++k_block) {
+    cute::gemm(tiled_mma, tCrA(_, _, k_block, stage), tCrB(_, _, k_block, stage), part);
+    tiled_mma.accumulate_ = GMMA::ScaleOut::One;
+  }
+  warpgroup_commit_batch();
+  warpgroup_fence_operand(part);
+}
+
+// The k-tile loop of both overlapped main loops (this header's and the blockwise one). Two parts
+// alternate: `issue(part, stage)` starts the k-tile in shared-memory stage `stage` into one while
+// the other, the k-tile before, is finished (warpgroup_wait<1>), added by `promote(part)` and its
+// stage handed back to the producer. The last part is added after warpgroup_wait<0>; its stage is
+// released by CUTLASS's mma_tail (K_PIPE_MMAS = 1).
+template <class Pipeline, class PipelineState, class Part, class Issue, class Promote>
+CUTLASS_DEVICE void overlapped_k_tiles(Pipeline &pipeline, PipelineState smem_pipe_read, int k_tile_count,
+                                       Part &even, Part &odd, Issue &&issue, Promote &&promote) {
+  PipelineState smem_pipe_release = smem_pipe_read;
+  auto issue_next = [&](Part &part) {
+    auto token = pipeline.consumer_try_wait(smem_pipe_read);
+    pipeline.consumer_wait(smem_pipe_read, token);
+    issue(part, smem_pipe_read.index());
+    ++smem_pipe_read;
+  };
+  auto retire = [&](Part &part) {
+    cute::warpgroup_wait<1>();
+    promote(part);
+    pipeline.consumer_release(smem_pipe_release);
+    ++smem_pipe_release;
+  };
+  if (k_tile_count <= 0) {
+    return;
+  }
+  issue_next(even);
+  --k_tile_count;
+  CUTLASS_PRAGMA_NO_UNROLL
+  for (; k_tile_count >= 2; k_tile_count -= 2) {
+    issue_next(odd);
+    retire(even);
+    issue_next(even);
+    retire(odd);
+  }
+  if (k_tile_count == 1) {
+    issue_next(odd);
+    retire(even);
+    cute::warpgroup_wait<0>();
+    promote(odd);
+  } else {
+    cute::warpgroup_wait<0>();
+    promote(even);
+  }
+}
+
+}  // namespace detail
 
 template <class Base>
 struct Sm90Fp8OverlappedPromotion : Base {
@@ -71,25 +135,6 @@ struct Sm90Fp8OverlappedPromotion : Base {
     Tensor even = make_fragment_like(accum);
     Tensor odd = make_fragment_like(accum);
 
-    auto wait_for_data = [&]() {
-      auto token = pipeline.consumer_try_wait(smem_pipe_read);
-      pipeline.consumer_wait(smem_pipe_read, token);
-    };
-    // Issues the wgmmas of the k-tile at smem_pipe_read into `part` and advances the read state.
-    auto issue = [&](auto &part) {
-      int read_stage = smem_pipe_read.index();
-      tiled_mma.accumulate_ = GMMA::ScaleOut::Zero;
-      warpgroup_fence_operand(part);
-      warpgroup_arrive();
-      CUTLASS_PRAGMA_UNROLL
-      for (int k_block = 0; k_block < size<2>(tCrA); ++k_block) {
-        cute::gemm(tiled_mma, tCrA(_, _, k_block, read_stage), tCrB(_, _, k_block, read_stage), part);
-        tiled_mma.accumulate_ = GMMA::ScaleOut::One;
-      }
-      warpgroup_commit_batch();
-      warpgroup_fence_operand(part);
-      ++smem_pipe_read;
-    };
     // Adds a finished k-tile to the f32 accumulator.
     auto promote = [&](auto &part) {
       warpgroup_fence_operand(part);
@@ -99,43 +144,12 @@ struct Sm90Fp8OverlappedPromotion : Base {
       }
       warpgroup_fence_operand(part);
     };
-    PipelineState smem_pipe_release = smem_pipe_read;
-    // Waits for the k-tile before the one just issued, adds it, and hands its stage back to the
-    // producer (the last stage is released by mma_tail).
-    auto retire = [&](auto &part) {
-      warpgroup_wait<1>();
-      promote(part);
-      pipeline.consumer_release(smem_pipe_release);
-      ++smem_pipe_release;
-    };
-
     clear(accum);
     warpgroup_fence_operand(accum);
-    if (k_tile_count <= 0) {
-      return;
-    }
-    wait_for_data();
-    issue(even);
-    --k_tile_count;
-    CUTLASS_PRAGMA_NO_UNROLL
-    for (; k_tile_count >= 2; k_tile_count -= 2) {
-      wait_for_data();
-      issue(odd);
-      retire(even);
-      wait_for_data();
-      issue(even);
-      retire(odd);
-    }
-    if (k_tile_count == 1) {
-      wait_for_data();
-      issue(odd);
-      retire(even);
-      warpgroup_wait<0>();
-      promote(odd);
-    } else {
-      warpgroup_wait<0>();
-      promote(even);
-    }
+    detail::overlapped_k_tiles(
+        pipeline, smem_pipe_read, k_tile_count, even, odd,
+        [&](auto &part, int stage) { detail::issue_k_tile(tiled_mma, tCrA, tCrB, stage, part); },
+        promote);
     warpgroup_fence_operand(accum);
   }
 };

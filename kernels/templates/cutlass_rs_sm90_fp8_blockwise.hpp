@@ -1,10 +1,11 @@
 // Part of cutlass-kernels (kernels/templates/cutlass_rs_sm90_fp8_blockwise.hpp); not generated,
 // copied next to the generated sources and included by the kernels of the blockwise `_fp8_overlap`
-// schedule only (their objects are cached by their source plus this file).
+// schedule only (their objects are cached by their source plus this file and
+// cutlass_rs_sm90_fp8.hpp, which it includes).
 //
 // CUTLASS's SM90 FP8 blockwise-scaled mainloop (`MainloopSm90TmaGmmaWarpSpecializedBlockwiseFP8`)
 // with the scaling overlapped with the tensor cores, as cutlass_rs_sm90_fp8.hpp does for the
-// tensor-wise mainloop. At the finest scale granularity along K (one scale block per 128-deep
+// tensor-wise mainloop (whose k-tile loop and wgmma issue it shares). At the finest scale granularity along K (one scale block per 128-deep
 // k-tile, the only one the catalog uses) CUTLASS waits for all wgmmas in flight
 // (`warpgroup_wait<0>`) every k-tile before `accum += partial * scale`; here two k-tile
 // accumulators (and their scale registers) alternate, so the scaled addition of k-tile t-1 runs
@@ -14,8 +15,20 @@
 
 #include "cute/tensor.hpp"
 #include "cutlass/gemm/collective/collective_builder.hpp"
+#include "cutlass_rs_sm90_fp8.hpp"
 
 namespace cutlass_rs {
+namespace detail {
+
+// One k-tile's accumulator and the scales it is added with.
+template <class Acc, class ScaleA, class ScaleB>
+struct ScaledPart {
+  Acc acc;
+  ScaleA sfa;
+  ScaleB sfb;
+};
+
+}  // namespace detail
 
 template <class Base>
 struct Sm90Fp8BlockwiseOverlappedPromotion : Base {
@@ -79,33 +92,22 @@ struct Sm90Fp8BlockwiseOverlappedPromotion : Base {
     CUTE_STATIC_ASSERT_V(size<2>(tCsA) == size<2>(tCsB));
 
     // Two k-tile accumulators and their scales, alternating.
-    Tensor even = make_fragment_like(accum);
-    Tensor odd = make_fragment_like(accum);
-    Tensor sfa_even = make_tensor_like<ElementBlockScale>(tCsSFA(_, _, _, _0{}));
-    Tensor sfb_even = make_tensor_like<ElementBlockScale>(tCsSFB(_, _, _, _0{}));
-    Tensor sfa_odd = make_tensor_like<ElementBlockScale>(tCsSFA(_, _, _, _0{}));
-    Tensor sfb_odd = make_tensor_like<ElementBlockScale>(tCsSFB(_, _, _, _0{}));
+    using Part = detail::ScaledPart<decltype(make_fragment_like(accum)),
+                                    decltype(make_tensor_like<ElementBlockScale>(tCsSFA(_, _, _, _0{}))),
+                                    decltype(make_tensor_like<ElementBlockScale>(tCsSFB(_, _, _, _0{})))>;
+    Part even{make_fragment_like(accum), make_tensor_like<ElementBlockScale>(tCsSFA(_, _, _, _0{})),
+              make_tensor_like<ElementBlockScale>(tCsSFB(_, _, _, _0{}))};
+    Part odd{make_fragment_like(accum), make_tensor_like<ElementBlockScale>(tCsSFA(_, _, _, _0{})),
+             make_tensor_like<ElementBlockScale>(tCsSFB(_, _, _, _0{}))};
 
-    auto wait_for_data = [&]() {
-      auto token = pipeline.consumer_try_wait(smem_pipe_read);
-      pipeline.consumer_wait(smem_pipe_read, token);
-    };
-    // Reads the k-tile's scales, issues its wgmmas into `part`, combines the scales (as CUTLASS
-    // does, while the wgmmas run) and advances the read state.
-    auto issue = [&](auto &part, auto &sfa, auto &sfb) {
-      int read_stage = smem_pipe_read.index();
-      copy(tCsSFA(_, _, _, make_coord(_0{}, read_stage)), sfa);
-      copy(tCsSFB(_, _, _, make_coord(_0{}, read_stage)), sfb);
-      tiled_mma.accumulate_ = GMMA::ScaleOut::Zero;
-      warpgroup_fence_operand(part);
-      warpgroup_arrive();
-      CUTLASS_PRAGMA_UNROLL
-      for (int k_block = 0; k_block < size<2>(tCrA); ++k_block) {
-        cute::gemm(tiled_mma, tCrA(_, _, k_block, read_stage), tCrB(_, _, k_block, read_stage), part);
-        tiled_mma.accumulate_ = GMMA::ScaleOut::One;
-      }
-      warpgroup_commit_batch();
-      warpgroup_fence_operand(part);
+    // Reads the k-tile's scales, issues its wgmmas and combines the scales (as CUTLASS does,
+    // while the wgmmas run).
+    auto issue = [&](Part &part, int stage) {
+      auto &sfa = part.sfa;
+      auto &sfb = part.sfb;
+      copy(tCsSFA(_, _, _, make_coord(_0{}, stage)), sfa);
+      copy(tCsSFB(_, _, _, make_coord(_0{}, stage)), sfb);
+      detail::issue_k_tile(tiled_mma, tCrA, tCrB, stage, part.acc);
       if constexpr (ScaleMsPerTile == 1 && ScaleNsPerTile == 1) {
         sfa(_0{}) = sfa(_0{}) * sfb(_0{});
       }
@@ -123,60 +125,27 @@ struct Sm90Fp8BlockwiseOverlappedPromotion : Base {
           filter_zeros(sfb)(i) = filter_zeros(sfb)(i) * scale_a;
         }
       }
-      ++smem_pipe_read;
     };
     // accum += part * scale, with GmmaFP8Accumulation's expressions.
-    auto promote = [&](auto &part, auto &sfa, auto &sfb) {
-      warpgroup_fence_operand(part);
+    auto promote = [&](Part &part) {
+      warpgroup_fence_operand(part.acc);
       CUTLASS_PRAGMA_UNROLL
       for (int i = 0; i < size(accum); ++i) {
         if constexpr (ScaleMsPerTile == 1 && ScaleNsPerTile == 1) {
-          accum(i) += part(i) * sfa(_0{});
+          accum(i) += part.acc(i) * part.sfa(_0{});
         } else if constexpr (ScaleMsPerTile > 1 && ScaleNsPerTile == 1) {
-          accum(i) += part(i) * sfa(i);
+          accum(i) += part.acc(i) * part.sfa(i);
         } else if constexpr (ScaleMsPerTile == 1 && ScaleNsPerTile > 1) {
-          accum(i) += part(i) * sfb(i);
+          accum(i) += part.acc(i) * part.sfb(i);
         } else {
-          accum(i) += part(i) * sfa(i) * sfb(i);
+          accum(i) += part.acc(i) * part.sfa(i) * part.sfb(i);
         }
       }
-      warpgroup_fence_operand(part);
+      warpgroup_fence_operand(part.acc);
     };
-    PipelineState smem_pipe_release = smem_pipe_read;
-    auto retire = [&](auto &part, auto &sfa, auto &sfb) {
-      warpgroup_wait<1>();
-      promote(part, sfa, sfb);
-      pipeline.consumer_release(smem_pipe_release);
-      ++smem_pipe_release;
-    };
-
     clear(accum);
     warpgroup_fence_operand(accum);
-    if (k_tile_count <= 0) {
-      return;
-    }
-    wait_for_data();
-    issue(even, sfa_even, sfb_even);
-    --k_tile_count;
-    CUTLASS_PRAGMA_NO_UNROLL
-    for (; k_tile_count >= 2; k_tile_count -= 2) {
-      wait_for_data();
-      issue(odd, sfa_odd, sfb_odd);
-      retire(even, sfa_even, sfb_even);
-      wait_for_data();
-      issue(even, sfa_even, sfb_even);
-      retire(odd, sfa_odd, sfb_odd);
-    }
-    if (k_tile_count == 1) {
-      wait_for_data();
-      issue(odd, sfa_odd, sfb_odd);
-      retire(even, sfa_even, sfb_even);
-      warpgroup_wait<0>();
-      promote(odd, sfa_odd, sfb_odd);
-    } else {
-      warpgroup_wait<0>();
-      promote(even, sfa_even, sfb_even);
-    }
+    detail::overlapped_k_tiles(pipeline, smem_pipe_read, k_tile_count, even, odd, issue, promote);
     warpgroup_fence_operand(accum);
   }
 };
