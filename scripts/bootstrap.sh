@@ -14,8 +14,9 @@ stamp="$dest/.installed-from"
 
 have_libclang() {
   [ -n "${LIBCLANG_PATH:-}" ] && return 0
-  ldconfig -p 2>/dev/null | grep -q 'libclang[-.0-9]*\.so' && return 0
-  ls /usr/lib/llvm-*/lib/libclang*.so* >/dev/null 2>&1
+  # libclang itself (libclang.so*, libclang-N.so*), not libclang-cpp, which bindgen cannot load.
+  ldconfig -p 2>/dev/null | grep -qE 'libclang(-[0-9.]+)?\.so' && return 0
+  compgen -G '/usr/lib/llvm-*/lib/libclang.so*' >/dev/null || compgen -G '/usr/lib/llvm-*/lib/libclang-[0-9]*.so*' >/dev/null
 }
 
 if ! have_libclang; then
