@@ -75,6 +75,25 @@ pub struct Gemm<TA: Element, TB: Element, TD: Element> {
     _types: PhantomData<(TA, TB, TD)>,
 }
 
+// A plan is plain data (no device resources): cloning it is cheap, e.g. to try other
+// tile-scheduler hints with [`Gemm::with_schedule`].
+impl<TA: Element, TB: Element, TD: Element> Clone for Gemm<TA, TB, TD> {
+    fn clone(&self) -> Self {
+        Gemm {
+            problem: self.problem,
+            device: self.device,
+            kernel: self.kernel,
+            swapped: self.swapped,
+            ops: self.ops,
+            user: self.user,
+            workspace_size: self.workspace_size,
+            scaling: self.scaling,
+            schedule: self.schedule,
+            _types: PhantomData,
+        }
+    }
+}
+
 impl<TA: Element, TB: Element, TD: Element> std::fmt::Debug for Gemm<TA, TB, TD> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Gemm")

@@ -32,8 +32,9 @@ use cutlass::{BlockwiseGemm, DeviceInfo, Element, Gemm, GemmProblem, Workspace};
 use half::{bf16, f16};
 
 const USAGE: &str = "usage: cutlass-profiler profile [--shapes FILE | --shape MxNxK[,MxNxK...]] \
-[--types bf16,f16,e4m3,fp8bw] [--kernels heuristic|all|NAME] [--autotune CACHE.tsv] \
-[--csv FILE] [--svg PREFIX] [--rounds N] [--swizzle 1|2|4|8]";
+[--types bf16,f16,e4m3,fp8bw] [--kernels heuristic|all|NAME|PATTERN,...] [--autotune CACHE.tsv] \
+[--csv FILE] [--svg PREFIX] [--rounds N] [--swizzle 1|2|4|8] [--raster 1|2] [--splits N] \
+[--sweep-schedules]";
 
 /// One shape of the suite.
 #[derive(Clone, Debug)]
@@ -130,6 +131,8 @@ enum KernelMode {
     Heuristic,
     All,
     Pinned(String),
+    /// The candidates whose names match (comma-separated names or globs).
+    Matching(cutlass_kernels::catalog::NameFilter),
     Autotune(PathBuf),
 }
 
@@ -141,6 +144,9 @@ struct Options {
     svg: Option<PathBuf>,
     rounds: usize,
     schedule: cutlass::ScheduleHints,
+    /// Every plan with each raster order and swizzle (CUTLASS's defaults and 1, 2, 4, 8 along M
+    /// and along N) instead of its own tile-scheduler hints.
+    sweep_schedules: bool,
 }
 
 fn default_shapes_file() -> PathBuf {
@@ -194,6 +200,7 @@ fn parse(args: &[String]) -> Result<Options> {
         svg: None,
         rounds: 7,
         schedule: cutlass::ScheduleHints::default(),
+        sweep_schedules: false,
     };
     let mut shapes_file = None;
     let mut it = args.iter();
@@ -214,6 +221,9 @@ fn parse(args: &[String]) -> Result<Options> {
                 o.mode = match val()?.as_str() {
                     "heuristic" => KernelMode::Heuristic,
                     "all" => KernelMode::All,
+                    list if list.contains([',', '*', '?']) => {
+                        KernelMode::Matching(cutlass_kernels::catalog::NameFilter::parse(list))
+                    }
                     name => KernelMode::Pinned(name.to_string()),
                 }
             }
@@ -223,6 +233,8 @@ fn parse(args: &[String]) -> Result<Options> {
             "--rounds" => o.rounds = val()?.parse::<usize>()?.clamp(1, 100),
             "--swizzle" => o.schedule.swizzle = val()?.parse()?,
             "--raster" => o.schedule.raster = val()?.parse()?,
+            "--splits" => o.schedule.splits = val()?.parse()?,
+            "--sweep-schedules" => o.sweep_schedules = true,
             _ => bail!("unknown argument {a}\n{USAGE}"),
         }
     }
@@ -498,6 +510,8 @@ struct Row {
     shape: Shape,
     kind: Kind,
     kernel: String,
+    /// The tile-scheduler hints of the measured plan.
+    schedule: cutlass::ScheduleHints,
     /// The heuristic's choice when it differs from the measured kernel (`--kernels all`).
     heuristic: Option<String>,
     ours_s: f64,
@@ -581,6 +595,26 @@ fn plans<TA: Element, TB: Element, TD: Element>(
     o: &Options,
 ) -> Result<Plans<TA, TB, TD>> {
     let (plans, h) = plans_for::<TA, TB, TD>(dev, p, &o.mode)?;
+    if o.sweep_schedules {
+        let mut out = Vec::new();
+        for g in plans {
+            let mut hints = vec![g.schedule(), cutlass::ScheduleHints::default()];
+            for raster in [1, 2] {
+                for swizzle in [1, 2, 4, 8] {
+                    hints.push(cutlass::ScheduleHints {
+                        swizzle,
+                        raster,
+                        splits: 0,
+                    });
+                }
+            }
+            hints.dedup();
+            for hint in hints {
+                out.push(g.clone().with_schedule(hint)?);
+            }
+        }
+        return Ok((out, h));
+    }
     if o.schedule == cutlass::ScheduleHints::default() {
         return Ok((plans, h));
     }
@@ -605,6 +639,11 @@ fn plans_for<TA: Element, TB: Element, TD: Element>(
             let mut cache = TuneCache::open(path)?;
             vec![Gemm::autotune(&dev.stream, p, &mut cache)?]
         }
+        KernelMode::Matching(filter) => Gemm::<TA, TB, TD>::candidates(dev.info, p)
+            .into_iter()
+            .filter(|n| filter.matches(n))
+            .map(|n| Gemm::plan(dev.info, p, Some(n)))
+            .collect::<cutlass::Result<_>>()?,
         KernelMode::All => Gemm::<TA, TB, TD>::candidates(dev.info, p)
             .into_iter()
             .map(|n| Gemm::plan(dev.info, p, Some(n)))
@@ -711,6 +750,7 @@ where
             shape: s.clone(),
             kind,
             kernel: g.kernel_name().to_string(),
+            schedule: g.schedule(),
             heuristic: Some(heuristic.clone()),
             ours_s: t_ours,
             theirs_s: t_ref,
@@ -840,6 +880,7 @@ fn profile_fp8(dev: &Device, s: &Shape, kind: Kind, o: &Options) -> Result<Vec<R
     };
     let mut rows = Vec::new();
     let mut measure = |name: &str,
+                       schedule: cutlass::ScheduleHints,
                        heuristic: &str,
                        run: &mut dyn FnMut(usize, &mut CudaSlice<bf16>) -> Result<()>|
      -> Result<()> {
@@ -865,6 +906,7 @@ fn profile_fp8(dev: &Device, s: &Shape, kind: Kind, o: &Options) -> Result<Vec<R
             shape: s.clone(),
             kind,
             kernel: name.to_string(),
+            schedule,
             heuristic: Some(heuristic.to_string()),
             ours_s: t_ours,
             theirs_s: t_lt,
@@ -879,7 +921,7 @@ fn profile_fp8(dev: &Device, s: &Shape, kind: Kind, o: &Options) -> Result<Vec<R
         let ws_len = plans.iter().map(|g| g.workspace_size()).max().unwrap_or(0);
         let mut ws = stream.alloc_zeros::<u8>(ws_len.max(1))?;
         for g in &plans {
-            measure(g.kernel_name(), &h, &mut |i, d| {
+            measure(g.kernel_name(), g.schedule(), &h, &mut |i, d| {
                 Ok(g.run(stream, &a[i], &w[i], None, d, Workspace::Buffer(&mut ws))?)
             })?;
         }
@@ -895,18 +937,23 @@ fn profile_fp8(dev: &Device, s: &Shape, kind: Kind, o: &Options) -> Result<Vec<R
         let sb = stream.clone_htod(&vec![1.0f32; lb])?;
         let mut ws = stream.alloc_zeros::<u8>(g.workspace_size().max(1))?;
         let name = g.kernel_name();
-        measure(name, name, &mut |i, d| {
-            Ok(g.run(
-                stream,
-                &a[i],
-                &sa,
-                &w[i],
-                &sb,
-                None,
-                d,
-                Workspace::Buffer(&mut ws),
-            )?)
-        })?;
+        measure(
+            name,
+            cutlass::ScheduleHints::default(),
+            name,
+            &mut |i, d| {
+                Ok(g.run(
+                    stream,
+                    &a[i],
+                    &sa,
+                    &w[i],
+                    &sb,
+                    None,
+                    d,
+                    Workspace::Buffer(&mut ws),
+                )?)
+            },
+        )?;
     }
     Ok(rows)
 }
@@ -931,6 +978,21 @@ fn print_row(dev: &Device, r: &Row) {
     let ours = r.tflops(r.ours_s);
     let theirs = r.theirs_s.map(|t| r.tflops(t));
     let mark = if r.ok { "" } else { "  MISMATCH" };
+    let mut sched = match r.schedule {
+        cutlass::ScheduleHints {
+            swizzle: 0 | 1,
+            raster: 0,
+            ..
+        } => String::new(),
+        h => format!(
+            " [swizzle {} along {}]",
+            h.swizzle.max(1),
+            ["-", "M", "N"][h.raster.min(2) as usize]
+        ),
+    };
+    if r.schedule.splits > 1 {
+        sched += &format!(" [split-K {}]", r.schedule.splits);
+    }
     let h = match &r.heuristic {
         Some(h) if *h != r.kernel => format!(" (heuristic: {})", short(h)),
         _ => String::new(),
@@ -948,7 +1010,7 @@ fn print_row(dev: &Device, r: &Row) {
         100.0 * ours / roof,
         if mem { "mem" } else { "comp" },
         r.max_rel_diff,
-        short(&r.kernel),
+        short(&r.kernel) + &sched,
     );
 }
 
@@ -957,7 +1019,7 @@ fn write_csv(path: &std::path::Path, dev: &Device, rows: &[Row]) -> Result<()> {
     let mut f = std::fs::File::create(path).with_context(|| format!("{}", path.display()))?;
     writeln!(
         f,
-        "Problem,Provider,OperationKind,Operation,Disposition,Status,gemm_kind,m,n,k,A,B,C,D,alpha,beta,batch_count,Bytes,Flops,Runtime,GB/s,GFLOPs,shape,roofline_pct,ratio_vs_reference,max_rel_diff,device"
+        "Problem,Provider,OperationKind,Operation,Disposition,Status,gemm_kind,m,n,k,A,B,C,D,alpha,beta,batch_count,Bytes,Flops,Runtime,GB/s,GFLOPs,shape,roofline_pct,ratio_vs_reference,max_rel_diff,device,raster_order,swizzle_size,split_k_slices"
     )?;
     for (i, r) in rows.iter().enumerate() {
         let t = r.kind.cutlass_profiler_type();
@@ -966,7 +1028,7 @@ fn write_csv(path: &std::path::Path, dev: &Device, rows: &[Row]) -> Result<()> {
             let (roof, _) = r.roof(dev);
             writeln!(
                 f,
-                "{},{provider},gemm,{op},{},success,universal,{},{},{},{t}:row,{t}:column,{out}:row,{out}:row,1,0,1,{:.0},{:.0},{:.6},{:.1},{:.1},{},{:.1},{ratio},{:.3e},{}",
+                "{},{provider},gemm,{op},{},success,universal,{},{},{},{t}:row,{t}:column,{out}:row,{out}:row,1,0,1,{:.0},{:.0},{:.6},{:.1},{:.1},{},{:.1},{ratio},{:.3e},{},{},{},{}",
                 i + 1,
                 if r.ok { "passed" } else { "incorrect" },
                 r.shape.m,
@@ -980,7 +1042,10 @@ fn write_csv(path: &std::path::Path, dev: &Device, rows: &[Row]) -> Result<()> {
                 r.shape.name,
                 100.0 * r.tflops(secs) / roof,
                 r.max_rel_diff,
-                dev.name.replace(',', " ")
+                dev.name.replace(',', " "),
+                ["heuristic", "along_m", "along_n"][r.schedule.raster.min(2) as usize],
+                r.schedule.swizzle.max(1),
+                r.schedule.splits.max(1),
             )?;
             Ok(())
         };
@@ -1186,6 +1251,10 @@ fn run(args: &[String]) -> Result<ExitCode> {
                 println!("{:<24} {:<6} error: {e:#}", s.name, kind.label());
                 failed += 1;
             }
+        }
+        // The CSV holds every row measured so far: a run stopped by a time limit keeps them.
+        if let Some(path) = &o.csv {
+            write_csv(path, &dev, &rows)?;
         }
     }
     summarize(&dev, &rows, &o.kinds, &o.mode);
