@@ -170,7 +170,7 @@ const BEYOND_GENERATOR: &[(&str, &str)] = &[(
 )];
 
 /// Every SM90 entry is a configuration CUTLASS's own generator (`cutlass_library/generator.py`,
-/// exhaustive instantiation level) emits: same types, tile, cluster, schedules and alignment. The
+/// exhaustive instantiation level, with the level-3 wgmma shapes of the catalog's tile N) emits: same types, tile, cluster, schedules and alignment. The
 /// generator writes column-major C/D; the catalog's C/D are row-major (column-major outputs go
 /// through the transpose identity, see ARCHITECTURE.md), so the C/D layout letter is compared
 /// as column-major.
@@ -179,8 +179,18 @@ fn sm90_entries_are_emitted_by_cutlass_generator() {
     let root = env!("CARGO_MANIFEST_DIR");
     let pythonpath = std::env::var("CUTLASS_LIBRARY_PYTHONPATH")
         .unwrap_or_else(|_| format!("{root}/third_party/toolchain"));
+    // The tile N extents of the catalog (= wgmma N): the generator adds its level-3 wgmma shapes
+    // (N = 96, 144, 176, ...) for these only.
+    let wgmma_n: std::collections::BTreeSet<u32> = catalog::sm90()
+        .iter()
+        .filter(|s| s.kernel_schedule.mainloop_wrapper().is_none())
+        .map(|s| s.tile[1])
+        .collect();
+    let wgmma_n: Vec<String> = wgmma_n.iter().map(u32::to_string).collect();
     let out = Command::new("python3")
         .arg(format!("{root}/tests/python/cutlass_generator_sm90.py"))
+        .arg("--wgmma-n")
+        .arg(wgmma_n.join(","))
         .env("PYTHONPATH", &pythonpath)
         .output()
         .expect("python3 is needed for this test");

@@ -166,6 +166,16 @@ pub const SM90_MENU_16BIT: &[Sm90MenuTile] = &[
     menu([128, 64, 128], [1, 1, 1], STREAM_K, Layout::ColumnMajor),
     menu_pingpong([64, 64, 64], [2, 1, 1]),
     menu_pingpong([64, 64, 64], [1, 2, 1]),
+    // Tiles cuBLAS runs on an H100 (`tools/cublas_kernels.py`, docs/performance.md section 3):
+    // its 128x256 tile with a 1x2x1 cluster (M = 4096), a 176-wide tile that divides N = 2112
+    // into 12 (DeepSeek-V3's dsv3-a at M = 4096: 0.88x -> 0.97x cuBLAS), and a 96-wide pingpong
+    // tile that gives 128 tiles at 128 x 6144, one wave (0.90x -> 0.92x). N = 176 and 96 are
+    // wgmma shapes of CUTLASS's generator's instantiation level 3. Measured and left out: a
+    // 64x32x64 pingpong tile for decode-size M (twice the CTAs of 64x64, slower at every M = 16
+    // shape: 0.85x against 0.88x at 16 x 4096 x 4096).
+    menu([128, 256, 64], [1, 2, 1], PERSISTENT, Layout::RowMajor),
+    menu([128, 176, 64], [1, 2, 1], PERSISTENT, Layout::RowMajor),
+    menu_pingpong([64, 96, 64], [1, 2, 1]),
 ];
 
 /// The SM90 menu for e4m3 x e4m3 TN GEMMs (bf16 and f16 outputs) beyond [`SM90_TILES_FP8`]:
@@ -216,6 +226,13 @@ pub const SM90_MENU_FP8_OVERLAP: &[Sm90MenuTile] = &[
     menu_pingpong([64, 128, 128], [1, 2, 1]).with_schedule(PINGPONG_OVERLAP),
     menu_pingpong([64, 64, 128], [1, 2, 1]).with_schedule(PINGPONG_OVERLAP),
     menu_pingpong([64, 64, 128], [2, 1, 1]).with_schedule(PINGPONG_OVERLAP),
+    // cuBLASLt's f32-promoting tiles on an H100 beyond 128x128 (`tools/cublas_kernels.py`): a
+    // 144-wide cooperative tile (3 x 72 accumulator registers per thread; ptxas: no spills), the
+    // fastest at 8192³, 4096 x 2112 x 7168 and 4096 x 57344 x 8192, and a 96-wide pingpong tile
+    // for M = 128 (128 x 6144 x 4096: 0.89x -> 0.91x cuBLASLt). Measured and left out: 64x32x128
+    // pingpong (slower than 64x64 at every M = 16 shape).
+    menu([128, 144, 128], [1, 2, 1], PERSISTENT, Layout::RowMajor).with_schedule(COOP_OVERLAP),
+    menu_pingpong([64, 96, 128], [1, 2, 1]).with_schedule(PINGPONG_OVERLAP),
 ];
 
 const STREAM_K: TileScheduler = TileScheduler::StreamK;
@@ -577,17 +594,19 @@ pub fn sm90() -> Vec<KernelSpec> {
 /// The kernels built when the user selects none: the 128x256x64 cooperative kernel for f16 and bf16
 /// in all four layouts with an output of the input type, plus f32 output in the TN layout; the
 /// e4m3 x e4m3 -> bf16 FP8 kernels, tensor-wise and blockwise (CUTLASS's and the overlapped
-/// twins); and six small-problem TN kernels per 16-bit type (26 kernels). Small enough that a cold
-/// build stays within about fifteen minutes on two cores.
+/// twins, and two more overlapped tiles); and nine small- and odd-shape TN kernels per 16-bit
+/// type (34 kernels). Small enough that a cold build stays within about fifteen minutes on two
+/// cores.
 pub fn is_default(spec: &KernelSpec) -> bool {
     is_default_16bit(spec) || is_default_fp8(spec) || is_default_menu(spec)
 }
 
 /// The small-problem kernels of the default set: for f16 and bf16 TN (output of the input type),
-/// the 64x128x64 pingpong kernel, the 64x64x64 pingpong kernels (clusters 2x1x1 and 1x2x1),
-/// stream-K at 128x256x64, and the swapped stream-K kernels with 16- and 64-wide N tiles, which
-/// the H200 and H100 measurements of `docs/performance.md` found fastest for decode (M = 16) and
-/// M = 128 problems.
+/// the 64x128x64 and 64x96x64 pingpong kernels, the 64x64x64 pingpong kernels (clusters 2x1x1 and
+/// 1x2x1), stream-K at 128x256x64, the swapped stream-K kernels with 16- and 64-wide N tiles,
+/// which the H200 and H100 measurements of `docs/performance.md` found fastest for decode
+/// (M = 16) and M = 128 problems, the 128x128x64 cooperative kernel (M = 128 with a large N), and
+/// the 128x176x64 cooperative kernel (N = 2112 and other multiples of 176 at large M).
 fn is_default_menu(spec: &KernelSpec) -> bool {
     let tn_16bit = spec.arch == Arch::Sm90a
         && SM90_16BIT_INPUTS.contains(&spec.a.ty)
@@ -596,10 +615,16 @@ fn is_default_menu(spec: &KernelSpec) -> bool {
     let stream_k = spec.tile_scheduler == TileScheduler::StreamK;
     tn_16bit
         && match (spec.tile, spec.d.layout) {
-            ([64, 128, 64], Layout::RowMajor) | ([64, 64, 64], Layout::RowMajor) => {
+            ([64, 128, 64], Layout::RowMajor)
+            | ([64, 64, 64], Layout::RowMajor)
+            | ([64, 96, 64], Layout::RowMajor) => {
                 spec.kernel_schedule == PINGPONG && spec.epilogue_schedule == PINGPONG_EPI
             }
             ([128, 256, 64], Layout::RowMajor) => stream_k,
+            ([128, 176, 64], Layout::RowMajor) => spec.kernel_schedule == COOP,
+            ([128, 128, 64], Layout::RowMajor) => {
+                spec.kernel_schedule == COOP && spec.tile_scheduler == TileScheduler::Persistent
+            }
             ([128, 16, 128], Layout::ColumnMajor) | ([128, 64, 128], Layout::ColumnMajor) => {
                 stream_k
             }
@@ -610,20 +635,31 @@ fn is_default_menu(spec: &KernelSpec) -> bool {
 /// The FP8 kernels of the default set: e4m3 x e4m3 to bf16 at 128x128x128 (cluster 1x2x1,
 /// cooperative), tensor-wise (scales folded into alpha) and blockwise (1x128 x 128x128 scales),
 /// each as CUTLASS's kernel and as this crate's overlapped-promotion twin (which the automatic
-/// choice takes: same results, faster; the CUTLASS kernel stays for comparison and pinning).
+/// choice takes: same results, faster; the CUTLASS kernel stays for comparison and pinning); and
+/// the overlapped 128x144x128 cooperative (large problems) and 64x96x128 pingpong (M = 128)
+/// tensor-wise kernels.
 fn is_default_fp8(spec: &KernelSpec) -> bool {
-    spec.arch == Arch::Sm90a
+    let e4m3_bf16 = spec.arch == Arch::Sm90a
         && spec.tile_scheduler == TileScheduler::Persistent
         && (spec.a.ty, spec.b.ty, spec.d.ty) == (DataType::E4M3, DataType::E4M3, DataType::Bf16)
-        && spec.tile == [128, 128, 128]
-        && spec.cluster == [1, 2, 1]
-        && matches!(
-            spec.kernel_schedule,
-            KernelSchedule::TmaWarpSpecializedCooperative
-                | KernelSchedule::TmaWarpSpecializedCooperativeFp8Blockwise
-                | KernelSchedule::TmaWarpSpecializedCooperativeFp8Overlap
-                | KernelSchedule::TmaWarpSpecializedCooperativeFp8BlockwiseOverlap
-        )
+        && spec.cluster == [1, 2, 1];
+    e4m3_bf16
+        && match spec.tile {
+            [128, 128, 128] => matches!(
+                spec.kernel_schedule,
+                KernelSchedule::TmaWarpSpecializedCooperative
+                    | KernelSchedule::TmaWarpSpecializedCooperativeFp8Blockwise
+                    | KernelSchedule::TmaWarpSpecializedCooperativeFp8Overlap
+                    | KernelSchedule::TmaWarpSpecializedCooperativeFp8BlockwiseOverlap
+            ),
+            [128, 144, 128] => {
+                spec.kernel_schedule == KernelSchedule::TmaWarpSpecializedCooperativeFp8Overlap
+            }
+            [64, 96, 128] => {
+                spec.kernel_schedule == KernelSchedule::TmaWarpSpecializedPingpongFp8Overlap
+            }
+            _ => false,
+        }
 }
 
 fn is_default_16bit(spec: &KernelSpec) -> bool {

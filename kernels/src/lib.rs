@@ -58,20 +58,21 @@ mod tests {
     #[test]
     fn default_set_is_small_and_covers_all_layouts() {
         let d = catalog::select(&[Arch::Sm90a], &catalog::NameFilter::parse(""));
-        assert_eq!(d.len(), 26);
-        // The small-problem kernels: per 16-bit type, three pingpong (64x128, 64x64 with two
-        // cluster shapes), stream-K and two swapped ones.
+        assert_eq!(d.len(), 34);
+        // The small- and odd-shape kernels: per 16-bit type, four pingpong (64x128, 64x96, 64x64
+        // with two cluster shapes), stream-K, two swapped ones and the 128x128 and 176-wide
+        // cooperative ones.
         for ty in catalog::SM90_16BIT_INPUTS {
             let small = d
                 .iter()
                 .filter(|s| {
                     s.a.ty == ty
-                        && (s.tile[1] < 128
+                        && (s.tile[1] < 256
                             || s.tile[0] == 64
                             || s.tile_scheduler == crate::TileScheduler::StreamK)
                 })
                 .count();
-            assert_eq!(small, 6, "{ty}");
+            assert_eq!(small, 9, "{ty}");
         }
         // FP8: tensor-wise and blockwise, each as CUTLASS's kernel and its overlapped twin.
         assert_eq!(
@@ -80,11 +81,13 @@ mod tests {
                 .count(),
             2
         );
+        // The overlapped twins, and the 128x144 cooperative and 64x96 pingpong overlapped
+        // kernels.
         assert_eq!(
             d.iter()
                 .filter(|s| s.kernel_schedule.mainloop_wrapper().is_some())
                 .count(),
-            2
+            4
         );
         for ty in catalog::SM90_16BIT_INPUTS {
             let layouts: HashSet<String> = d
