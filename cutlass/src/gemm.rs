@@ -223,6 +223,12 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
         let ops = if swapped == primary { ops_p } else { ops_s };
 
         check_alignment(&kernel.spec, &ops, swapped, problem.batch)?;
+        let (kernel_m, kernel_n) = shape(swapped);
+        let schedule = crate::heuristic::default_schedule(
+            &kernel.spec,
+            (kernel_m, kernel_n, problem.k),
+            device.sm_count,
+        );
 
         let mut gemm = Gemm {
             problem: *problem,
@@ -233,7 +239,7 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
             user,
             workspace_size: 0,
             scaling,
-            schedule: crate::heuristic::default_schedule(&kernel.spec),
+            schedule,
             _types: PhantomData,
         };
         // Aligned stand-in addresses: the workspace size depends on the shape only.
@@ -297,9 +303,10 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
         Ok(self)
     }
 
-    /// The tile-scheduler hints of this plan: the library's choice for the kernel
-    /// (`heuristic::default_schedule`: raster along M for the overlapped FP8 kernels with a 1x2x1
-    /// cluster, CUTLASS's defaults otherwise) until [`Gemm::with_schedule`] replaces them.
+    /// The tile-scheduler hints of this plan: the library's choice for the kernel and problem
+    /// (`heuristic::default_schedule`: for the overlapped FP8 cooperative kernels with a two-CTA
+    /// cluster, raster across the cluster and the swizzle of a DRAM-traffic model; CUTLASS's
+    /// defaults otherwise) until [`Gemm::with_schedule`] replaces them.
     pub fn schedule(&self) -> ScheduleHints {
         self.schedule
     }

@@ -17,7 +17,9 @@
 //! exhaustive runs over `shared/bench/shapes.tsv` (`cutlass-profiler profile --kernels all`, the
 //! CSVs in `docs/perf/`): the bf16 menu on an H200 and an H100, the e4m3 menu on an H200 (CUTLASS's
 //! f32-promoting kernels) and an H100 (with this crate's overlapped-promotion kernels), the tf32
-//! and s8 menus on an H100.
+//! and s8 menus on an H100, and the bf16 and e4m3 menus with the 2026-11-24 tiles (128x176,
+//! 64x96, 128x144) on an H100. Tile efficiency is linear in log2(tile area) between fitted
+//! anchors, times a factor for CuTe's extended wgmma shapes.
 //! The script scores the picks per type and bf16 leave-one-shape-out (`docs/performance.md`).
 //! [`crate::tune`] measures instead of estimating. Automatic selection
 //! never takes an FP8 fast-accumulation kernel (less precise): name it to use it; and it never
@@ -37,21 +39,33 @@ const BYTES_PER_US: f64 = 3.36e6;
 /// pull the whole bandwidth (decode-size problems), and what stream-K and the operand swap fix.
 const CTA_BYTES_PER_US: f64 = 1.203e5;
 /// Launch and epilogue, microseconds.
-const FIXED_US: f64 = 4.60;
+const FIXED_US: f64 = 4.134;
 /// Stream-K's extra fixed cost: the workspace reset and the reduction of partial tiles.
 const STREAM_K_US: f64 = 17.32;
 /// Extra main-loop cost of a tile's padded rows, per unit of padded fraction.
 const PADDING_PENALTY: f64 = 1.222;
 
+/// Main-loop efficiency (fraction of the peak) at tile areas of 2048, 4096, 8192, 16384 and
+/// 32768 elements; between them linear in log2(area), beyond them the end values (a 128x176 tile
+/// sits between 128x128 and 128x256).
+const TILE_EFFICIENCY: [f64; 5] = [0.383, 0.418, 0.486, 0.615, 0.64];
+/// Efficiency factor of CuTe's extended wgmma shapes (tile N other than 8, 16, 32, 64, 96, 128,
+/// 192, 256: the 144- and 176-wide tiles, whose epilogue also stores 16-column subtiles).
+const EXTENDED_SHAPE_EFFICIENCY: f64 = 0.945;
+
 /// Fraction of the peak a tile sustains in its main loop.
 fn tile_efficiency(spec: &KernelSpec) -> f64 {
     let [tm, tn, _] = spec.tile;
-    let base = match tm * tn {
-        a if a >= 32768 => 0.839,
-        a if a >= 16384 => 0.615,
-        a if a >= 8192 => 0.486,
-        a if a >= 4096 => 0.418,
-        _ => 0.374,
+    // Position on the anchors: 0 at 2048 elements, 4 at 32768.
+    let x = ((tm * tn) as f64).log2() - 11.0;
+    let base = if x <= 0.0 {
+        TILE_EFFICIENCY[0]
+    } else if x >= 4.0 {
+        TILE_EFFICIENCY[4]
+    } else {
+        let i = x.floor() as usize;
+        let f = x - i as f64;
+        TILE_EFFICIENCY[i] * (1.0 - f) + TILE_EFFICIENCY[(i + 1).min(4)] * f
     };
     let schedule = match spec.kernel_schedule {
         KernelSchedule::TmaWarpSpecialized => 0.775,
@@ -60,7 +74,12 @@ fn tile_efficiency(spec: &KernelSpec) -> f64 {
         | KernelSchedule::TmaWarpSpecializedPingpongFp8Overlap => 0.797,
         _ => 1.0,
     };
-    base * schedule
+    let extended = if [8, 16, 32, 64, 96, 128, 192, 256].contains(&tn) {
+        1.0
+    } else {
+        EXTENDED_SHAPE_EFFICIENCY
+    };
+    base * schedule * extended
 }
 
 /// MMA throughput of the input type relative to bf16.
@@ -127,20 +146,111 @@ fn fast_accum(spec: &KernelSpec) -> bool {
     )
 }
 
+/// What of the L2 (50 MB on an H100, 60 MB on an H200) an operand may take and still be read
+/// from DRAM once, bytes: the raster model's threshold.
+const L2_RESIDENT_BYTES: f64 = 30e6;
+
+/// The raster model's view of the tile scheduler's work for `swizzle` and a raster along M
+/// (`along_m`) or N: microseconds of main loop (tiles padded as CUTLASS's scheduler pads them, in
+/// whole waves) and of DRAM traffic (an operand that does not stay in the L2 is read again for
+/// every wave, as far as the wave's tiles span it), combined as the larger plus half the smaller
+/// (they overlap, not perfectly).
+fn raster_cost_us(
+    spec: &KernelSpec,
+    (m, n, k): (usize, usize, usize),
+    along_m: bool,
+    swizzle: usize,
+    sms: usize,
+) -> f64 {
+    let [tm, tn, _] = spec.tile.map(|v| v as usize);
+    let [cm, cn, _] = spec.cluster.map(|v| v.max(1) as usize);
+    // CUTLASS rounds both tile counts up to whole swizzle groups of clusters; the padded tiles
+    // run their main loop on nothing.
+    let tiles_m = m.div_ceil(tm).next_multiple_of(swizzle * cm);
+    let tiles_n = n.div_ceil(tn).next_multiple_of(swizzle * cn);
+    let tiles = tiles_m * tiles_n;
+    let wave = (sms / (cm * cn) * (cm * cn)).clamp(1, tiles);
+    // A wave walks bands `swizzle` clusters wide: along M it touches `band` tile columns and as
+    // many rows as the wave holds (all of them when it covers whole bands).
+    let (rows, cols) = if along_m {
+        let band = swizzle * cn;
+        (
+            tiles_m.min(wave.div_ceil(band)),
+            band * wave.div_ceil(band * tiles_m).max(1),
+        )
+    } else {
+        let band = swizzle * cm;
+        (
+            band * wave.div_ceil(band * tiles_n).max(1),
+            tiles_n.min(wave.div_ceil(band)),
+        )
+    };
+    let waves = tiles as f64 / wave as f64;
+    let (ea, eb) = (spec.a.ty.bits() as f64 / 8.0, spec.b.ty.bits() as f64 / 8.0);
+    let traffic = |whole: f64, per_wave: f64| {
+        if whole <= L2_RESIDENT_BYTES {
+            whole
+        } else {
+            (waves * per_wave).max(whole)
+        }
+    };
+    let bytes = traffic((m * k) as f64 * ea, (rows * tm * k) as f64 * ea)
+        + traffic((n * k) as f64 * eb, (cols * tn * k) as f64 * eb);
+    let memory = bytes / BYTES_PER_US;
+    let compute = tiles.div_ceil(wave) as f64 * (2 * tm * tn * k) as f64
+        / (FLOP_PER_US_PER_SM * 0.8 * type_speed(spec.a.ty));
+    compute.max(memory) + 0.5 * compute.min(memory)
+}
+
 /// The tile-scheduler hints a plan starts with (what [`crate::Gemm::schedule`] reports until
-/// [`crate::Gemm::with_schedule`] replaces them). The overlapped-promotion FP8 kernels with a 1x2x1
-/// cluster raster along M: CUTLASS's heuristic rasters along N unless N has more tiles than M, and
-/// on an H100 (e4m3 -> bf16, 128x128x128, `docs/performance.md` section 6) along M ran faster at
-/// every measured shape with M >= N: 8192³ 1196 -> 1209 TFLOP/s, 4096 x 2112 x 7168 896 -> 1117,
-/// 4096 x 4096 x 14336 1303 -> 1367, and the same at 4096 x 57344 x 8192 (1351, where CUTLASS's
-/// heuristic already rasters along M). Everything else keeps CUTLASS's defaults.
-pub(crate) fn default_schedule(spec: &KernelSpec) -> ScheduleHints {
-    let along_m = spec.kernel_schedule == KernelSchedule::TmaWarpSpecializedCooperativeFp8Overlap
-        && spec.cluster == [1, 2, 1]
-        && spec.tile_scheduler == TileScheduler::Persistent;
+/// [`crate::Gemm::with_schedule`] replaces them), for the kernel's view of the problem
+/// (`m x n x k`) on `sms` SMs.
+///
+/// The overlapped-promotion FP8 cooperative kernels (tensor-wise) with a two-CTA cluster raster
+/// across their cluster: along M for a 1x2x1 cluster (its CTAs share A), along N for a 2x1x1 one,
+/// and take the smallest swizzle (1, 2, 4, 8) whose cost in [`raster_cost_us`] is within 2 % of the
+/// least, if it saves at least a tenth of swizzle 1's cost. Measured on an H100 (e4m3 -> bf16,
+/// `docs/performance.md`, the 2026-11-24 section, 4 kernels x 6 shapes x 9 schedules): these hints reach 0.997
+/// of the best schedule of each pair (worst 0.984), CUTLASS's defaults 0.941 (worst 0.801); at
+/// 8192³ the 128x128 1x2x1 kernel goes from 0.84x to 0.96x of cuBLASLt with swizzle 4. Everything else keeps CUTLASS's defaults (the 16-bit
+/// 128x256 kernels measured within noise of their best schedule with them).
+pub(crate) fn default_schedule(
+    spec: &KernelSpec,
+    (m, n, k): (usize, usize, usize),
+    sms: i32,
+) -> ScheduleHints {
+    let clustered = match spec.cluster {
+        [1, 2, 1] => Some(true),
+        [2, 1, 1] => Some(false),
+        _ => None,
+    };
+    let Some(along_m) = clustered.filter(|_| {
+        spec.kernel_schedule == KernelSchedule::TmaWarpSpecializedCooperativeFp8Overlap
+    }) else {
+        return ScheduleHints::default();
+    };
+    let sms = sms.max(1) as usize;
+    let cost = |s: usize| raster_cost_us(spec, (m.max(1), n.max(1), k.max(1)), along_m, s, sms);
+    let least = [1, 2, 4, 8]
+        .map(cost)
+        .into_iter()
+        .fold(f64::INFINITY, f64::min);
+    let swizzle = [1u8, 2, 4, 8]
+        .into_iter()
+        .find(|&s| cost(s as usize) <= 1.02 * least)
+        .unwrap_or(1);
+    // A swizzle that saves less than a tenth of the cost buys nothing measurable, and a larger one
+    // ran up to 3 % slower where the model saw DRAM at half the main loop's time (4096 x 8192 x
+    // 28672: swizzle 4 1298 TFLOP/s, 1 1343).
+    let swizzle = if cost(swizzle as usize) > 0.9 * cost(1) {
+        1
+    } else {
+        swizzle
+    };
     ScheduleHints {
-        raster: if along_m { 1 } else { 0 },
-        ..ScheduleHints::default()
+        swizzle,
+        raster: if along_m { 1 } else { 2 },
+        splits: 0,
     }
 }
 
@@ -312,6 +422,18 @@ mod tests {
             "{}",
             s.name()
         );
+        // The tiles cuBLAS uses that the menu took over (H100, docs/perf/bf16-all-kernels-h100-1124.csv):
+        // N = 2112 = 12 x 176 at M = 4096 (0.97x cuBLAS against 0.88x for 128x256 stream-K),
+        // and 128 x 6144 in one wave of 64x96 pingpong tiles (0.92x against 0.90x).
+        let s = pick(4096, 2112, 7168);
+        assert_eq!(
+            (s.tile, s.cluster),
+            ([128, 176, 64], [1, 2, 1]),
+            "{}",
+            s.name()
+        );
+        let s = pick(128, 6144, 4096);
+        assert_eq!(s.tile, [64, 96, 64], "{}", s.name());
         // s8 -> s32 on an H100 (docs/perf/tf32-i8-all-kernels-h100.csv): at 4096 x 2112 x 7168
         // the 128x128 cooperative kernels (133 us, 137 us with stream-K) beat 64x128 pingpong
         // (205 us), which the constants before the s8 data picked.
@@ -349,27 +471,55 @@ mod tests {
         );
     }
 
-    #[test]
-    fn only_overlapped_fp8_kernels_with_a_1x2_cluster_raster_along_m() {
-        let along_m: Vec<KernelSpec> = catalog::sm90()
+    /// The e4m3 -> bf16 overlapped cooperative kernel of this tile and cluster (persistent).
+    fn overlapped(tile: [u32; 3], cluster: [u32; 3]) -> KernelSpec {
+        menu(DataType::E4M3, DataType::Bf16)
             .into_iter()
-            .filter(|s| default_schedule(s).raster == 1)
-            .collect();
-        // e4m3 -> bf16 and f16, 128x128x128, persistent.
-        assert_eq!(along_m.len(), 2, "{along_m:?}");
-        for s in &along_m {
-            assert_eq!(
-                (s.tile, s.cluster, s.kernel_schedule),
-                (
-                    [128, 128, 128],
-                    [1, 2, 1],
-                    KernelSchedule::TmaWarpSpecializedCooperativeFp8Overlap
-                )
-            );
+            .find(|s| {
+                s.kernel_schedule == KernelSchedule::TmaWarpSpecializedCooperativeFp8Overlap
+                    && s.tile == tile
+                    && s.cluster == cluster
+                    && s.tile_scheduler == TileScheduler::Persistent
+            })
+            .expect("in the menu")
+    }
+
+    #[test]
+    fn only_overlapped_fp8_kernels_raster_across_their_cluster() {
+        for s in catalog::sm90() {
+            let h = default_schedule(&s, (8192, 8192, 8192), 132);
+            let ours = s.kernel_schedule == KernelSchedule::TmaWarpSpecializedCooperativeFp8Overlap
+                && matches!(s.cluster, [1, 2, 1] | [2, 1, 1]);
+            if ours {
+                let along = if s.cluster == [1, 2, 1] { 1 } else { 2 };
+                assert_eq!((h.raster, h.splits), (along, 0), "{}", s.name());
+                assert!([1, 2, 4, 8].contains(&h.swizzle), "{}", s.name());
+            } else {
+                assert_eq!(h, ScheduleHints::default(), "{}", s.name());
+            }
         }
-        assert!(catalog::sm90()
-            .iter()
-            .all(|s| default_schedule(s).swizzle == 0 && default_schedule(s).splits == 0));
+    }
+
+    /// The swizzles the traffic model gives where the H100 sweep measured the schedules
+    /// (docs/perf/e4m3-schedule-sweep-h100.csv; in brackets the fraction of cuBLASLt's speed).
+    #[test]
+    fn fp8_swizzle_follows_the_measured_winners() {
+        let k128 = overlapped([128, 128, 128], [1, 2, 1]);
+        let swizzle = |s: &KernelSpec, shape| default_schedule(s, shape, 132).swizzle;
+        // 8192³: A (64 MB) is read again for every band; swizzle 4 along M (0.962) against 1
+        // (0.834).
+        assert_eq!(swizzle(&k128, (8192, 8192, 8192)), 4);
+        // Both operands stay in the L2: swizzle 1 (0.989; 4: 0.950).
+        assert_eq!(swizzle(&k128, (4096, 4096, 4096)), 1);
+        // N = 2112: a larger swizzle pads the 17 tile columns (1: 0.873, 2: 0.791, 8: 0.462).
+        assert_eq!(swizzle(&k128, (4096, 2112, 7168)), 1);
+        // The 144-wide tile at 8192³: 57 columns, swizzle 2 (0.891; 1: 0.857, 4 pads: 0.840).
+        let k144 = overlapped([128, 144, 128], [1, 2, 1]);
+        assert_eq!(swizzle(&k144, (8192, 8192, 8192)), 2);
+        // DRAM at about half the main loop: no swizzle (4096 x 8192 x 28672: 1: 1343 TFLOP/s,
+        // 4: 1298; 4096 x 57344 x 8192: 1: 1338, 4: 1317; docs/perf/e4m3-schedule-sweep-70b-h100.csv).
+        assert_eq!(swizzle(&k128, (4096, 8192, 28672)), 1);
+        assert_eq!(swizzle(&k128, (4096, 57344, 8192)), 1);
     }
 
     #[test]
