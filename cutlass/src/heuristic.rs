@@ -49,8 +49,8 @@ const PADDING_PENALTY: f64 = 1.222;
 /// 32768 elements; between them linear in log2(area), beyond them the end values (a 128x176 tile
 /// sits between 128x128 and 128x256).
 const TILE_EFFICIENCY: [f64; 5] = [0.383, 0.418, 0.486, 0.615, 0.64];
-/// Efficiency factor of CuTe's extended wgmma shapes (tile N other than 8, 16, 32, 64, 96, 128,
-/// 192, 256: the 144- and 176-wide tiles, whose epilogue also stores 16-column subtiles).
+/// Efficiency factor of CuTe's extended wgmma shapes ([`KernelSpec::uses_extended_wgmma_shape`]:
+/// the 144- and 176-wide tiles, whose epilogue also stores 16-column subtiles).
 const EXTENDED_SHAPE_EFFICIENCY: f64 = 0.945;
 
 /// Fraction of the peak a tile sustains in its main loop.
@@ -74,10 +74,10 @@ fn tile_efficiency(spec: &KernelSpec) -> f64 {
         | KernelSchedule::TmaWarpSpecializedPingpongFp8Overlap => 0.797,
         _ => 1.0,
     };
-    let extended = if [8, 16, 32, 64, 96, 128, 192, 256].contains(&tn) {
-        1.0
-    } else {
+    let extended = if spec.uses_extended_wgmma_shape() {
         EXTENDED_SHAPE_EFFICIENCY
+    } else {
+        1.0
     };
     base * schedule * extended
 }
@@ -210,10 +210,11 @@ fn raster_cost_us(
 /// across their cluster: along M for a 1x2x1 cluster (its CTAs share A), along N for a 2x1x1 one,
 /// and take the smallest swizzle (1, 2, 4, 8) whose cost in [`raster_cost_us`] is within 2 % of the
 /// least, if it saves at least a tenth of swizzle 1's cost. Measured on an H100 (e4m3 -> bf16,
-/// `docs/performance.md`, the 2026-11-24 section, 4 kernels x 6 shapes x 9 schedules): these hints reach 0.997
-/// of the best schedule of each pair (worst 0.984), CUTLASS's defaults 0.941 (worst 0.801); at
-/// 8192³ the 128x128 1x2x1 kernel goes from 0.84x to 0.96x of cuBLASLt with swizzle 4. Everything else keeps CUTLASS's defaults (the 16-bit
-/// 128x256 kernels measured within noise of their best schedule with them).
+/// `docs/performance.md`, the 2026-11-24 section, 4 kernels x 6 shapes x 9 schedules): these
+/// hints reach 0.997 of the best schedule of each pair (worst 0.984), CUTLASS's defaults 0.941
+/// (worst 0.801); at 8192³ the 128x128 1x2x1 kernel goes from 0.84x to 0.96x of cuBLASLt with
+/// swizzle 4. Everything else keeps CUTLASS's defaults (the 16-bit 128x256 kernels measured
+/// within noise of their best schedule with them).
 pub(crate) fn default_schedule(
     spec: &KernelSpec,
     (m, n, k): (usize, usize, usize),
@@ -422,8 +423,8 @@ mod tests {
             "{}",
             s.name()
         );
-        // The tiles cuBLAS uses that the menu took over (H100, docs/perf/bf16-all-kernels-h100-1124.csv):
-        // N = 2112 = 12 x 176 at M = 4096 (0.97x cuBLAS against 0.88x for 128x256 stream-K),
+        // The tiles cuBLAS uses that the menu took over (H100,
+        // docs/perf/bf16-all-kernels-h100-1124.csv): N = 2112 = 12 x 176 at M = 4096 (0.97x cuBLAS against 0.88x for 128x256 stream-K),
         // and 128 x 6144 in one wave of 64x96 pingpong tiles (0.92x against 0.90x).
         let s = pick(4096, 2112, 7168);
         assert_eq!(

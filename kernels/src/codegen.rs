@@ -216,18 +216,12 @@ pub fn kernel_source(spec: &KernelSpec) -> Result<String, String> {
     render(template, &values)
 }
 
-/// The wgmma N extents CuTe's SM90 instruction selector (`ss_op_selector`) offers without
-/// `CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED`; for any other tile N it falls back to the largest of
-/// these that divides N (a 64x16 instruction nine times for N = 144: nine reads of A from shared
-/// memory where one would do).
-const SM90_BASE_WGMMA_N: [u32; 8] = [8, 16, 32, 64, 96, 128, 192, 256];
-
 /// The define that gives an SM90 kernel one wgmma of its whole tile N when that N is one of the
-/// extended shapes (CUTLASS's generator emits them at instantiation level 3 and builds them with
+/// extended shapes ([`KernelSpec::uses_extended_wgmma_shape`]) (CUTLASS's generator emits them at instantiation level 3 and builds them with
 /// `CUTLASS_ENABLE_SM90_EXTENDED_MMA_SHAPES`), or nothing (so the sources of every other kernel,
 /// and their cached objects, stay as they were).
 fn mma_shapes(spec: &KernelSpec) -> String {
-    if SM90_BASE_WGMMA_N.contains(&spec.tile[1]) {
+    if !spec.uses_extended_wgmma_shape() {
         String::new()
     } else {
         format!(

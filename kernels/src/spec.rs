@@ -624,6 +624,15 @@ impl KernelSpec {
         }
     }
 
+    /// Whether an SM90 kernel's tile N is one of CuTe's extended wgmma shapes (144, 176, ...: not
+    /// 8, 16, 32, 64, 96, 128, 192 or 256). CuTe's instruction selector (`ss_op_selector`) offers
+    /// those only with `CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED`; without it, it falls back to the
+    /// largest base shape that divides N (nine 64x16 wgmmas for N = 144, nine reads of A from
+    /// shared memory where one would do).
+    pub fn uses_extended_wgmma_shape(&self) -> bool {
+        self.arch == Arch::Sm90a && ![8, 16, 32, 64, 96, 128, 192, 256].contains(&self.tile[1])
+    }
+
     /// The two-letter A/B layout, as in the seed tables (`TN` = row-major A, column-major B).
     pub fn layout_name(&self) -> String {
         let up = |l: Layout| l.letter().to_ascii_uppercase();
