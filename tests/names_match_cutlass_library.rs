@@ -170,10 +170,10 @@ const BEYOND_GENERATOR: &[(&str, &str)] = &[(
 )];
 
 /// Every SM90 entry is a configuration CUTLASS's own generator (`cutlass_library/generator.py`,
-/// exhaustive instantiation level, with the level-3 wgmma shapes of the catalog's tile N) emits: same types, tile, cluster, schedules and alignment. The
-/// generator writes column-major C/D; the catalog's C/D are row-major (column-major outputs go
-/// through the transpose identity, see ARCHITECTURE.md), so the C/D layout letter is compared
-/// as column-major.
+/// exhaustive instantiation level, with the level-3 wgmma shapes of the catalog's tile N) emits:
+/// same types, tile, cluster, schedules and alignment. The generator writes column-major C/D; the
+/// catalog's C/D are row-major (column-major outputs go through the transpose identity, see
+/// ARCHITECTURE.md), so the C/D layout letter is compared as column-major.
 #[test]
 fn sm90_entries_are_emitted_by_cutlass_generator() {
     let root = env!("CARGO_MANIFEST_DIR");

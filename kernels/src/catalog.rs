@@ -166,7 +166,7 @@ pub const SM90_MENU_16BIT: &[Sm90MenuTile] = &[
     menu([128, 64, 128], [1, 1, 1], STREAM_K, Layout::ColumnMajor),
     menu_pingpong([64, 64, 64], [2, 1, 1]),
     menu_pingpong([64, 64, 64], [1, 2, 1]),
-    // Tiles cuBLAS runs on an H100 (`tools/cublas_kernels.py`, docs/performance.md section 3):
+    // Tiles cuBLAS runs on an H100 (`tools/cublas_kernels.py`; docs/performance.md, 2026-11-24):
     // its 128x256 tile with a 1x2x1 cluster (M = 4096), a 176-wide tile that divides N = 2112
     // into 12 (DeepSeek-V3's dsv3-a at M = 4096: 0.88x -> 0.97x cuBLAS), and a 96-wide pingpong
     // tile that gives 128 tiles at 128 x 6144, one wave (0.90x -> 0.92x). N = 176 and 96 are

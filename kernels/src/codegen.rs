@@ -216,18 +216,18 @@ pub fn kernel_source(spec: &KernelSpec) -> Result<String, String> {
     render(template, &values)
 }
 
-/// The define that gives an SM90 kernel one wgmma of its whole tile N when that N is one of the
-/// extended shapes ([`KernelSpec::uses_extended_wgmma_shape`]) (CUTLASS's generator emits them at instantiation level 3 and builds them with
-/// `CUTLASS_ENABLE_SM90_EXTENDED_MMA_SHAPES`), or nothing (so the sources of every other kernel,
-/// and their cached objects, stay as they were).
+/// The define that gives an SM90 kernel one wgmma of its whole tile N when that N is one of
+/// CuTe's extended shapes ([`KernelSpec::uses_extended_wgmma_shape`]; CUTLASS's generator emits
+/// them at instantiation level 3 and builds them with `CUTLASS_ENABLE_SM90_EXTENDED_MMA_SHAPES`),
+/// or nothing (so the sources of every other kernel, and their cached objects, stay as they were).
 fn mma_shapes(spec: &KernelSpec) -> String {
-    if !spec.uses_extended_wgmma_shape() {
-        String::new()
-    } else {
+    if spec.uses_extended_wgmma_shape() {
         format!(
             "// wgmma N = {} is one of CuTe's extended SM90 MMA shapes.\n#define CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED\n",
             spec.tile[1]
         )
+    } else {
+        String::new()
     }
 }
 
