@@ -608,7 +608,15 @@ fn plans<TA: Element, TB: Element, TD: Element>(
                     });
                 }
             }
-            hints.dedup();
+            // A plan's own hints can be one of the explicit ones (along M, swizzle 1): each
+            // schedule once.
+            let mut seen = Vec::new();
+            hints.retain(|h| {
+                let key = (h.swizzle.max(1), h.raster, h.splits);
+                let new = !seen.contains(&key);
+                seen.push(key);
+                new
+            });
             for hint in hints {
                 out.push(g.clone().with_schedule(hint)?);
             }
