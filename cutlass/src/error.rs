@@ -179,10 +179,15 @@ impl fmt::Display for Error {
                 "operand {operand}: leading dimension {ld} is too small, it must be at least {min} ({rule})"
             ),
             Error::Misaligned { operand, what, value, required } => {
-                let unit = if what == "pointer" { "bytes" } else { "elements" };
+                // Addresses in hex, counts of elements in decimal.
+                let (value, unit) = if what == "pointer" {
+                    (format!("{value:#x}"), "bytes")
+                } else {
+                    (value.to_string(), "elements")
+                };
                 write!(
                     f,
-                    "operand {operand}: {what} {value:#x} is not a multiple of {required} {unit} \
+                    "operand {operand}: {what} {value} is not a multiple of {required} {unit} \
                      (TMA needs 16-byte aligned addresses, strides and contiguous extents, and \
                      32-byte aligned bases for the sub-byte types it unpacks)"
                 )

@@ -892,8 +892,10 @@ fn check_alignment(
     batch: usize,
 ) -> Result<()> {
     let kernel_ops = [spec.a, spec.b, spec.c, spec.d];
-    // D before C: C is optional, and its rules are D's.
-    for i in [0, 1, 3, 2] {
+    // In the user's order (A, B, then D before C: C is optional, and its rules are D's), whichever
+    // orientation the kernel computes: the first error names the same operand either way.
+    let order = if swapped { [1, 0, 3, 2] } else { [0, 1, 3, 2] };
+    for i in order {
         let (o, k) = (&ops[i], &kernel_ops[i]);
         let align = k.align as usize;
         let size = (k.ty.bits() / 8) as u128;
