@@ -162,12 +162,21 @@ fn catalog_names_equal_cutlass_library_procedural_names() {
 }
 
 /// SM90 entries CUTLASS's generator does not emit, and why they are in the catalog anyway.
-const BEYOND_GENERATOR: &[(&str, &str)] = &[(
-    "_f32_f32_f32_128x256x64_2x1x1_0_",
-    "16-bit inputs with an f32 TMA-store output at 128x256x64: the generator's shared-memory \
+const BEYOND_GENERATOR: &[(&str, &str)] = &[
+    (
+        "_f32_f32_f32_128x256x64_2x1x1_0_",
+        "16-bit inputs with an f32 TMA-store output at 128x256x64: the generator's shared-memory \
      heuristic prunes it, yet it compiles (kernels/census.tsv) and passes the GPU tests \
      (tests/gpu_gemm.rs, f32 output with beta and C); it is the default f32-output kernel",
-)];
+    ),
+    (
+        "_64x8x64_1x2x1_0_tnn_align8_warpspecialized_pingpong_",
+        "16-bit pingpong with wgmma N = 8 (the generator emits no SM90 tile narrower than 16): \
+         the tile cuBLASLt runs at M = 16 through the operand swap, compiled by CUTLASS's builder \
+         and verified by tests/gpu_gemm.rs; 16 x 4096 x 4096 bf16 0.88x -> 1.04x cuBLAS \
+         (docs/performance.md)",
+    ),
+];
 
 /// Every SM90 entry is a configuration CUTLASS's own generator (`cutlass_library/generator.py`,
 /// exhaustive instantiation level, with the level-3 wgmma shapes of the catalog's tile N) emits:
@@ -236,5 +245,5 @@ fn sm90_entries_are_emitted_by_cutlass_generator() {
         "{found} SM90 entries emitted by CUTLASS's generator ({} names), {excepted} documented exceptions, {own} of this crate's own schedules",
         emitted.len()
     );
-    assert!(excepted <= 8);
+    assert!(excepted <= 10);
 }

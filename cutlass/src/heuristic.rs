@@ -17,9 +17,12 @@
 //! exhaustive runs over `shared/bench/shapes.tsv` (`cutlass-profiler profile --kernels all`, the
 //! CSVs in `docs/perf/`): the bf16 menu on an H200 and an H100, the e4m3 menu on an H200 (CUTLASS's
 //! f32-promoting kernels) and an H100 (with this crate's overlapped-promotion kernels), the tf32
-//! and s8 menus on an H100, and the bf16 and e4m3 menus with the 2026-11-24 tiles (128x176,
-//! 64x96, 128x144) on an H100. Tile efficiency is linear in log2(tile area) between fitted
-//! anchors, times a factor for CuTe's extended wgmma shapes.
+//! and s8 menus on an H100, the bf16 and e4m3 menus with the 2026-11-24 tiles (128x176,
+//! 64x96, 128x144) on an H100, and their M = 16 and 128 shapes again with the swapped 64x8 and
+//! 64x16 pingpong tiles. Tile efficiency is linear in log2(tile area) between fitted anchors,
+//! times a factor for CuTe's extended wgmma shapes. Ties of the estimate (memory-bound
+//! problems) go to the smaller tile, then to fewer idle CTAs, then to the cluster whose CTAs
+//! share the operand streamed from DRAM ([`unshared_panel`]).
 //! The script scores the picks per type and bf16 leave-one-shape-out (`docs/performance.md`).
 //! [`crate::tune`] measures instead of estimating. Automatic selection
 //! never takes an FP8 fast-accumulation kernel (less precise): name it to use it; and it never
@@ -42,31 +45,31 @@ const CTA_BYTES_PER_US: f64 = 1.203e5;
 const FIXED_US: f64 = 4.134;
 /// Stream-K's extra fixed cost: the workspace reset and the reduction of partial tiles.
 const STREAM_K_US: f64 = 17.32;
+/// Stream-K FP8 kernels (f32-promoting main loops) run this much slower than their even share of
+/// the work predicts: measured on an H100 (e4m3, 2026-11-24), the persistent 128x128 overlapped
+/// kernel beat its stream-K twin by 1-5 % at 8192³, 4096 x 7168 x 16384 and 4096 x 8192 x 28672,
+/// where the share saves 3 % of a wave. The picks on the fitted data are the same from 1.04 to 1.1.
+const STREAM_K_FP8_FACTOR: f64 = 1.04;
 /// Extra main-loop cost of a tile's padded rows, per unit of padded fraction.
 const PADDING_PENALTY: f64 = 1.222;
 
-/// Main-loop efficiency (fraction of the peak) at tile areas of 2048, 4096, 8192, 16384 and
-/// 32768 elements; between them linear in log2(area), beyond them the end values (a 128x176 tile
-/// sits between 128x128 and 128x256).
-const TILE_EFFICIENCY: [f64; 5] = [0.383, 0.418, 0.486, 0.615, 0.64];
+/// Main-loop efficiency (fraction of the peak) at tile areas of 512, 1024, 2048, 4096, 8192,
+/// 16384 and 32768 elements; between them linear in log2(area), beyond them the end values (a
+/// 128x176 tile sits between 128x128 and 128x256; the swapped 64x8 decode tile is the smallest).
+const TILE_EFFICIENCY: [f64; 7] = [0.2, 0.3, 0.383, 0.481, 0.486, 0.615, 0.64];
 /// Efficiency factor of CuTe's extended wgmma shapes ([`KernelSpec::uses_extended_wgmma_shape`]:
 /// the 144- and 176-wide tiles, whose epilogue also stores 16-column subtiles).
-const EXTENDED_SHAPE_EFFICIENCY: f64 = 0.945;
+const EXTENDED_SHAPE_EFFICIENCY: f64 = 0.963;
 
 /// Fraction of the peak a tile sustains in its main loop.
 fn tile_efficiency(spec: &KernelSpec) -> f64 {
     let [tm, tn, _] = spec.tile;
-    // Position on the anchors: 0 at 2048 elements, 4 at 32768.
-    let x = ((tm * tn) as f64).log2() - 11.0;
-    let base = if x <= 0.0 {
-        TILE_EFFICIENCY[0]
-    } else if x >= 4.0 {
-        TILE_EFFICIENCY[4]
-    } else {
-        let i = x.floor() as usize;
-        let f = x - i as f64;
-        TILE_EFFICIENCY[i] * (1.0 - f) + TILE_EFFICIENCY[(i + 1).min(4)] * f
-    };
+    // Position on the anchors: 0 at 512 elements, 6 at 32768.
+    let last = TILE_EFFICIENCY.len() - 1;
+    let x = (((tm * tn) as f64).log2() - 9.0).clamp(0.0, last as f64);
+    let i = (x.floor() as usize).min(last - 1);
+    let f = x - i as f64;
+    let base = TILE_EFFICIENCY[i] * (1.0 - f) + TILE_EFFICIENCY[i + 1] * f;
     let schedule = match spec.kernel_schedule {
         KernelSchedule::TmaWarpSpecialized => 0.775,
         KernelSchedule::TmaWarpSpecializedPingpong
@@ -97,6 +100,29 @@ fn cluster_tiles(spec: &KernelSpec, m: usize, n: usize, batch: usize) -> usize {
     let [tm, tn, _] = spec.tile.map(|v| v as usize);
     let [cm, cn, _] = spec.cluster.map(|v| v.max(1) as usize);
     m.div_ceil(tm).next_multiple_of(cm) * n.div_ceil(tn).next_multiple_of(cn) * batch.max(1)
+}
+
+/// Rows (or columns) of the long side's panel that each CTA reads for itself, on a lopsided
+/// problem (one side of the output at least 8x the other: decode-size M); 0 otherwise. That
+/// operand streams from DRAM once, the short one stays in the L2; a cluster whose CTAs along the
+/// short side share the long operand's panel (TMA multicast) reads it once per cluster. The
+/// tie-break of [`choose`] among kernels of equal estimates (memory-bound problems): measured on
+/// an H100 (e4m3, 128 x 4096 x 4096), the 64x64 pingpong kernel takes 10.8 us with a 2x1x1
+/// cluster and 11.9 us with 1x2x1; the cluster that pairs CTAs along the long side instead shares
+/// the short operand, which gains nothing.
+fn unshared_panel(spec: &KernelSpec, m: usize, n: usize) -> usize {
+    if m.max(n) < 8 * m.min(n) {
+        return 0;
+    }
+    let [tm, tn, _] = spec.tile.map(|v| v as usize);
+    let [cm, cn, _] = spec.cluster.map(|v| v.max(1) as usize);
+    // Peers exist only where the problem has that many tiles across the short side.
+    let peers = |tiles: usize, c: usize| if tiles >= c { c } else { 1 };
+    if n >= m {
+        tn / peers(m.div_ceil(tm), cm)
+    } else {
+        tm / peers(n.div_ceil(tn), cn)
+    }
 }
 
 /// Estimated microseconds for an `m x n x k` (kernel view) problem of `batch` on `sms` SMs: the
@@ -135,7 +161,13 @@ pub fn estimate_us(
     };
     let compute = per_sm * tile_us;
     let stream = per_sm * tile_bytes / CTA_BYTES_PER_US;
-    compute.max(stream).max(total_bytes / BYTES_PER_US) + fixed
+    let fp8 = matches!(spec.a.ty, DataType::E4M3 | DataType::E5M2);
+    let slow = if fp8 && spec.tile_scheduler == TileScheduler::StreamK {
+        STREAM_K_FP8_FACTOR
+    } else {
+        1.0
+    };
+    compute.max(stream).max(total_bytes / BYTES_PER_US) * slow + fixed
 }
 
 fn fast_accum(spec: &KernelSpec) -> bool {
@@ -286,10 +318,36 @@ fn superseded<'a>(spec: &KernelSpec, mut kernels: impl Iterator<Item = &'a Kerne
     }
 }
 
+/// What [`choose`] orders kernels by, for a kernel's view of the output (`m x n`): the estimate;
+/// on ties (memory-bound problems, where the DRAM term binds) the smaller tile (more CTAs in
+/// flight, measured: docs/performance.md), then the cluster shape that idles fewer CTAs, then the
+/// one that shares the streamed operand ([`unshared_panel`]).
+fn preference(
+    spec: &KernelSpec,
+    (m, n): (usize, usize),
+    k: usize,
+    batch: usize,
+    sms: usize,
+) -> (f64, u32, usize, usize) {
+    (
+        estimate_us(spec, m, n, k, batch, sms),
+        spec.tile[0] * spec.tile[1],
+        cluster_tiles(spec, m, n, batch),
+        unshared_panel(spec, m, n),
+    )
+}
+
+fn compare(x: (f64, u32, usize, usize), y: (f64, u32, usize, usize)) -> std::cmp::Ordering {
+    x.0.total_cmp(&y.0)
+        .then(x.1.cmp(&y.1))
+        .then(x.2.cmp(&y.2))
+        .then(x.3.cmp(&y.3))
+}
+
 /// The kernel with the smallest estimate; `shape` gives each kernel's view of the output
 /// (`m x n`: the problem's, or its transpose for kernels that compute Dᵀ). Fast-accumulation
 /// kernels only when nothing else serves; a CUTLASS FP8 kernel never when its
-/// overlapped-promotion twin is there; ties go to the smaller tile, then to fewer idle CTAs.
+/// overlapped-promotion twin is there; in the order of [`preference`].
 pub(crate) fn choose(
     kernels: &[Kernel],
     k: usize,
@@ -304,22 +362,8 @@ pub(crate) fn choose(
         .filter(|kn| !precise || !fast_accum(&kn.spec))
         .filter(|kn| !superseded(&kn.spec, kernels.iter().map(|k| &k.spec)))
         .min_by(|x, y| {
-            let cost = |kn: &Kernel| {
-                let (m, n) = shape(&kn.spec);
-                estimate_us(&kn.spec, m, n, k, batch, sms)
-            };
-            let area = |kn: &Kernel| kn.spec.tile[0] * kn.spec.tile[1];
-            let tiles = |kn: &Kernel| {
-                let (m, n) = shape(&kn.spec);
-                cluster_tiles(&kn.spec, m, n, batch)
-            };
-            // Ties (memory-bound problems, where the DRAM term binds) go to the smaller tile:
-            // more CTAs in flight (measured: docs/performance.md); then to the cluster shape
-            // that idles fewer CTAs.
-            cost(x)
-                .total_cmp(&cost(y))
-                .then(area(x).cmp(&area(y)))
-                .then(tiles(x).cmp(&tiles(y)))
+            let rank = |kn: &Kernel| preference(&kn.spec, shape(&kn.spec), k, batch, sms);
+            compare(rank(x), rank(y))
         })
         .expect("non-empty")
 }
@@ -350,26 +394,15 @@ mod tests {
         candidates
             .into_iter()
             .min_by(|x, y| {
-                let e = |s: &KernelSpec| {
-                    let (km, kn) = if s.d.layout == Layout::ColumnMajor {
+                let rank = |s: &KernelSpec| {
+                    let view = if s.d.layout == Layout::ColumnMajor {
                         (n, m)
                     } else {
                         (m, n)
                     };
-                    estimate_us(s, km, kn, k, 1, 132)
+                    preference(s, view, k, 1, 132)
                 };
-                let area = |s: &KernelSpec| s.tile[0] * s.tile[1];
-                let t = |s: &KernelSpec| {
-                    let (km, kn) = if s.d.layout == Layout::ColumnMajor {
-                        (n, m)
-                    } else {
-                        (m, n)
-                    };
-                    cluster_tiles(s, km, kn, 1)
-                };
-                e(x).total_cmp(&e(y))
-                    .then(area(x).cmp(&area(y)))
-                    .then(t(x).cmp(&t(y)))
+                compare(rank(x), rank(y))
             })
             .unwrap()
     }
@@ -388,21 +421,30 @@ mod tests {
             (s.tile, s.tile_scheduler),
             ([128, 256, 64], TileScheduler::StreamK)
         );
-        // Decode: 64x64 pingpong with the cluster along N (a 2x1 cluster idles half its CTAs
-        // on 16 rows; H100: 23.8 us against 31.1 us).
-        let s = pick(16, 6144, 4096);
-        assert_eq!(
-            (s.tile, s.cluster, s.kernel_schedule),
-            (
-                [64, 64, 64],
-                [1, 2, 1],
-                KernelSchedule::TmaWarpSpecializedPingpong
-            )
-        );
-        let s = pick(16, 4096, 4096);
+        // Decode (H100, docs/perf/bf16-decode-all-kernels-h100-1124.csv): the swapped 64x8
+        // pingpong tile, two CTAs of a 1x2x1 cluster sharing the weights' panel (16 x 4096 x 4096:
+        // 16.3 us against 19.3 us for 64x64 pingpong; 16 x 4096 x 14336: 44.5 against 49.9 us
+        // for 128x16 stream-K; 16 x 6144 x 4096: 23.6 us, as fast as 64x16 2x1x1).
+        for (m, n, k) in [(16, 6144, 4096), (16, 4096, 4096), (16, 4096, 14336)] {
+            let s = pick(m, n, k);
+            assert_eq!(
+                (s.tile, s.cluster, s.kernel_schedule, s.d.layout),
+                (
+                    [64, 8, 64],
+                    [1, 2, 1],
+                    KernelSchedule::TmaWarpSpecializedPingpong,
+                    Layout::ColumnMajor
+                ),
+                "{m}x{n}x{k}: {}",
+                s.name()
+            );
+        }
+        // ... but not at M = 128 (128 x 4096 x 4096: 50.0 us against 17.1 us for 64x64 pingpong
+        // with a 2x1x1 cluster, whose CTA pairs share the streamed B: 18.9 us with 1x2x1).
+        let s = pick(128, 4096, 4096);
         assert_eq!(
             (s.tile, s.cluster),
-            ([64, 64, 64], [1, 2, 1]),
+            ([64, 64, 64], [2, 1, 1]),
             "{}",
             s.name()
         );
@@ -448,28 +490,65 @@ mod tests {
         );
     }
 
-    /// e4m3 -> bf16 on an H100 (docs/perf/e4m3-all-kernels-h100.csv): at 16 x 4096 x 4096 the
-    /// 64x64 overlapped pingpong kernel (cluster 1x2x1) is the fastest of the menu (11.3 us; the
-    /// narrow swapped stream-K kernel 15.2 us).
+    /// e4m3 -> bf16 on an H100 (docs/perf/e4m3-decode-all-kernels-h100-1124.csv): at 16 x 4096 x
+    /// 4096 the swapped 64x8 overlapped pingpong kernel (cluster 1x2x1) is the fastest of the menu
+    /// (10.1 us; 64x64 pingpong 11.9 us, the narrow swapped stream-K kernel 15.1 us); at 128 x
+    /// 4096 x 4096 the 64x64 one with a 2x1x1 cluster (10.7 us; 1x2x1 11.8 us, 64x8 27.9 us).
     #[test]
-    fn fp8_decode_picks_the_overlapped_pingpong_kernel() {
+    fn fp8_decode_picks_the_overlapped_pingpong_kernels() {
         let all = menu(DataType::E4M3, DataType::Bf16);
         let candidates: Vec<KernelSpec> = all
             .iter()
             .filter(|s| !superseded(s, all.iter()))
             .copied()
             .collect();
-        let s = pick_in(candidates, 16, 4096, 4096);
+        let s = pick_in(candidates.clone(), 16, 4096, 4096);
+        assert_eq!(
+            (s.tile, s.cluster, s.kernel_schedule, s.d.layout),
+            (
+                [64, 8, 128],
+                [1, 2, 1],
+                KernelSchedule::TmaWarpSpecializedPingpongFp8Overlap,
+                Layout::ColumnMajor
+            ),
+            "{}",
+            s.name()
+        );
+        let s = pick_in(candidates, 128, 4096, 4096);
         assert_eq!(
             (s.tile, s.cluster, s.kernel_schedule),
             (
                 [64, 64, 128],
-                [1, 2, 1],
+                [2, 1, 1],
                 KernelSchedule::TmaWarpSpecializedPingpongFp8Overlap
             ),
             "{}",
             s.name()
         );
+    }
+
+    /// e4m3 -> bf16 at large M on an H100 (docs/perf/e4m3-all-kernels-h100-1124.csv): the
+    /// persistent 128x128 overlapped kernel (cluster 1x2x1) over its stream-K twin, which the
+    /// even share of a fractional last wave would favour without [`STREAM_K_FP8_FACTOR`]: 8192³
+    /// 794.6 us against 832.7 us, 4096 x 7168 x 16384 699.5 against 708.1 us, 4096 x 8192 x
+    /// 28672 1466.3 against 1487.0 us.
+    #[test]
+    fn fp8_large_problems_take_the_persistent_kernel() {
+        let all = menu(DataType::E4M3, DataType::Bf16);
+        let candidates: Vec<KernelSpec> = all
+            .iter()
+            .filter(|s| !superseded(s, all.iter()))
+            .copied()
+            .collect();
+        for (m, n, k) in [(8192, 8192, 8192), (4096, 7168, 16384), (4096, 8192, 28672)] {
+            let s = pick_in(candidates.clone(), m, n, k);
+            assert_eq!(
+                (s.tile, s.cluster, s.tile_scheduler),
+                ([128, 128, 128], [1, 2, 1], TileScheduler::Persistent),
+                "{m}x{n}x{k}: {}",
+                s.name()
+            );
+        }
     }
 
     /// The e4m3 -> bf16 overlapped cooperative kernel of this tile and cluster (persistent).

@@ -153,6 +153,15 @@ const fn menu_pingpong(tile: [u32; 3], cluster: [u32; 3]) -> Sm90MenuTile {
     }
 }
 
+/// A pingpong entry with column-major D (persistent scheduler): decode-size M through the operand
+/// swap, the tokens on the kernel's narrow N side.
+const fn menu_pingpong_swapped(tile: [u32; 3], cluster: [u32; 3]) -> Sm90MenuTile {
+    Sm90MenuTile {
+        output: Layout::ColumnMajor,
+        ..menu_pingpong(tile, cluster)
+    }
+}
+
 /// The SM90 menu for 16-bit TN GEMMs beyond [`SM90_TILES_16BIT`]: stream-K at 128x128 and 128x256
 /// (wave quantization on mid-size problems), stream-K kernels with column-major outputs and
 /// narrow N tiles for decode-size M (16-64) through the operand swap, and 64x64x64 pingpong
@@ -176,6 +185,13 @@ pub const SM90_MENU_16BIT: &[Sm90MenuTile] = &[
     menu([128, 256, 64], [1, 2, 1], PERSISTENT, Layout::RowMajor),
     menu([128, 176, 64], [1, 2, 1], PERSISTENT, Layout::RowMajor),
     menu_pingpong([64, 96, 64], [1, 2, 1]),
+    // Decode-size M through the operand swap (the tokens on the kernel's N side), the tiles
+    // cuBLAS runs at M = 16 (`tools/cublas_kernels.py`): 64x8 with a 1x2x1 cluster, whose two
+    // CTAs share the weights' panel (16 x 4096 x 4096: 0.88x -> 1.04x cuBLAS; 16 x 4096 x 14336
+    // 0.92x -> 1.04x), and 64x16 with 2x1x1 (as fast as 64x8 at 16 x 6144 x 4096; by name or
+    // autotuning). At M = 128 both are 3x slower than 64x64 (docs/performance.md, 2026-11-24).
+    menu_pingpong_swapped([64, 8, 64], [1, 2, 1]),
+    menu_pingpong_swapped([64, 16, 64], [2, 1, 1]),
 ];
 
 /// The SM90 menu for e4m3 x e4m3 TN GEMMs (bf16 and f16 outputs) beyond [`SM90_TILES_FP8`]:
@@ -233,6 +249,10 @@ pub const SM90_MENU_FP8_OVERLAP: &[Sm90MenuTile] = &[
     // pingpong (slower than 64x64 at every M = 16 shape).
     menu([128, 144, 128], [1, 2, 1], PERSISTENT, Layout::RowMajor).with_schedule(COOP_OVERLAP),
     menu_pingpong([64, 96, 128], [1, 2, 1]).with_schedule(PINGPONG_OVERLAP),
+    // The swapped decode tiles of the 16-bit menu (16 x 4096 x 4096: 0.79x -> 0.93x cuBLASLt;
+    // 16 x 4096 x 14336: 0.88x -> 1.05x; 64x16 2x1x1 the fastest at 16 x 6144 x 4096, 0.93x).
+    menu_pingpong_swapped([64, 8, 128], [1, 2, 1]).with_schedule(PINGPONG_OVERLAP),
+    menu_pingpong_swapped([64, 16, 128], [2, 1, 1]).with_schedule(PINGPONG_OVERLAP),
 ];
 
 const STREAM_K: TileScheduler = TileScheduler::StreamK;
@@ -594,8 +614,8 @@ pub fn sm90() -> Vec<KernelSpec> {
 /// The kernels built when the user selects none: the 128x256x64 cooperative kernel for f16 and bf16
 /// in all four layouts with an output of the input type, plus f32 output in the TN layout; the
 /// e4m3 x e4m3 -> bf16 FP8 kernels, tensor-wise and blockwise (CUTLASS's and the overlapped
-/// twins, and two more overlapped tiles); and nine small- and odd-shape TN kernels per 16-bit
-/// type (34 kernels). Small enough that a cold build stays within about fifteen minutes on two
+/// twins, and four more overlapped tiles); and ten small- and odd-shape TN kernels per 16-bit
+/// type (38 kernels). Small enough that a cold build stays within about fifteen minutes on two
 /// cores.
 pub fn is_default(spec: &KernelSpec) -> bool {
     is_default_16bit(spec) || is_default_fp8(spec) || is_default_menu(spec)
@@ -603,7 +623,8 @@ pub fn is_default(spec: &KernelSpec) -> bool {
 
 /// The small-problem kernels of the default set: for f16 and bf16 TN (output of the input type),
 /// the 64x128x64 and 64x96x64 pingpong kernels, the 64x64x64 pingpong kernels (clusters 2x1x1 and
-/// 1x2x1), stream-K at 128x256x64, the swapped stream-K kernels with 16- and 64-wide N tiles,
+/// 1x2x1), stream-K at 128x256x64, the swapped stream-K kernels with 16- and 64-wide N tiles and
+/// the swapped 64x8x64 pingpong kernel (cluster 1x2x1),
 /// which the H200 and H100 measurements of `docs/performance.md` found fastest for decode
 /// (M = 16) and M = 128 problems, the 128x128x64 cooperative kernel (M = 128 with a large N), and
 /// the 128x176x64 cooperative kernel (N = 2112 and other multiples of 176 at large M).
@@ -628,6 +649,7 @@ fn is_default_menu(spec: &KernelSpec) -> bool {
             ([128, 16, 128], Layout::ColumnMajor) | ([128, 64, 128], Layout::ColumnMajor) => {
                 stream_k
             }
+            ([64, 8, 64], Layout::ColumnMajor) => spec.kernel_schedule == PINGPONG,
             _ => false,
         }
 }
@@ -636,28 +658,28 @@ fn is_default_menu(spec: &KernelSpec) -> bool {
 /// cooperative), tensor-wise (scales folded into alpha) and blockwise (1x128 x 128x128 scales),
 /// each as CUTLASS's kernel and as this crate's overlapped-promotion twin (which the automatic
 /// choice takes: same results, faster; the CUTLASS kernel stays for comparison and pinning); and
-/// the overlapped 128x144x128 cooperative (large problems) and 64x96x128 pingpong (M = 128)
-/// tensor-wise kernels.
+/// the overlapped tensor-wise kernels 128x144x128 cooperative (large problems), 64x96x128 and
+/// 64x64x128 (cluster 2x1x1) pingpong (M = 128), and the swapped 64x8x128 pingpong (M = 16).
 fn is_default_fp8(spec: &KernelSpec) -> bool {
     let e4m3_bf16 = spec.arch == Arch::Sm90a
         && spec.tile_scheduler == TileScheduler::Persistent
-        && (spec.a.ty, spec.b.ty, spec.d.ty) == (DataType::E4M3, DataType::E4M3, DataType::Bf16)
-        && spec.cluster == [1, 2, 1];
+        && (spec.a.ty, spec.b.ty, spec.d.ty) == (DataType::E4M3, DataType::E4M3, DataType::Bf16);
+    let pingpong = spec.kernel_schedule == KernelSchedule::TmaWarpSpecializedPingpongFp8Overlap;
     e4m3_bf16
-        && match spec.tile {
-            [128, 128, 128] => matches!(
+        && match (spec.tile, spec.cluster, spec.d.layout) {
+            ([128, 128, 128], [1, 2, 1], Layout::RowMajor) => matches!(
                 spec.kernel_schedule,
                 KernelSchedule::TmaWarpSpecializedCooperative
                     | KernelSchedule::TmaWarpSpecializedCooperativeFp8Blockwise
                     | KernelSchedule::TmaWarpSpecializedCooperativeFp8Overlap
                     | KernelSchedule::TmaWarpSpecializedCooperativeFp8BlockwiseOverlap
             ),
-            [128, 144, 128] => {
+            ([128, 144, 128], [1, 2, 1], Layout::RowMajor) => {
                 spec.kernel_schedule == KernelSchedule::TmaWarpSpecializedCooperativeFp8Overlap
             }
-            [64, 96, 128] => {
-                spec.kernel_schedule == KernelSchedule::TmaWarpSpecializedPingpongFp8Overlap
-            }
+            ([64, 96, 128], [1, 2, 1], Layout::RowMajor)
+            | ([64, 64, 128], [2, 1, 1], Layout::RowMajor)
+            | ([64, 8, 128], [1, 2, 1], Layout::ColumnMajor) => pingpong,
             _ => false,
         }
 }

@@ -58,10 +58,10 @@ mod tests {
     #[test]
     fn default_set_is_small_and_covers_all_layouts() {
         let d = catalog::select(&[Arch::Sm90a], &catalog::NameFilter::parse(""));
-        assert_eq!(d.len(), 34);
+        assert_eq!(d.len(), 38);
         // The small- and odd-shape kernels: per 16-bit type, four pingpong (64x128, 64x96, 64x64
-        // with two cluster shapes), stream-K, two swapped ones and the 128x128 and 176-wide
-        // cooperative ones.
+        // with two cluster shapes), stream-K, three swapped ones (two stream-K, the 64x8
+        // pingpong) and the 128x128 and 176-wide cooperative ones.
         for ty in catalog::SM90_16BIT_INPUTS {
             let small = d
                 .iter()
@@ -72,7 +72,7 @@ mod tests {
                             || s.tile_scheduler == crate::TileScheduler::StreamK)
                 })
                 .count();
-            assert_eq!(small, 9, "{ty}");
+            assert_eq!(small, 10, "{ty}");
         }
         // FP8: tensor-wise and blockwise, each as CUTLASS's kernel and its overlapped twin.
         assert_eq!(
@@ -81,13 +81,13 @@ mod tests {
                 .count(),
             2
         );
-        // The overlapped twins, and the 128x144 cooperative and 64x96 pingpong overlapped
-        // kernels.
+        // The overlapped twins, the 128x144 cooperative and the 64x96, 64x64 and swapped 64x8
+        // pingpong overlapped kernels.
         assert_eq!(
             d.iter()
                 .filter(|s| s.kernel_schedule.mainloop_wrapper().is_some())
                 .count(),
-            4
+            6
         );
         for ty in catalog::SM90_16BIT_INPUTS {
             let layouts: HashSet<String> = d
