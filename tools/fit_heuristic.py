@@ -4,7 +4,8 @@
 Reads docs/perf/bf16-all-kernels-{h200,h100,h100-1124}.csv, docs/perf/e4m3-all-kernels-h200.csv
 (CUTLASS's f32-promoting kernels), docs/perf/e4m3-all-kernels-{h100,h100-1124}.csv (with the
 overlapped-promotion kernels), docs/perf/{bf16,e4m3}-decode-all-kernels-h100-1124.csv (the M = 16
-and 128 shapes with the swapped 64x8 and 64x16 pingpong tiles) and
+and 128 shapes with the swapped 64x8 and 64x16 pingpong tiles),
+docs/perf/{bf16,e4m3}-m128-all-kernels-h100-1124.csv (the M = 128 shapes with 64x96 2x1x1) and
 docs/perf/tf32-i8-all-kernels-h100.csv, all written by
 `cutlass-profiler profile --kernels all --csv ...`, and fits to all of them. Prints, for the
 constants in heuristic.rs (PARAMS below) and for a random-search refit (`--refit`; seed 7 from
@@ -170,14 +171,19 @@ def main():
     # The M = 16 and 128 shapes again, with the swapped 64x8 and 64x16 pingpong tiles.
     bf16_dec = [(load(os.path.join(perf, "bf16-decode-all-kernels-h100-1124.csv")),) + BF16]
     e4m3_dec = [(load(os.path.join(perf, "e4m3-decode-all-kernels-h100-1124.csv")),) + E4M3]
-    fit_set = (bf16 + bf16_h100 + bf16_h100b + bf16_dec + e4m3 + e4m3_h100 + e4m3_h100b + e4m3_dec
-               + tf32 + s8)
+    # The M = 128 shapes with the 64x96 pingpong tile on a 2x1x1 cluster as well.
+    bf16_m128 = [(load(os.path.join(perf, "bf16-m128-all-kernels-h100-1124.csv")),) + BF16]
+    e4m3_m128 = [(load(os.path.join(perf, "e4m3-m128-all-kernels-h100-1124.csv")),) + E4M3]
+    fit_set = (bf16 + bf16_h100 + bf16_h100b + bf16_dec + bf16_m128 + e4m3 + e4m3_h100 + e4m3_h100b
+               + e4m3_dec + e4m3_m128 + tf32 + s8)
     p = refit(fit_set, start=PARAMS, iters=3000) if "--refit" in sys.argv else PARAMS
     print("constants:", {k: round(v, 3) for k, v in p.items()})
     for name, st in [("bf16 (H200)", bf16), ("bf16 (H100)", bf16_h100), ("e4m3 (H200)", e4m3),
                      ("e4m3 (H100, overlapped)", e4m3_h100), ("bf16 (H100, new tiles)", bf16_h100b),
                      ("e4m3 (H100, new tiles)", e4m3_h100b), ("bf16 (H100, decode, 64x8/64x16)", bf16_dec),
-                     ("e4m3 (H100, decode, 64x8/64x16)", e4m3_dec), ("tf32", tf32), ("s8", s8)]:
+                     ("e4m3 (H100, decode, 64x8/64x16)", e4m3_dec),
+                     ("bf16 (H100, M = 128, 64x96 2x1x1)", bf16_m128),
+                     ("e4m3 (H100, M = 128, 64x96 2x1x1)", e4m3_m128), ("tf32", tf32), ("s8", s8)]:
         print("%s: geomean %.3f, worst %.3f" % ((name,) + score(p, st)))
     loo = [score(refit(bf16, skip=s, iters=1500), bf16, only=s)[0] for s in bf16[0][0][0]]
     print("bf16 leave-one-shape-out (refit without the shape): geomean %.3f, worst %.3f"

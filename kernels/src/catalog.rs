@@ -185,6 +185,11 @@ pub const SM90_MENU_16BIT: &[Sm90MenuTile] = &[
     menu([128, 256, 64], [1, 2, 1], PERSISTENT, Layout::RowMajor),
     menu([128, 176, 64], [1, 2, 1], PERSISTENT, Layout::RowMajor),
     menu_pingpong([64, 96, 64], [1, 2, 1]),
+    // The 96-wide tile with the cluster cuBLAS gives it at 128 x 6144 x 4096 (its 96x64 tile,
+    // 1x2 in its column-major view): the CTA pair shares the streamed B panel (0.89x -> 0.98x
+    // cuBLAS there; faster than 1x2x1 at every M = 128 shape of the suite, which replaced it in
+    // the default set).
+    menu_pingpong([64, 96, 64], [2, 1, 1]),
     // Decode-size M through the operand swap (the tokens on the kernel's N side), the tiles
     // cuBLAS runs at M = 16 (`tools/cublas_kernels.py`): 64x8 with a 1x2x1 cluster, whose two
     // CTAs share the weights' panel (16 x 4096 x 4096: 0.88x -> 1.04x cuBLAS; 16 x 4096 x 14336
@@ -249,6 +254,8 @@ pub const SM90_MENU_FP8_OVERLAP: &[Sm90MenuTile] = &[
     // pingpong (slower than 64x64 at every M = 16 shape).
     menu([128, 144, 128], [1, 2, 1], PERSISTENT, Layout::RowMajor).with_schedule(COOP_OVERLAP),
     menu_pingpong([64, 96, 128], [1, 2, 1]).with_schedule(PINGPONG_OVERLAP),
+    // With the CTA pair sharing the streamed B (128 x 6144 x 4096: 0.87x -> 0.98x cuBLASLt).
+    menu_pingpong([64, 96, 128], [2, 1, 1]).with_schedule(PINGPONG_OVERLAP),
     // The swapped decode tiles of the 16-bit menu (16 x 4096 x 4096: 0.79x -> 0.93x cuBLASLt;
     // 16 x 4096 x 14336: 0.88x -> 1.05x; 64x16 2x1x1 the fastest at 16 x 6144 x 4096, 0.93x).
     menu_pingpong_swapped([64, 8, 128], [1, 2, 1]).with_schedule(PINGPONG_OVERLAP),
@@ -622,9 +629,9 @@ pub fn is_default(spec: &KernelSpec) -> bool {
 }
 
 /// The small-problem kernels of the default set: for f16 and bf16 TN (output of the input type),
-/// the 64x128x64 and 64x96x64 pingpong kernels, the 64x64x64 pingpong kernels (clusters 2x1x1 and
-/// 1x2x1), stream-K at 128x256x64, the swapped stream-K kernels with 16- and 64-wide N tiles and
-/// the swapped 64x8x64 pingpong kernel (cluster 1x2x1),
+/// the 64x128x64 pingpong kernel, the 64x96x64 pingpong kernel with a 2x1x1 cluster, the 64x64x64
+/// pingpong kernels (clusters 2x1x1 and 1x2x1), stream-K at 128x256x64, the swapped stream-K
+/// kernels with 16- and 64-wide N tiles and the swapped 64x8x64 pingpong kernel (cluster 1x2x1),
 /// which the H200 and H100 measurements of `docs/performance.md` found fastest for decode
 /// (M = 16) and M = 128 problems, the 128x128x64 cooperative kernel (M = 128 with a large N), and
 /// the 128x176x64 cooperative kernel (N = 2112 and other multiples of 176 at large M).
@@ -636,10 +643,11 @@ fn is_default_menu(spec: &KernelSpec) -> bool {
     let stream_k = spec.tile_scheduler == TileScheduler::StreamK;
     tn_16bit
         && match (spec.tile, spec.d.layout) {
-            ([64, 128, 64], Layout::RowMajor)
-            | ([64, 64, 64], Layout::RowMajor)
-            | ([64, 96, 64], Layout::RowMajor) => {
+            ([64, 128, 64], Layout::RowMajor) | ([64, 64, 64], Layout::RowMajor) => {
                 spec.kernel_schedule == PINGPONG && spec.epilogue_schedule == PINGPONG_EPI
+            }
+            ([64, 96, 64], Layout::RowMajor) => {
+                spec.kernel_schedule == PINGPONG && spec.cluster == [2, 1, 1]
             }
             ([128, 256, 64], Layout::RowMajor) => stream_k,
             ([128, 176, 64], Layout::RowMajor) => spec.kernel_schedule == COOP,
@@ -659,7 +667,7 @@ fn is_default_menu(spec: &KernelSpec) -> bool {
 /// each as CUTLASS's kernel and as this crate's overlapped-promotion twin (which the automatic
 /// choice takes: same results, faster; the CUTLASS kernel stays for comparison and pinning); and
 /// the overlapped tensor-wise kernels 128x144x128 cooperative (large problems), 64x96x128 and
-/// 64x64x128 (cluster 2x1x1) pingpong (M = 128), and the swapped 64x8x128 pingpong (M = 16).
+/// 64x64x128 pingpong with 2x1x1 clusters (M = 128), and the swapped 64x8x128 pingpong (M = 16).
 fn is_default_fp8(spec: &KernelSpec) -> bool {
     let e4m3_bf16 = spec.arch == Arch::Sm90a
         && spec.tile_scheduler == TileScheduler::Persistent
@@ -677,7 +685,7 @@ fn is_default_fp8(spec: &KernelSpec) -> bool {
             ([128, 144, 128], [1, 2, 1], Layout::RowMajor) => {
                 spec.kernel_schedule == KernelSchedule::TmaWarpSpecializedCooperativeFp8Overlap
             }
-            ([64, 96, 128], [1, 2, 1], Layout::RowMajor)
+            ([64, 96, 128], [2, 1, 1], Layout::RowMajor)
             | ([64, 64, 128], [2, 1, 1], Layout::RowMajor)
             | ([64, 8, 128], [1, 2, 1], Layout::ColumnMajor) => pingpong,
             _ => false,

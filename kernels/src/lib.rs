@@ -59,8 +59,8 @@ mod tests {
     fn default_set_is_small_and_covers_all_layouts() {
         let d = catalog::select(&[Arch::Sm90a], &catalog::NameFilter::parse(""));
         assert_eq!(d.len(), 38);
-        // The small- and odd-shape kernels: per 16-bit type, four pingpong (64x128, 64x96, 64x64
-        // with two cluster shapes), stream-K, three swapped ones (two stream-K, the 64x8
+        // The small- and odd-shape kernels: per 16-bit type, four pingpong (64x128, 64x96 2x1x1,
+        // 64x64 with two cluster shapes), stream-K, three swapped ones (two stream-K, the 64x8
         // pingpong) and the 128x128 and 176-wide cooperative ones.
         for ty in catalog::SM90_16BIT_INPUTS {
             let small = d
@@ -81,8 +81,8 @@ mod tests {
                 .count(),
             2
         );
-        // The overlapped twins, the 128x144 cooperative and the 64x96, 64x64 and swapped 64x8
-        // pingpong overlapped kernels.
+        // The overlapped twins, the 128x144 cooperative and the 64x96 and 64x64 (2x1x1) and
+        // swapped 64x8 pingpong overlapped kernels.
         assert_eq!(
             d.iter()
                 .filter(|s| s.kernel_schedule.mainloop_wrapper().is_some())
