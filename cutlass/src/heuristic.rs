@@ -22,7 +22,7 @@
 //! 64x16 pingpong tiles. Tile efficiency is linear in log2(tile area) between fitted anchors,
 //! times a factor for CuTe's extended wgmma shapes. Ties of the estimate (memory-bound
 //! problems) go to the smaller tile, then to fewer idle CTAs, then to the cluster whose CTAs
-//! share the operand streamed from DRAM ([`unshared_panel`]).
+//! share the operand streamed from DRAM (`unshared_panel`).
 //! The script scores the picks per type and bf16 leave-one-shape-out (`docs/performance.md`).
 //! [`crate::tune`] measures instead of estimating. Automatic selection
 //! never takes an FP8 fast-accumulation kernel (less precise): name it to use it; and it never
@@ -390,6 +390,18 @@ mod tests {
         pick_in(bf16_menu(), m, n, k)
     }
 
+    /// The pick among the e4m3 -> bf16 kernels that automatic selection considers (no CUTLASS
+    /// kernel whose overlapped twin is there).
+    fn pick_e4m3(m: usize, n: usize, k: usize) -> KernelSpec {
+        let all = menu(DataType::E4M3, DataType::Bf16);
+        let candidates: Vec<KernelSpec> = all
+            .iter()
+            .filter(|s| !superseded(s, all.iter()))
+            .copied()
+            .collect();
+        pick_in(candidates, m, n, k)
+    }
+
     fn pick_in(candidates: Vec<KernelSpec>, m: usize, n: usize, k: usize) -> KernelSpec {
         candidates
             .into_iter()
@@ -504,13 +516,7 @@ mod tests {
     /// 4096 x 4096 the 64x64 one with a 2x1x1 cluster (10.7 us; 1x2x1 11.8 us, 64x8 27.9 us).
     #[test]
     fn fp8_decode_picks_the_overlapped_pingpong_kernels() {
-        let all = menu(DataType::E4M3, DataType::Bf16);
-        let candidates: Vec<KernelSpec> = all
-            .iter()
-            .filter(|s| !superseded(s, all.iter()))
-            .copied()
-            .collect();
-        let s = pick_in(candidates.clone(), 16, 4096, 4096);
+        let s = pick_e4m3(16, 4096, 4096);
         assert_eq!(
             (s.tile, s.cluster, s.kernel_schedule, s.d.layout),
             (
@@ -522,7 +528,7 @@ mod tests {
             "{}",
             s.name()
         );
-        let s = pick_in(candidates, 128, 4096, 4096);
+        let s = pick_e4m3(128, 4096, 4096);
         assert_eq!(
             (s.tile, s.cluster, s.kernel_schedule),
             (
@@ -542,14 +548,8 @@ mod tests {
     /// 28672 1466.3 against 1487.0 us.
     #[test]
     fn fp8_large_problems_take_the_persistent_kernel() {
-        let all = menu(DataType::E4M3, DataType::Bf16);
-        let candidates: Vec<KernelSpec> = all
-            .iter()
-            .filter(|s| !superseded(s, all.iter()))
-            .copied()
-            .collect();
         for (m, n, k) in [(8192, 8192, 8192), (4096, 7168, 16384), (4096, 8192, 28672)] {
-            let s = pick_in(candidates.clone(), m, n, k);
+            let s = pick_e4m3(m, n, k);
             assert_eq!(
                 (s.tile, s.cluster, s.tile_scheduler),
                 ([128, 128, 128], [1, 2, 1], TileScheduler::Persistent),
