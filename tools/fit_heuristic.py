@@ -5,7 +5,8 @@ Reads docs/perf/bf16-all-kernels-{h200,h100,h100-1124}.csv, docs/perf/e4m3-all-k
 (CUTLASS's f32-promoting kernels), docs/perf/e4m3-all-kernels-{h100,h100-1124}.csv (with the
 overlapped-promotion kernels), docs/perf/{bf16,e4m3}-decode-all-kernels-h100-1124.csv (the M = 16
 and 128 shapes with the swapped 64x8 and 64x16 pingpong tiles),
-docs/perf/{bf16,e4m3}-m128-all-kernels-h100-1124.csv (the M = 128 shapes with 64x96 2x1x1) and
+docs/perf/{bf16,e4m3}-m128-all-kernels-h100-1124.csv (the M = 128 shapes with 64x96 2x1x1),
+docs/perf/{bf16,e4m3}-mid-all-kernels-h100-1124.csv (M = 32-512 and small cubes) and
 docs/perf/tf32-i8-all-kernels-h100.csv, all written by
 `cutlass-profiler profile --kernels all --csv ...`, and fits to all of them. Prints, for the
 constants in heuristic.rs (PARAMS below) and for a random-search refit (`--refit`; seed 7 from
@@ -27,11 +28,12 @@ import sys
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 PARAMS = dict(ext=0.963, e32k=0.64, e16k=0.615, e8k=0.486, e4k=0.481, e2k=0.383, e1k=0.3, e512=0.2,
-              pp=0.797, ws=0.775, skfix=17.32, sk8=1.04, fix=4.134, bw=3.36e6, cta_bw=1.203e5, pad=1.222)
+              pp=0.797, ws=0.775, skfix=17.32, sk8=1.04, fix=4.134, bw=3.36e6, cta_bw=1.203e5, pad=1.222,
+              l2bw=1.2e7)
 # The starting point of the fits (physical guesses, no data): leave-one-out refits start here so
 # that the left-out shape never informed the constants.
 BASE = dict(ext=1.0, e32k=1.0, e16k=0.72, e8k=0.675, e4k=0.43, e2k=0.30, e1k=0.2, e512=0.1, pp=1.0,
-            ws=0.9, skfix=13.7, sk8=1.0, fix=3.4, bw=3.2e6, cta_bw=1.17e5, pad=1.0)
+            ws=0.9, skfix=13.7, sk8=1.0, fix=3.4, bw=3.2e6, cta_bw=1.17e5, pad=1.0, l2bw=1.2e7)
 
 
 # Kernels measured in a CSV and left out of the menu afterwards (catalog.rs says why).
@@ -113,7 +115,15 @@ def estimate(p, sp, m, n, k, eb, speed, ob, fp8, sms=132):
         per, fixed = math.ceil(tiles / sms), p["fix"]
     # FP8 stream-K kernels run slower than the even share predicts (heuristic.rs).
     slow = p["sk8"] if sp["sk"] and fp8 else 1.0
-    return max(per * tile_us, per * tile_bytes / p["cta_bw"], total / p["bw"]) * slow + fixed
+    # L2 -> SM traffic of all tiles: each CTA reads its A and B panels; a cluster's peers share
+    # (multicast) the panel they have in common (heuristic.rs).
+    cm, cn = sp["cm"], sp["cn"]
+    mt, nt = math.ceil(m / tm), math.ceil(n / tn)
+    em = cm if mt >= cm else 1
+    en = cn if nt >= cn else 1
+    l2 = mt * nt * (tm / en + tn / em) * k * eb
+    return max(per * tile_us, per * tile_bytes / p["cta_bw"], total / p["bw"],
+               l2 / p["l2bw"]) * slow + fixed
 
 
 def score(p, sets, skip=None, only=None):
@@ -174,8 +184,12 @@ def main():
     # The M = 128 shapes with the 64x96 pingpong tile on a 2x1x1 cluster as well.
     bf16_m128 = [(load(os.path.join(perf, "bf16-m128-all-kernels-h100-1124.csv")),) + BF16]
     e4m3_m128 = [(load(os.path.join(perf, "e4m3-m128-all-kernels-h100-1124.csv")),) + E4M3]
-    fit_set = (bf16 + bf16_h100 + bf16_h100b + bf16_dec + bf16_m128 + e4m3 + e4m3_h100 + e4m3_h100b
-               + e4m3_dec + e4m3_m128 + tf32 + s8)
+    # Mid-size problems (M = 32-512, 128³-1024³), which the narrow swapped tiles must not take
+    # beyond M = 32: what the L2 term is for.
+    bf16_mid = [(load(os.path.join(perf, "bf16-mid-all-kernels-h100-1124.csv")),) + BF16]
+    e4m3_mid = [(load(os.path.join(perf, "e4m3-mid-all-kernels-h100-1124.csv")),) + E4M3]
+    fit_set = (bf16 + bf16_h100 + bf16_h100b + bf16_dec + bf16_m128 + bf16_mid + e4m3 + e4m3_h100
+               + e4m3_h100b + e4m3_dec + e4m3_m128 + e4m3_mid + tf32 + s8)
     p = refit(fit_set, start=PARAMS, iters=3000) if "--refit" in sys.argv else PARAMS
     print("constants:", {k: round(v, 3) for k, v in p.items()})
     for name, st in [("bf16 (H200)", bf16), ("bf16 (H100)", bf16_h100), ("e4m3 (H200)", e4m3),
@@ -183,7 +197,9 @@ def main():
                      ("e4m3 (H100, new tiles)", e4m3_h100b), ("bf16 (H100, decode, 64x8/64x16)", bf16_dec),
                      ("e4m3 (H100, decode, 64x8/64x16)", e4m3_dec),
                      ("bf16 (H100, M = 128, 64x96 2x1x1)", bf16_m128),
-                     ("e4m3 (H100, M = 128, 64x96 2x1x1)", e4m3_m128), ("tf32", tf32), ("s8", s8)]:
+                     ("e4m3 (H100, M = 128, 64x96 2x1x1)", e4m3_m128),
+                     ("bf16 (H100, mid-size)", bf16_mid), ("e4m3 (H100, mid-size)", e4m3_mid),
+                     ("tf32", tf32), ("s8", s8)]:
         print("%s: geomean %.3f, worst %.3f" % ((name,) + score(p, st)))
     loo = [score(refit(bf16, skip=s, iters=1500), bf16, only=s)[0] for s in bf16[0][0][0]]
     print("bf16 leave-one-shape-out (refit without the shape): geomean %.3f, worst %.3f"

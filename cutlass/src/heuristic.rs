@@ -11,6 +11,8 @@
 //!   (few output tiles cannot use the whole bandwidth: why stream-K and the operand swap help
 //!   decode-size problems);
 //! - memory: every byte of A, B and D once at the DRAM bandwidth;
+//! - L2: every tile's A and B panels through the L2 (what many narrow tiles that re-read the long
+//!   side's panels are bound by), less what a cluster's peers share by multicast;
 //! - fixed: launch and epilogue, more for stream-K's workspace reset and reduction.
 //!
 //! The constants are for Hopper (H100/H200), fitted by `tools/fit_heuristic.py` to the profiler's
@@ -41,6 +43,11 @@ const BYTES_PER_US: f64 = 3.36e6;
 /// What one CTA streams from DRAM at most, bytes per microsecond: why a few output tiles cannot
 /// pull the whole bandwidth (decode-size problems), and what stream-K and the operand swap fix.
 const CTA_BYTES_PER_US: f64 = 1.203e5;
+/// What the L2 delivers to the SMs, bytes per microsecond (12 TB/s on an H100): every CTA reads its
+/// A and B panels through it, so many narrow tiles that each re-read a panel of the long side are
+/// bound by it (H100, 64 x 4096 x 4096 bf16: the swapped 64x16 tile reads the weights four times
+/// over, 24.9 us against 17.3 us for 64x64; `docs/perf/bf16-mid-all-kernels-h100-1124.csv`).
+const L2_BYTES_PER_US: f64 = 1.2e7;
 /// Launch and epilogue, microseconds.
 const FIXED_US: f64 = 4.134;
 /// Stream-K's extra fixed cost: the workspace reset and the reduction of partial tiles.
@@ -126,8 +133,9 @@ fn unshared_panel(spec: &KernelSpec, m: usize, n: usize) -> usize {
 }
 
 /// Estimated microseconds for an `m x n x k` (kernel view) problem of `batch` on `sms` SMs: the
-/// largest of the compute time, the time the busiest CTA needs to stream its A and B panels, and
-/// the time to move every byte once, plus fixed costs.
+/// largest of the compute time, the time the busiest CTA needs to stream its A and B panels, the
+/// time to move every byte once from DRAM and the time for all tiles' panels through the L2, plus
+/// fixed costs.
 pub fn estimate_us(
     spec: &KernelSpec,
     m: usize,
@@ -161,13 +169,21 @@ pub fn estimate_us(
     };
     let compute = per_sm * tile_us;
     let stream = per_sm * tile_bytes / CTA_BYTES_PER_US;
+    // Every tile's panels through the L2; a cluster's peers share (multicast) the panel they have
+    // in common, where the problem has that many tiles across.
+    let [cm, cn, _] = spec.cluster.map(|v| v.max(1) as usize);
+    let (mt, nt) = (m.div_ceil(tm), n.div_ceil(tn));
+    let peers = |tiles: usize, c: usize| if tiles >= c { c } else { 1 };
+    let panel_bits = (tm * bits(spec.a.ty)) as f64 / peers(nt, cn) as f64
+        + (tn * bits(spec.b.ty)) as f64 / peers(mt, cm) as f64;
+    let l2 = (mt * nt * batch.max(1)) as f64 * panel_bits * k as f64 / 8.0 / L2_BYTES_PER_US;
     let fp8 = matches!(spec.a.ty, DataType::E4M3 | DataType::E5M2);
     let slow = if fp8 && spec.tile_scheduler == TileScheduler::StreamK {
         STREAM_K_FP8_FACTOR
     } else {
         1.0
     };
-    compute.max(stream).max(total_bytes / BYTES_PER_US) * slow + fixed
+    compute.max(stream).max(total_bytes / BYTES_PER_US).max(l2) * slow + fixed
 }
 
 fn fast_accum(spec: &KernelSpec) -> bool {
@@ -377,7 +393,7 @@ mod tests {
     fn menu(a: DataType, d: DataType) -> Vec<KernelSpec> {
         catalog::sm90()
             .into_iter()
-            .filter(|s| s.a.ty == a && s.d.ty == d && s.layout_name() == "TN")
+            .filter(|s| s.a.ty == a && s.b.ty == a && s.d.ty == d && s.layout_name() == "TN")
             .filter(|s| s.blockwise.is_none() && !fast_accum(s))
             .collect()
     }
@@ -639,6 +655,26 @@ mod tests {
             };
             assert!(
                 estimate_us(&s, km, kn, k, 1, 132) >= weights_us,
+                "{}",
+                s.name()
+            );
+        }
+    }
+
+    /// Mid-size M on an H100 (docs/perf/{bf16,e4m3}-mid-all-kernels-h100-1124.csv): the swapped
+    /// narrow tiles stop paying at M = 64, where each re-reads the weights once per token tile
+    /// through the L2 (`L2_BYTES_PER_US`): 64 x 4096 x 4096 bf16 64x64 pingpong 17.3 us, the
+    /// swapped 64x16 24.9 us and 64x8 27.2 us; e4m3 11.3 us, 14.5 us and 16.0 us. At M = 32 the
+    /// narrow tiles still win (bf16 64x8 18.2 us, 64x64 2x1x1 18.7 us).
+    #[test]
+    fn narrow_swapped_tiles_stay_below_m_64() {
+        for s in [pick(64, 4096, 4096), pick_e4m3(64, 4096, 4096)] {
+            assert_eq!(s.tile[..2], [64, 64], "{}", s.name());
+            assert_eq!(s.d.layout, Layout::RowMajor, "{}", s.name());
+        }
+        for s in [pick(32, 4096, 4096), pick_e4m3(32, 4096, 4096)] {
+            assert!(
+                s.tile[1] <= 16 && s.d.layout == Layout::ColumnMajor,
                 "{}",
                 s.name()
             );
