@@ -109,6 +109,16 @@ fn cluster_tiles(spec: &KernelSpec, m: usize, n: usize, batch: usize) -> usize {
     m.div_ceil(tm).next_multiple_of(cm) * n.div_ceil(tn).next_multiple_of(cn) * batch.max(1)
 }
 
+/// The CTAs of a cluster dimension `c` that share a panel by multicast: peers exist only where the
+/// problem has that many tiles across.
+fn peers(tiles: usize, c: usize) -> usize {
+    if tiles >= c {
+        c
+    } else {
+        1
+    }
+}
+
 /// Rows (or columns) of the long side's panel that each CTA reads for itself, on a lopsided
 /// problem (one side of the output at least 8x the other: decode-size M); 0 otherwise. That
 /// operand streams from DRAM once, the short one stays in the L2; a cluster whose CTAs along the
@@ -123,8 +133,6 @@ fn unshared_panel(spec: &KernelSpec, m: usize, n: usize) -> usize {
     }
     let [tm, tn, _] = spec.tile.map(|v| v as usize);
     let [cm, cn, _] = spec.cluster.map(|v| v.max(1) as usize);
-    // Peers exist only where the problem has that many tiles across the short side.
-    let peers = |tiles: usize, c: usize| if tiles >= c { c } else { 1 };
     if n >= m {
         tn / peers(m.div_ceil(tm), cm)
     } else {
@@ -173,7 +181,6 @@ pub fn estimate_us(
     // in common, where the problem has that many tiles across.
     let [cm, cn, _] = spec.cluster.map(|v| v.max(1) as usize);
     let (mt, nt) = (m.div_ceil(tm), n.div_ceil(tn));
-    let peers = |tiles: usize, c: usize| if tiles >= c { c } else { 1 };
     let panel_bits = (tm * bits(spec.a.ty)) as f64 / peers(nt, cn) as f64
         + (tn * bits(spec.b.ty)) as f64 / peers(mt, cm) as f64;
     let l2 = (mt * nt * batch.max(1)) as f64 * panel_bits * k as f64 / 8.0 / L2_BYTES_PER_US;
