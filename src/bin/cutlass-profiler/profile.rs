@@ -647,13 +647,12 @@ fn plans_for<TA: Element, TB: Element, TD: Element>(
             let mut cache = TuneCache::open(path)?;
             vec![Gemm::autotune(&dev.stream, p, &mut cache)?]
         }
-        KernelMode::Matching(filter) => Gemm::<TA, TB, TD>::candidates(dev.info, p)
+        KernelMode::All | KernelMode::Matching(_) => Gemm::<TA, TB, TD>::candidates(dev.info, p)
             .into_iter()
-            .filter(|n| filter.matches(n))
-            .map(|n| Gemm::plan(dev.info, p, Some(n)))
-            .collect::<cutlass::Result<_>>()?,
-        KernelMode::All => Gemm::<TA, TB, TD>::candidates(dev.info, p)
-            .into_iter()
+            .filter(|n| match mode {
+                KernelMode::Matching(filter) => filter.matches(n),
+                _ => true,
+            })
             .map(|n| Gemm::plan(dev.info, p, Some(n)))
             .collect::<cutlass::Result<_>>()?,
     };
