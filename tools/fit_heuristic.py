@@ -6,7 +6,9 @@ Reads docs/perf/bf16-all-kernels-{h200,h100,h100-1124}.csv, docs/perf/e4m3-all-k
 overlapped-promotion kernels), docs/perf/{bf16,e4m3}-decode-all-kernels-h100-1124.csv (the M = 16
 and 128 shapes with the swapped 64x8 and 64x16 pingpong tiles),
 docs/perf/{bf16,e4m3}-m128-all-kernels-h100-1124.csv (the M = 128 shapes with 64x96 2x1x1),
-docs/perf/{bf16,e4m3}-mid-all-kernels-h100-1124.csv (M = 32-512 and small cubes) and
+docs/perf/{bf16,e4m3}-mid-all-kernels-h100-1124.csv (M = 32-512 and small cubes),
+docs/perf/e4m3-large-{all-kernels,ab}-h100-1124c.csv (the M = 4096 shapes with the sliced 128x192
+and 128x256 FP8 tiles; the second scored only) and
 docs/perf/tf32-i8-all-kernels-h100.csv, all written by
 `cutlass-profiler profile --kernels all --csv ...`, and fits to all of them. Prints, for the
 constants in heuristic.rs (PARAMS below) and for a random-search refit (`--refit`; seed 7 from
@@ -188,8 +190,12 @@ def main():
     # beyond M = 32: what the L2 term is for.
     bf16_mid = [(load(os.path.join(perf, "bf16-mid-all-kernels-h100-1124.csv")),) + BF16]
     e4m3_mid = [(load(os.path.join(perf, "e4m3-mid-all-kernels-h100-1124.csv")),) + E4M3]
+    # The M = 4096 shapes with the sliced 128x192 and 128x256 FP8 tiles (2026-11-24, third
+    # session).
+    e4m3_large = [(load(os.path.join(perf, "e4m3-large-all-kernels-h100-1124c.csv")),) + E4M3]
+    e4m3_ab = [(load(os.path.join(perf, "e4m3-large-ab-h100-1124c.csv")),) + E4M3]
     fit_set = (bf16 + bf16_h100 + bf16_h100b + bf16_dec + bf16_m128 + bf16_mid + e4m3 + e4m3_h100
-               + e4m3_h100b + e4m3_dec + e4m3_m128 + e4m3_mid + tf32 + s8)
+               + e4m3_h100b + e4m3_dec + e4m3_m128 + e4m3_mid + e4m3_large + tf32 + s8)
     p = refit(fit_set, start=PARAMS, iters=3000) if "--refit" in sys.argv else PARAMS
     print("constants:", {k: round(v, 3) for k, v in p.items()})
     for name, st in [("bf16 (H200)", bf16), ("bf16 (H100)", bf16_h100), ("e4m3 (H200)", e4m3),
@@ -199,6 +205,8 @@ def main():
                      ("bf16 (H100, M = 128, 64x96 2x1x1)", bf16_m128),
                      ("e4m3 (H100, M = 128, 64x96 2x1x1)", e4m3_m128),
                      ("bf16 (H100, mid-size)", bf16_mid), ("e4m3 (H100, mid-size)", e4m3_mid),
+                     ("e4m3 (H100, M = 4096, sliced 128x192/128x256)", e4m3_large),
+                     ("e4m3 (H100, M = 4096, 1x2x1 tiles A/B, scored only)", e4m3_ab),
                      ("tf32", tf32), ("s8", s8)]:
         print("%s: geomean %.3f, worst %.3f" % ((name,) + score(p, st)))
     loo = [score(refit(bf16, skip=s, iters=1500), bf16, only=s)[0] for s in bf16[0][0][0]]

@@ -20,8 +20,8 @@
 //! CSVs in `docs/perf/`): the bf16 menu on an H200 and an H100, the e4m3 menu on an H200 (CUTLASS's
 //! f32-promoting kernels) and an H100 (with this crate's overlapped-promotion kernels), the tf32
 //! and s8 menus on an H100, the bf16 and e4m3 menus with the 2026-11-24 tiles (128x176,
-//! 64x96, 128x144) on an H100, and their M = 16 and 128 shapes again with the swapped 64x8 and
-//! 64x16 pingpong tiles. Tile efficiency is linear in log2(tile area) between fitted anchors,
+//! 64x96, 128x144) on an H100, their M = 16 and 128 shapes again with the swapped 64x8 and
+//! 64x16 pingpong tiles, and the e4m3 M = 4096 shapes with the sliced 128x192 and 128x256 tiles. Tile efficiency is linear in log2(tile area) between fitted anchors,
 //! times a factor for CuTe's extended wgmma shapes. Ties of the estimate (memory-bound
 //! problems) go to the smaller tile, then to fewer idle CTAs, then to the cluster whose CTAs
 //! share the operand streamed from DRAM (`unshared_panel`).
@@ -564,22 +564,35 @@ mod tests {
         );
     }
 
-    /// e4m3 -> bf16 at large M on an H100 (docs/perf/e4m3-all-kernels-h100-1124.csv): the
-    /// persistent 128x128 overlapped kernel (cluster 1x2x1) over its stream-K twin, which the
-    /// even share of a fractional last wave would favour without [`STREAM_K_FP8_FACTOR`]: 8192³
-    /// 794.6 us against 832.7 us, 4096 x 7168 x 16384 699.5 against 708.1 us, 4096 x 8192 x
-    /// 28672 1466.3 against 1487.0 us.
+    /// e4m3 -> bf16 at large M on an H100: persistent kernels over their stream-K twins, which the
+    /// even share of a fractional last wave would favour without [`STREAM_K_FP8_FACTOR`]
+    /// (docs/perf/e4m3-all-kernels-h100-1124.csv, 128x128 1x2x1: 8192³ 794.6 us against 832.7 us,
+    /// 4096 x 7168 x 16384 699.5 against 708.1 us, 4096 x 8192 x 28672 1466.3 against 1487.0 us),
+    /// and there the sliced 128x256 tile (docs/perf/e4m3-large-all-kernels-h100-1124c.csv: 785,
+    /// 676 and 1342 us; 128x128 796, 703 and 1440 us). At N = 2112 the 256-wide tile pads N to
+    /// 2304 and leaves a third wave: 128x192 (105 us; 128x144 106, 128x128 111, 128x256 139).
     #[test]
     fn fp8_large_problems_take_the_persistent_kernel() {
         for (m, n, k) in [(8192, 8192, 8192), (4096, 7168, 16384), (4096, 8192, 28672)] {
             let s = pick_e4m3(m, n, k);
             assert_eq!(
                 (s.tile, s.cluster, s.tile_scheduler),
-                ([128, 128, 128], [1, 2, 1], TileScheduler::Persistent),
+                ([128, 256, 128], [1, 2, 1], TileScheduler::Persistent),
                 "{m}x{n}x{k}: {}",
                 s.name()
             );
+            assert_eq!(
+                s.mainloop_wrapper().map(|w| w.0),
+                Some("cutlass_rs::Sm90Fp8SlicedPromotion")
+            );
         }
+        let s = pick_e4m3(4096, 2112, 7168);
+        assert_eq!(
+            (s.tile, s.cluster),
+            ([128, 192, 128], [1, 2, 1]),
+            "{}",
+            s.name()
+        );
     }
 
     /// The e4m3 -> bf16 overlapped cooperative kernel of this tile and cluster (persistent).

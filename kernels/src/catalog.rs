@@ -204,7 +204,8 @@ pub const SM90_MENU_16BIT: &[Sm90MenuTile] = &[
 /// stream-K kernels for decode-size M. All with the f32-promoting (not fast-accumulation)
 /// mainloop. Measured and left out (H100, `docs/performance.md`): f32-promoting 128x256x128
 /// (clusters 1x2x1, 2x1x1) and 256x128x128 cooperative kernels, which CUTLASS's generator emits
-/// but which spill (248-byte stack frames) and ran at 0.10-0.53x cuBLASLt on every shape.
+/// but which spill (248-byte stack frames) and ran at 0.10-0.53x cuBLASLt on every shape (this
+/// crate's sliced 128x256 kernel of [`SM90_MENU_FP8_OVERLAP`] promotes in registers that fit).
 pub const SM90_MENU_FP8: &[Sm90MenuTile] = &[
     menu([128, 128, 128], [1, 2, 1], STREAM_K, Layout::RowMajor),
     menu([128, 128, 128], [2, 1, 1], PERSISTENT, Layout::RowMajor),
@@ -260,6 +261,14 @@ pub const SM90_MENU_FP8_OVERLAP: &[Sm90MenuTile] = &[
     // 16 x 4096 x 14336: 0.88x -> 1.05x; 64x16 2x1x1 the fastest at 16 x 6144 x 4096, 0.93x).
     menu_pingpong_swapped([64, 8, 128], [1, 2, 1]).with_schedule(PINGPONG_OVERLAP),
     menu_pingpong_swapped([64, 16, 128], [2, 1, 1]).with_schedule(PINGPONG_OVERLAP),
+    // Wider cooperative tiles through the sliced mainloop (cutlass_rs_sm90_fp8_sliced.hpp: the
+    // f32 accumulator plus one N slice's k-tile accumulator): 128x256, the fast-accumulation
+    // kernels' tile, whose f32-promoting CUTLASS kernel spills (M = 4096 on an H100: 0.95-1.01x
+    // cuBLASLt where N is a multiple of 256), and 128x192 (4096 x 2112 x 7168: 0.94x, 128x144 0.92x). Measured and left out:
+    // 128x160 (0.85-0.92x) and 128x256 with a 2x1x1 cluster (at or below 1x2x1 on 10 of 11
+    // shapes).
+    menu([128, 192, 128], [1, 2, 1], PERSISTENT, Layout::RowMajor).with_schedule(COOP_OVERLAP),
+    menu([128, 256, 128], [1, 2, 1], PERSISTENT, Layout::RowMajor).with_schedule(COOP_OVERLAP),
 ];
 
 const STREAM_K: TileScheduler = TileScheduler::StreamK;
@@ -666,7 +675,8 @@ fn is_default_menu(spec: &KernelSpec) -> bool {
 /// cooperative), tensor-wise (scales folded into alpha) and blockwise (1x128 x 128x128 scales),
 /// each as CUTLASS's kernel and as this crate's overlapped-promotion twin (which the automatic
 /// choice takes: same results, faster; the CUTLASS kernel stays for comparison and pinning); and
-/// the overlapped tensor-wise kernels 128x144x128 cooperative (large problems), 64x96x128 and
+/// the overlapped tensor-wise kernels 128x256x128 (sliced) and 128x144x128 cooperative (large
+/// problems), 64x96x128 and
 /// 64x64x128 pingpong with 2x1x1 clusters (M = 128), and the swapped 64x8x128 pingpong (M = 16).
 fn is_default_fp8(spec: &KernelSpec) -> bool {
     let e4m3_bf16 = spec.arch == Arch::Sm90a
@@ -682,7 +692,7 @@ fn is_default_fp8(spec: &KernelSpec) -> bool {
                     | KernelSchedule::TmaWarpSpecializedCooperativeFp8Overlap
                     | KernelSchedule::TmaWarpSpecializedCooperativeFp8BlockwiseOverlap
             ),
-            ([128, 144, 128], [1, 2, 1], Layout::RowMajor) => {
+            ([128, 144, 128] | [128, 256, 128], [1, 2, 1], Layout::RowMajor) => {
                 spec.kernel_schedule == KernelSchedule::TmaWarpSpecializedCooperativeFp8Overlap
             }
             ([64, 96, 128], [2, 1, 1], Layout::RowMajor)

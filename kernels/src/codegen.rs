@@ -45,15 +45,22 @@ pub const SM90_FP8_HEADER: &str = include_str!("../templates/cutlass_rs_sm90_fp8
 pub const SM90_FP8_BLOCKWISE_HEADER: &str =
     include_str!("../templates/cutlass_rs_sm90_fp8_blockwise.hpp");
 
+/// This crate's SM90 FP8 mainloop for the wide cooperative tiles (N slices, the promotion hidden
+/// across the warp groups), included by the kernels that [`KernelSpec::mainloop_wrapper`] gives
+/// it.
+pub const SM90_FP8_SLICED_HEADER: &str =
+    include_str!("../templates/cutlass_rs_sm90_fp8_sliced.hpp");
+
 /// The headers a kernel's source includes besides the shim and the ABI header, by file name
 /// (those are also part of its object's cache key).
 pub fn extra_headers(spec: &KernelSpec) -> Vec<(&'static str, &'static str)> {
     let text = |name: &str| match name {
         "cutlass_rs_sm90_fp8.hpp" => SM90_FP8_HEADER,
         "cutlass_rs_sm90_fp8_blockwise.hpp" => SM90_FP8_BLOCKWISE_HEADER,
+        "cutlass_rs_sm90_fp8_sliced.hpp" => SM90_FP8_SLICED_HEADER,
         other => panic!("no text for the header {other}"),
     };
-    match spec.kernel_schedule.mainloop_wrapper() {
+    match spec.mainloop_wrapper() {
         // The blockwise header includes the tensor-wise one (their shared k-tile loop).
         Some((_, name)) if name == "cutlass_rs_sm90_fp8_blockwise.hpp" => vec![
             (name, text(name)),
@@ -155,7 +162,7 @@ pub fn kernel_source(spec: &KernelSpec) -> Result<String, String> {
             // This crate's own mainloops wrap the builder's (both placeholders render to nothing
             // new for CUTLASS's schedules, so those sources, and their cached objects, stay as
             // they were).
-            let (mainloop, extra_include) = match spec.kernel_schedule.mainloop_wrapper() {
+            let (mainloop, extra_include) = match spec.mainloop_wrapper() {
                 Some((wrapper, header)) => (
                     format!("{wrapper}<CollectiveMainloop>"),
                     format!("\n#include \"{header}\""),

@@ -58,7 +58,7 @@ mod tests {
     #[test]
     fn default_set_is_small_and_covers_all_layouts() {
         let d = catalog::select(&[Arch::Sm90a], &catalog::NameFilter::parse(""));
-        assert_eq!(d.len(), 38);
+        assert_eq!(d.len(), 39);
         // The small- and odd-shape kernels: per 16-bit type, four pingpong (64x128, 64x96 2x1x1,
         // 64x64 with two cluster shapes), stream-K, three swapped ones (two stream-K, the 64x8
         // pingpong) and the 128x128 and 176-wide cooperative ones.
@@ -81,13 +81,20 @@ mod tests {
                 .count(),
             2
         );
-        // The overlapped twins, the 128x144 cooperative and the 64x96 and 64x64 (2x1x1) and
-        // swapped 64x8 pingpong overlapped kernels.
+        // The overlapped twins, the 128x144 and sliced 128x256 cooperative and the 64x96 and
+        // 64x64 (2x1x1) and swapped 64x8 pingpong overlapped kernels.
         assert_eq!(
             d.iter()
                 .filter(|s| s.kernel_schedule.mainloop_wrapper().is_some())
                 .count(),
-            6
+            7
+        );
+        assert_eq!(
+            d.iter()
+                .filter(|s| s.mainloop_wrapper() != s.kernel_schedule.mainloop_wrapper())
+                .map(|s| s.tile)
+                .collect::<Vec<_>>(),
+            [[128, 256, 128]]
         );
         for ty in catalog::SM90_16BIT_INPUTS {
             let layouts: HashSet<String> = d
@@ -160,7 +167,7 @@ mod tests {
             // cached objects, do not change when this crate adds mainloops of its own); this
             // crate's schedules wrap it and include the wrapper's header, which is part of the
             // object's cache key.
-            match s.kernel_schedule.mainloop_wrapper() {
+            match s.mainloop_wrapper() {
                 None => {
                     assert!(src.contains("#include \"cutlass_rs_shim.hpp\"\n\nnamespace {"));
                     assert!(src.contains("Shape<int, int, int, int>, CollectiveMainloop,"));

@@ -624,6 +624,24 @@ impl KernelSpec {
         }
     }
 
+    /// This crate's class template that wraps the builder's collective mainloop, with the header
+    /// that defines it (`kernels/templates`): the schedule's
+    /// ([`KernelSchedule::mainloop_wrapper`]), except for the tensor-wise cooperative overlapped
+    /// kernels whose three accumulators would not fit the registers (more than 72 values a
+    /// thread: tile N > 144), which take the sliced mainloop (f32 accumulator plus one N slice's
+    /// k-tile accumulator, the promotion hidden across the two warp groups).
+    pub fn mainloop_wrapper(&self) -> Option<(&'static str, &'static str)> {
+        if self.kernel_schedule == KernelSchedule::TmaWarpSpecializedCooperativeFp8Overlap
+            && self.tile[0] * self.tile[1] / 256 > 72
+        {
+            return Some((
+                "cutlass_rs::Sm90Fp8SlicedPromotion",
+                "cutlass_rs_sm90_fp8_sliced.hpp",
+            ));
+        }
+        self.kernel_schedule.mainloop_wrapper()
+    }
+
     /// Whether an SM90 kernel's tile N is one of CuTe's extended wgmma shapes (144, 176, ...: not
     /// 8, 16, 32, 64, 96, 128, 192 or 256). CuTe's instruction selector (`ss_op_selector`) offers
     /// those only with `CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED`; without it, it falls back to the
@@ -776,6 +794,9 @@ impl KernelSpec {
                 // the consumer warp groups' 232 registers (up to a 128x144 cooperative tile or a
                 // 64x144 pingpong tile; ptxas reports no spills at 72); promotion per k-tile is
                 // CUTLASS's default interval (4 wgmmas of k = 32) only at tile k = 128.
+                // The sliced mainloop (cutlass_rs_sm90_fp8_sliced.hpp) takes the tensor-wise
+                // cooperative tiles 128 x N past that, up to 128x256: the f32 accumulator (up to
+                // 128 values) plus one N slice's k-tile accumulator.
                 let per_thread = match self.kernel_schedule {
                     K::TmaWarpSpecializedCooperativeFp8Overlap
                     | K::TmaWarpSpecializedCooperativeFp8BlockwiseOverlap => Some(256),
@@ -783,11 +804,15 @@ impl KernelSpec {
                     _ => None,
                 }
                 .map(|threads| self.tile[0] * self.tile[1] / threads);
-                if per_thread.is_some_and(|v| v > 72)
+                let sliced = self.kernel_schedule == K::TmaWarpSpecializedCooperativeFp8Overlap
+                    && self.tile[0] == 128
+                    && self.tile[1] <= 256
+                    && self.tile[1] % 16 == 0;
+                if per_thread.is_some_and(|v| v > 72 && !sliced)
                     || (per_thread.is_some() && self.tile[2] != 128)
                 {
                     return Err(format!(
-                        "{name}: the overlapped FP8 mainloop needs tile k = 128 and at most 72 accumulators per thread (up to 128x144 cooperative, 64x144 pingpong)"
+                        "{name}: the overlapped FP8 mainloop needs tile k = 128 and at most 72 accumulators per thread (up to 128x144 cooperative, 64x144 pingpong; the tensor-wise cooperative one takes 128 x N up to 128x256, N a multiple of 16, sliced)"
                     ));
                 }
                 let blockwise_schedule = matches!(
