@@ -61,8 +61,9 @@ pub fn extra_headers(spec: &KernelSpec) -> Vec<(&'static str, &'static str)> {
         other => panic!("no text for the header {other}"),
     };
     match spec.mainloop_wrapper() {
-        // The blockwise header includes the tensor-wise one (their shared k-tile loop).
-        Some((_, name)) if name == "cutlass_rs_sm90_fp8_blockwise.hpp" => vec![
+        // The blockwise and sliced headers include the tensor-wise one (the operand partitioning
+        // all three share; the blockwise one also its k-tile loop).
+        Some((_, name)) if name != "cutlass_rs_sm90_fp8.hpp" => vec![
             (name, text(name)),
             ("cutlass_rs_sm90_fp8.hpp", SM90_FP8_HEADER),
         ],

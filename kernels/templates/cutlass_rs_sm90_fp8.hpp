@@ -28,6 +28,26 @@
 namespace cutlass_rs {
 namespace detail {
 
+// The A and B operands of one warp group's wgmmas, as CUTLASS's SM90 collectives partition them:
+// wgmma descriptors into every pipeline stage of shared memory, (MMA,MMA_M,MMA_K,PIPE) and
+// (MMA,MMA_N,MMA_K,PIPE), for the warp group of the consumer thread `thread_idx`.
+template <class SmemLayoutA, class SmemLayoutB, class TiledMma, class TensorStorage>
+CUTLASS_DEVICE auto warp_group_operands(TiledMma const &tiled_mma, TensorStorage &shared_tensors,
+                                        int thread_idx) {
+  using namespace cute;
+  Tensor sA = make_tensor(make_smem_ptr(shared_tensors.smem_A.data()), SmemLayoutA{});
+  Tensor sB = make_tensor(make_smem_ptr(shared_tensors.smem_B.data()), SmemLayoutB{});
+  constexpr int MmaWarpGroups = size(TiledMma{}) / cutlass::NumThreadsPerWarpGroup;
+  Layout warp_group_thread_layout =
+      make_layout(Int<MmaWarpGroups>{}, Int<cutlass::NumThreadsPerWarpGroup>{});
+  int warp_group_idx = __shfl_sync(0xFFFFFFFF, thread_idx / cutlass::NumThreadsPerWarpGroup, 0);
+  auto thread_mma = tiled_mma.get_slice(warp_group_thread_layout(warp_group_idx));
+  Tensor tCrA = thread_mma.make_fragment_A(thread_mma.partition_A(sA));
+  Tensor tCrB = thread_mma.make_fragment_B(thread_mma.partition_B(sB));
+  CUTE_STATIC_ASSERT_V(size<2>(tCrA) == size<2>(tCrB));
+  return make_tuple(tCrA, tCrB);
+}
+
 // Issues the wgmmas of the k-tile in shared-memory stage `stage` into `part`, starting it from
 // zero (ScaleOut::Zero), as CUTLASS's FP8 main loops do at their finest promotion interval.
 template <class TiledMma, class FragA, class FragB, class Part>
@@ -113,23 +133,12 @@ struct Sm90Fp8OverlappedPromotion : Base {
     using namespace cute;
     static_assert(is_rmem<FrgTensorC>::value, "C tensor must be rmem resident.");
 
-    Tensor sA = make_tensor(make_smem_ptr(shared_tensors.smem_A.data()), SmemLayoutA{});
-    Tensor sB = make_tensor(make_smem_ptr(shared_tensors.smem_B.data()), SmemLayoutB{});
-
-    constexpr int MmaWarpGroups = size(TiledMma{}) / cutlass::NumThreadsPerWarpGroup;
-    Layout warp_group_thread_layout =
-        make_layout(Int<MmaWarpGroups>{}, Int<cutlass::NumThreadsPerWarpGroup>{});
-    int warp_group_idx = __shfl_sync(0xFFFFFFFF, thread_idx / cutlass::NumThreadsPerWarpGroup, 0);
-
     TiledMma tiled_mma;
-    auto thread_mma = tiled_mma.get_slice(warp_group_thread_layout(warp_group_idx));
-    Tensor tCsA = thread_mma.partition_A(sA);  // (MMA,MMA_M,MMA_K,PIPE)
-    Tensor tCsB = thread_mma.partition_B(sB);  // (MMA,MMA_N,MMA_K,PIPE)
-    Tensor tCrA = thread_mma.make_fragment_A(tCsA);
-    Tensor tCrB = thread_mma.make_fragment_B(tCsB);
-    CUTE_STATIC_ASSERT_V(size<1>(tCsA) == size<1>(accum));
-    CUTE_STATIC_ASSERT_V(size<1>(tCsB) == size<2>(accum));
-    CUTE_STATIC_ASSERT_V(size<2>(tCsA) == size<2>(tCsB));
+    auto operands = detail::warp_group_operands<SmemLayoutA, SmemLayoutB>(tiled_mma, shared_tensors, thread_idx);
+    Tensor tCrA = get<0>(operands);  // (MMA,MMA_M,MMA_K,PIPE)
+    Tensor tCrB = get<1>(operands);  // (MMA,MMA_N,MMA_K,PIPE)
+    CUTE_STATIC_ASSERT_V(size<1>(tCrA) == size<1>(accum));
+    CUTE_STATIC_ASSERT_V(size<1>(tCrB) == size<2>(accum));
 
     // The two k-tile accumulators; each k-tile starts its own from zero (ScaleOut::Zero).
     Tensor even = make_fragment_like(accum);

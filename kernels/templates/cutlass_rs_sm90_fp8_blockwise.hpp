@@ -58,8 +58,6 @@ struct Sm90Fp8BlockwiseOverlappedPromotion : Base {
     using namespace cute;
     static_assert(is_rmem<FrgTensorC>::value, "C tensor must be rmem resident.");
 
-    Tensor sA = make_tensor(make_smem_ptr(shared_tensors.smem_A.data()), SmemLayoutA{});
-    Tensor sB = make_tensor(make_smem_ptr(shared_tensors.smem_B.data()), SmemLayoutB{});
     // The scales of a k-tile broadcast over the tile's other mode, as in CUTLASS's mma().
     Tensor sSFA = make_tensor(
         make_smem_ptr(shared_tensors.smem_SFA.data()),
@@ -74,22 +72,14 @@ struct Sm90Fp8BlockwiseOverlappedPromotion : Base {
                     make_stride(_0{}, get<0>(stride(SmemLayoutSFB{})),
                                 make_stride(get<1>(stride(SmemLayoutSFB{})), get<2>(stride(SmemLayoutSFB{}))))));
 
-    constexpr int MmaWarpGroups = size(TiledMma{}) / cutlass::NumThreadsPerWarpGroup;
-    Layout warp_group_thread_layout =
-        make_layout(Int<MmaWarpGroups>{}, Int<cutlass::NumThreadsPerWarpGroup>{});
-    int warp_group_idx = __shfl_sync(0xFFFFFFFF, thread_idx / cutlass::NumThreadsPerWarpGroup, 0);
-
     TiledMma tiled_mma;
-    auto thread_mma = tiled_mma.get_slice(warp_group_thread_layout(warp_group_idx));
     Tensor tCsSFA = tiled_mma.get_slice(thread_idx).partition_C(sSFA);  // (MMA,MMA_M,MMA_N,(MMA_K,PIPE))
     Tensor tCsSFB = tiled_mma.get_slice(thread_idx).partition_C(sSFB);
-    Tensor tCsA = thread_mma.partition_A(sA);
-    Tensor tCsB = thread_mma.partition_B(sB);
-    Tensor tCrA = thread_mma.make_fragment_A(tCsA);
-    Tensor tCrB = thread_mma.make_fragment_B(tCsB);
-    CUTE_STATIC_ASSERT_V(size<1>(tCsA) == size<1>(accum));
-    CUTE_STATIC_ASSERT_V(size<1>(tCsB) == size<2>(accum));
-    CUTE_STATIC_ASSERT_V(size<2>(tCsA) == size<2>(tCsB));
+    auto operands = detail::warp_group_operands<SmemLayoutA, SmemLayoutB>(tiled_mma, shared_tensors, thread_idx);
+    Tensor tCrA = get<0>(operands);  // (MMA,MMA_M,MMA_K,PIPE)
+    Tensor tCrB = get<1>(operands);  // (MMA,MMA_N,MMA_K,PIPE)
+    CUTE_STATIC_ASSERT_V(size<1>(tCrA) == size<1>(accum));
+    CUTE_STATIC_ASSERT_V(size<1>(tCrB) == size<2>(accum));
 
     // Two k-tile accumulators and their scales, alternating.
     using Part = detail::ScaledPart<decltype(make_fragment_like(accum)),

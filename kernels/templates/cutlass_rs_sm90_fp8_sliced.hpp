@@ -1,7 +1,8 @@
 // Part of cutlass-kernels (kernels/templates/cutlass_rs_sm90_fp8_sliced.hpp); not generated,
 // copied next to the generated sources and included by the cooperative `_fp8_overlap` kernels
 // whose tile is too wide for cutlass_rs_sm90_fp8.hpp's three accumulators (tile N > 144; their
-// objects are cached by their source plus this file).
+// objects are cached by their source plus this file and cutlass_rs_sm90_fp8.hpp, which it
+// includes for the operand partitioning).
 //
 // An SM90 FP8 cooperative mainloop for wide tiles that promotes like CUTLASS's default (once per
 // 128-deep k-tile) with the f32 accumulator plus half of it.
@@ -31,6 +32,7 @@
 
 #include "cute/tensor.hpp"
 #include "cutlass/gemm/collective/collective_builder.hpp"
+#include "cutlass_rs_sm90_fp8.hpp"
 
 namespace cutlass_rs {
 
@@ -79,22 +81,12 @@ struct Sm90Fp8SlicedPromotion : Base {
     using namespace cute;
     static_assert(is_rmem<FrgTensorC>::value, "C tensor must be rmem resident.");
 
-    Tensor sA = make_tensor(make_smem_ptr(shared_tensors.smem_A.data()), SmemLayoutA{});
-    Tensor sB = make_tensor(make_smem_ptr(shared_tensors.smem_B.data()), SmemLayoutB{});
-
-    Layout warp_group_thread_layout =
-        make_layout(Int<WarpGroups>{}, Int<cutlass::NumThreadsPerWarpGroup>{});
-    int warp_group_idx = __shfl_sync(0xFFFFFFFF, thread_idx / cutlass::NumThreadsPerWarpGroup, 0);
-
     SliceTiledMma tiled_mma;
-    auto thread_mma = tiled_mma.get_slice(warp_group_thread_layout(warp_group_idx));
-    Tensor tCsA = thread_mma.partition_A(sA);  // (MMA,MMA_M,MMA_K,PIPE)
-    Tensor tCsB = thread_mma.partition_B(sB);  // (MMA,Slices,MMA_K,PIPE)
-    Tensor tCrA = thread_mma.make_fragment_A(tCsA);
-    Tensor tCrB = thread_mma.make_fragment_B(tCsB);
-    CUTE_STATIC_ASSERT_V(size<1>(tCsA) == Int<1>{});
-    CUTE_STATIC_ASSERT_V(size<1>(tCsB) == Int<Slices>{});
-    CUTE_STATIC_ASSERT_V(size<2>(tCsA) == size<2>(tCsB));
+    auto operands = detail::warp_group_operands<SmemLayoutA, SmemLayoutB>(tiled_mma, shared_tensors, thread_idx);
+    Tensor tCrA = get<0>(operands);  // (MMA,MMA_M,MMA_K,PIPE)
+    Tensor tCrB = get<1>(operands);  // (MMA,Slices,MMA_K,PIPE)
+    CUTE_STATIC_ASSERT_V(size<1>(tCrA) == Int<1>{});
+    CUTE_STATIC_ASSERT_V(size<1>(tCrB) == Int<Slices>{});
 
     // One slice's k-tile accumulator. A wgmma accumulator holds its values N-block by N-block
     // (CuTe's CLayout_64xN: (2,2,N/8), the N/8 mode outermost), so slice s of the warp group's
