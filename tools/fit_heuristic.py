@@ -30,12 +30,12 @@ import sys
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 PARAMS = dict(ext=0.963, e32k=0.64, e16k=0.615, e8k=0.486, e4k=0.481, e2k=0.383, e1k=0.3, e512=0.2,
-              pp=0.797, ws=0.775, skfix=17.32, sk8=1.04, fix=4.134, bw=3.36e6, cta_bw=1.203e5, pad=1.222,
+              pp=0.797, ws=0.775, skfix=17.32, sk8fix=8.0, sk8=1.04, fix=4.134, bw=3.36e6, cta_bw=1.203e5, pad=1.222,
               l2bw=1.2e7)
 # The starting point of the fits (physical guesses, no data): leave-one-out refits start here so
 # that the left-out shape never informed the constants.
 BASE = dict(ext=1.0, e32k=1.0, e16k=0.72, e8k=0.675, e4k=0.43, e2k=0.30, e1k=0.2, e512=0.1, pp=1.0,
-            ws=0.9, skfix=13.7, sk8=1.0, fix=3.4, bw=3.2e6, cta_bw=1.17e5, pad=1.0, l2bw=1.2e7)
+            ws=0.9, skfix=13.7, sk8fix=13.7, sk8=1.0, fix=3.4, bw=3.2e6, cta_bw=1.17e5, pad=1.0, l2bw=1.2e7)
 
 
 # Kernels measured in a CSV and left out of the menu afterwards (catalog.rs says why).
@@ -112,7 +112,7 @@ def estimate(p, sp, m, n, k, eb, speed, ob, fp8, sms=132):
     tile_bytes = (tm + tn) * k * eb
     total = (m * k + n * k) * eb + m * n * ob
     if sp["sk"]:
-        per, fixed = tiles / sms, p["fix"] + p["skfix"]
+        per, fixed = tiles / sms, p["fix"] + (p["sk8fix"] if fp8 else p["skfix"])
     else:
         per, fixed = math.ceil(tiles / sms), p["fix"]
     # FP8 stream-K kernels run slower than the even share predicts (heuristic.rs).

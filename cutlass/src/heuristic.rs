@@ -52,6 +52,14 @@ const L2_BYTES_PER_US: f64 = 1.2e7;
 const FIXED_US: f64 = 4.134;
 /// Stream-K's extra fixed cost: the workspace reset and the reduction of partial tiles.
 const STREAM_K_US: f64 = 17.32;
+/// Stream-K's extra fixed cost for the FP8 kernels, fitted on the e4m3 data alone (a scan of
+/// 6-17 us over the six e4m3 CSVs): 8 us picks the swapped 128x64 stream-K kernel at 128 x 7168 x
+/// 16384 (48.5 us against the 64x128 pingpong kernel's 53.2 us in
+/// docs/perf/e4m3-m128-all-kernels-h100-1124.csv, the same in the decode and 2026-11-24 CSVs),
+/// and on the CSVs of the current menu changes no other pick; 10 us and more change none. (On the
+/// 2026-11-21 H100 CSV, whose menu lacks the 144- and 192-wide tiles, it takes stream-K 128x128
+/// at 4096 x 2112 x 7168, 0.82 of the best there; the current menu's 128x192 undercuts both.)
+const STREAM_K_FP8_US: f64 = 8.0;
 /// Stream-K FP8 kernels (f32-promoting main loops) run this much slower than their even share of
 /// the work predicts: measured on an H100 (e4m3, 2026-11-24), the persistent 128x128 overlapped
 /// kernel beat its stream-K twin by 1-5 % at 8192³, 4096 x 7168 x 16384 and 4096 x 8192 x 28672,
@@ -169,9 +177,11 @@ pub fn estimate_us(
         ((m * k * bits(spec.a.ty) + n * k * bits(spec.b.ty) + m * n * bits(spec.d.ty))
             * batch.max(1)
             / 8) as f64;
+    let fp8 = matches!(spec.a.ty, DataType::E4M3 | DataType::E5M2);
     // Tiles per SM: whole waves for the data-parallel scheduler, an even share for stream-K.
     let (per_sm, fixed) = if spec.tile_scheduler == TileScheduler::StreamK {
-        (tiles as f64 / sms as f64, FIXED_US + STREAM_K_US)
+        let stream_k = if fp8 { STREAM_K_FP8_US } else { STREAM_K_US };
+        (tiles as f64 / sms as f64, FIXED_US + stream_k)
     } else {
         (tiles.div_ceil(sms) as f64, FIXED_US)
     };
@@ -184,7 +194,6 @@ pub fn estimate_us(
     let panel_bits = (tm * bits(spec.a.ty)) as f64 / peers(nt, cn) as f64
         + (tn * bits(spec.b.ty)) as f64 / peers(mt, cm) as f64;
     let l2 = (mt * nt * batch.max(1)) as f64 * panel_bits * k as f64 / 8.0 / L2_BYTES_PER_US;
-    let fp8 = matches!(spec.a.ty, DataType::E4M3 | DataType::E5M2);
     let slow = if fp8 && spec.tile_scheduler == TileScheduler::StreamK {
         STREAM_K_FP8_FACTOR
     } else {
@@ -561,6 +570,31 @@ mod tests {
             ),
             "{}",
             s.name()
+        );
+    }
+
+    /// e4m3 -> bf16 on an H100 at 128 x 7168 x 16384 (docs/perf/e4m3-m128-all-kernels-h100-1124.csv):
+    /// the swapped 128x64 stream-K overlapped kernel (48.5 us) over the 64x128 pingpong one (53.2
+    /// us), which [`STREAM_K_US`]'s fixed cost would pick; at 128 x 4096 x 4096 (no long K to
+    /// share) still the 64x64 pingpong kernel (10.7 us; the stream-K one 15.5 us).
+    #[test]
+    fn fp8_long_k_at_m_128_takes_swapped_stream_k() {
+        let s = pick_e4m3(128, 7168, 16384);
+        assert_eq!(
+            (s.tile, s.tile_scheduler, s.kernel_schedule, s.d.layout),
+            (
+                [128, 64, 128],
+                TileScheduler::StreamK,
+                KernelSchedule::TmaWarpSpecializedCooperativeFp8Overlap,
+                Layout::ColumnMajor
+            ),
+            "{}",
+            s.name()
+        );
+        let s = pick_e4m3(128, 4096, 4096);
+        assert_eq!(
+            (s.tile, s.tile_scheduler),
+            ([64, 64, 128], TileScheduler::Persistent)
         );
     }
 
