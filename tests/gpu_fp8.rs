@@ -323,9 +323,9 @@ fn fp8_overlapped_promotion_matches_cutlass_bit_for_bit() {
         let mut square = k.spec;
         square.tile = [128, 128, 128];
         square.cluster = [1, 2, 1];
-        let sliced = k.spec.mainloop_wrapper() != k.spec.kernel_schedule.mainloop_wrapper();
         let twin = built.iter().find(|t| t.spec == twin_spec).or_else(|| {
-            sliced
+            k.spec
+                .uses_sliced_promotion()
                 .then(|| built.iter().find(|t| t.spec == square))
                 .flatten()
         });

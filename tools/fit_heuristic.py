@@ -171,29 +171,32 @@ S8 = (1, 2.0, 4, False)
 def main():
     perf = os.path.join(ROOT, "docs/perf")
     # (data,) + (input bytes, speed relative to bf16, output bytes, FP8)
-    bf16 = [(load(os.path.join(perf, "bf16-all-kernels-h200.csv")),) + BF16]
-    bf16_h100 = [(load(os.path.join(perf, "bf16-all-kernels-h100.csv")),) + BF16]
-    tf32 = [(load(os.path.join(perf, "tf32-i8-all-kernels-h100.csv"), a_type="tf32"),) + TF32]
-    s8 = [(load(os.path.join(perf, "tf32-i8-all-kernels-h100.csv"), a_type="s8"),) + S8]
-    e4m3 = [(load(os.path.join(perf, "e4m3-all-kernels-h200.csv")),) + E4M3]
-    e4m3_h100 = [(load(os.path.join(perf, "e4m3-all-kernels-h100.csv")),) + E4M3]
+    def dataset(name, kind, a_type=None):
+        return [(load(os.path.join(perf, name), a_type=a_type),) + kind]
+
+    bf16 = dataset("bf16-all-kernels-h200.csv", BF16)
+    bf16_h100 = dataset("bf16-all-kernels-h100.csv", BF16)
+    tf32 = dataset("tf32-i8-all-kernels-h100.csv", TF32, a_type="tf32")
+    s8 = dataset("tf32-i8-all-kernels-h100.csv", S8, a_type="s8")
+    e4m3 = dataset("e4m3-all-kernels-h200.csv", E4M3)
+    e4m3_h100 = dataset("e4m3-all-kernels-h100.csv", E4M3)
     # 2026-11-24: the menus with the 176/96/32-wide 16-bit and 144/96/32-wide FP8 tiles.
-    bf16_h100b = [(load(os.path.join(perf, "bf16-all-kernels-h100-1124.csv")),) + BF16]
-    e4m3_h100b = [(load(os.path.join(perf, "e4m3-all-kernels-h100-1124.csv")),) + E4M3]
+    bf16_h100b = dataset("bf16-all-kernels-h100-1124.csv", BF16)
+    e4m3_h100b = dataset("e4m3-all-kernels-h100-1124.csv", E4M3)
     # The M = 16 and 128 shapes again, with the swapped 64x8 and 64x16 pingpong tiles.
-    bf16_dec = [(load(os.path.join(perf, "bf16-decode-all-kernels-h100-1124.csv")),) + BF16]
-    e4m3_dec = [(load(os.path.join(perf, "e4m3-decode-all-kernels-h100-1124.csv")),) + E4M3]
+    bf16_dec = dataset("bf16-decode-all-kernels-h100-1124.csv", BF16)
+    e4m3_dec = dataset("e4m3-decode-all-kernels-h100-1124.csv", E4M3)
     # The M = 128 shapes with the 64x96 pingpong tile on a 2x1x1 cluster as well.
-    bf16_m128 = [(load(os.path.join(perf, "bf16-m128-all-kernels-h100-1124.csv")),) + BF16]
-    e4m3_m128 = [(load(os.path.join(perf, "e4m3-m128-all-kernels-h100-1124.csv")),) + E4M3]
+    bf16_m128 = dataset("bf16-m128-all-kernels-h100-1124.csv", BF16)
+    e4m3_m128 = dataset("e4m3-m128-all-kernels-h100-1124.csv", E4M3)
     # Mid-size problems (M = 32-512, 128³-1024³), which the narrow swapped tiles must not take
     # beyond M = 32: what the L2 term is for.
-    bf16_mid = [(load(os.path.join(perf, "bf16-mid-all-kernels-h100-1124.csv")),) + BF16]
-    e4m3_mid = [(load(os.path.join(perf, "e4m3-mid-all-kernels-h100-1124.csv")),) + E4M3]
+    bf16_mid = dataset("bf16-mid-all-kernels-h100-1124.csv", BF16)
+    e4m3_mid = dataset("e4m3-mid-all-kernels-h100-1124.csv", E4M3)
     # The M = 4096 shapes with the sliced 128x192 and 128x256 FP8 tiles (2026-11-24, third
     # session).
-    e4m3_large = [(load(os.path.join(perf, "e4m3-large-all-kernels-h100-1124c.csv")),) + E4M3]
-    e4m3_ab = [(load(os.path.join(perf, "e4m3-large-ab-h100-1124c.csv")),) + E4M3]
+    e4m3_large = dataset("e4m3-large-all-kernels-h100-1124c.csv", E4M3)
+    e4m3_ab = dataset("e4m3-large-ab-h100-1124c.csv", E4M3)
     fit_set = (bf16 + bf16_h100 + bf16_h100b + bf16_dec + bf16_m128 + bf16_mid + e4m3 + e4m3_h100
                + e4m3_h100b + e4m3_dec + e4m3_m128 + e4m3_mid + e4m3_large + tf32 + s8)
     p = refit(fit_set, start=PARAMS, iters=3000) if "--refit" in sys.argv else PARAMS

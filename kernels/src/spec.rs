@@ -480,6 +480,12 @@ pub struct KernelSpec {
     pub tile_scheduler: TileScheduler,
 }
 
+/// The most f32 accumulator values a thread of the overlapped FP8 mainloops holds
+/// (`kernels/templates/cutlass_rs_sm90_fp8.hpp`: three of them, the f32 one and two k-tiles', fit
+/// the consumer warp groups' 232 registers up to this; ptxas reports no spills at 72). Wider
+/// tensor-wise cooperative tiles take the sliced mainloop.
+pub const OVERLAP_MAX_ACCUMULATORS: u32 = 72;
+
 impl KernelSpec {
     /// The procedural name, compatible with `cutlass_library`'s `GemmOperation.procedural_name()`
     /// for CUTLASS 3.x kernels:
@@ -631,15 +637,21 @@ impl KernelSpec {
     /// thread: tile N > 144), which take the sliced mainloop (f32 accumulator plus one N slice's
     /// k-tile accumulator, the promotion hidden across the two warp groups).
     pub fn mainloop_wrapper(&self) -> Option<(&'static str, &'static str)> {
-        if self.kernel_schedule == KernelSchedule::TmaWarpSpecializedCooperativeFp8Overlap
-            && self.tile[0] * self.tile[1] / 256 > 72
-        {
+        if self.uses_sliced_promotion() {
             return Some((
                 "cutlass_rs::Sm90Fp8SlicedPromotion",
                 "cutlass_rs_sm90_fp8_sliced.hpp",
             ));
         }
         self.kernel_schedule.mainloop_wrapper()
+    }
+
+    /// Whether this is a tensor-wise cooperative overlapped FP8 kernel too wide for three
+    /// accumulators (more than [`OVERLAP_MAX_ACCUMULATORS`] values a thread), which the sliced
+    /// mainloop serves ([`KernelSpec::mainloop_wrapper`]).
+    pub fn uses_sliced_promotion(&self) -> bool {
+        self.kernel_schedule == KernelSchedule::TmaWarpSpecializedCooperativeFp8Overlap
+            && self.tile[0] * self.tile[1] / 256 > OVERLAP_MAX_ACCUMULATORS
     }
 
     /// Whether an SM90 kernel's tile N is one of CuTe's extended wgmma shapes (144, 176, ...: not
@@ -808,7 +820,7 @@ impl KernelSpec {
                     && self.tile[0] == 128
                     && self.tile[1] <= 256
                     && self.tile[1] % 16 == 0;
-                if per_thread.is_some_and(|v| v > 72 && !sliced)
+                if per_thread.is_some_and(|v| v > OVERLAP_MAX_ACCUMULATORS && !sliced)
                     || (per_thread.is_some() && self.tile[2] != 128)
                 {
                     return Err(format!(
