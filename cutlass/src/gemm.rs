@@ -72,6 +72,8 @@ pub struct Gemm<TA: Element, TB: Element, TD: Element> {
     workspace_size: usize,
     scaling: Scaling,
     schedule: ScheduleHints,
+    /// Launch with programmatic dependent launch where the kernel supports it.
+    dependent_launch: bool,
     _types: PhantomData<(TA, TB, TD)>,
 }
 
@@ -89,6 +91,7 @@ impl<TA: Element, TB: Element, TD: Element> Clone for Gemm<TA, TB, TD> {
             workspace_size: self.workspace_size,
             scaling: self.scaling,
             schedule: self.schedule,
+            dependent_launch: self.dependent_launch,
             _types: PhantomData,
         }
     }
@@ -240,6 +243,7 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
             workspace_size: 0,
             scaling,
             schedule,
+            dependent_launch: true,
             _types: PhantomData,
         };
         // Aligned stand-in addresses: the workspace size depends on the shape only.
@@ -309,6 +313,29 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
     /// defaults otherwise) until [`Gemm::with_schedule`] replaces them.
     pub fn schedule(&self) -> ScheduleHints {
         self.schedule
+    }
+
+    /// The plan launching with programmatic dependent launch (`true`, the default) or without.
+    ///
+    /// With it (CUDA's programmatic stream serialization), the kernel may be scheduled while the
+    /// kernel before it in the stream finishes: it sets up (barriers, TMA descriptor prefetch) and
+    /// then waits (`griddepcontrol.wait`) for that kernel's completion and memory before its first
+    /// global memory access, so results are the same; and it lets a kernel after it that was
+    /// launched the same way start once its last tile's main loop is done. What it saves is the
+    /// launch gap and prologue between back-to-back kernels (a microsecond or two: noticeable on
+    /// decode-size GEMMs). Kernels without it (SM100/SM120, stream-K, blockwise scales:
+    /// [`KernelSpec::supports_programmatic_dependent_launch`]) launch as before either way.
+    /// Turn it off to keep each kernel from overlapping its predecessor's tail, e.g. when
+    /// profiling kernels one by one.
+    pub fn with_programmatic_dependent_launch(mut self, on: bool) -> Self {
+        self.dependent_launch = on;
+        self
+    }
+
+    /// Whether launches of this plan use programmatic dependent launch: asked for
+    /// ([`Gemm::with_programmatic_dependent_launch`], on by default) and supported by the kernel.
+    pub fn programmatic_dependent_launch(&self) -> bool {
+        self.dependent_launch && self.kernel.spec.supports_programmatic_dependent_launch()
     }
 
     /// Whether the kernel computes Dᵀ = Bᵀ·Aᵀ (column-major D).
@@ -592,6 +619,7 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
             alpha: self.problem.alpha,
             beta: self.problem.beta,
             schedule: self.schedule,
+            programmatic_dependent_launch: self.programmatic_dependent_launch(),
             ..Default::default()
         };
         self.kernel.abi_args(&self.device, &raw)
@@ -965,4 +993,48 @@ pub fn gemm<TA: Element, TB: Element, TD: Element>(
 /// The device facts of a context, for [`Gemm::plan`].
 pub fn device_info(ctx: &CudaContext) -> Result<DeviceInfo> {
     DeviceInfo::query(ctx)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const H100: DeviceInfo = DeviceInfo {
+        ordinal: 0,
+        compute_capability: (9, 0),
+        sm_count: 132,
+    };
+
+    /// What reaches the C ABI: the launch flag follows the plan's setting and the kernel's support.
+    #[test]
+    fn programmatic_dependent_launch_reaches_the_abi_where_the_kernel_has_it() {
+        let p = GemmProblem::new(256, 256, 256);
+        let mut seen = [false; 2];
+        for k in crate::built_kernels()
+            .iter()
+            .filter(|k| k.spec.arch == cutlass_kernels::Arch::Sm90a)
+        {
+            let Ok(g) = Gemm::<half::bf16, half::bf16, half::bf16>::plan(H100, &p, Some(k.name))
+            else {
+                continue;
+            };
+            let supported = k.spec.supports_programmatic_dependent_launch();
+            seen[usize::from(supported)] = true;
+            assert_eq!(g.programmatic_dependent_launch(), supported, "{}", k.name);
+            let flags = |g: &Gemm<half::bf16, half::bf16, half::bf16>| {
+                g.args(16, 16, None, 16, None).launch_flags
+            };
+            let on = if supported {
+                cutlass_sys::CUTLASS_RS_LAUNCH_PDL
+            } else {
+                0
+            };
+            assert_eq!(flags(&g), on, "{}", k.name);
+            let off = g.with_programmatic_dependent_launch(false);
+            assert!(!off.programmatic_dependent_launch());
+            assert_eq!(flags(&off), 0, "{}", k.name);
+        }
+        // The default build has both: persistent bf16 kernels and a swapped stream-K one.
+        assert_eq!(seen, [true, true]);
+    }
 }

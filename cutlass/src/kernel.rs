@@ -224,6 +224,12 @@ pub struct RawArgs {
     pub beta: f32,
     /// Tile-scheduler hints (0: CUTLASS's defaults).
     pub schedule: ScheduleHints,
+    /// Launch with programmatic dependent launch (CUDA's programmatic stream serialization): the
+    /// kernel may start while the kernel before it in the stream finishes, and waits for that
+    /// kernel's completion and memory before its first global memory access. Ignored by kernels
+    /// without it ([`KernelSpec::supports_programmatic_dependent_launch`]). Off by default here;
+    /// [`crate::Gemm`] plans turn it on.
+    pub programmatic_dependent_launch: bool,
 }
 
 /// Tile-scheduler hints a launch passes to the kernel; zeros keep CUTLASS's defaults.
@@ -268,7 +274,11 @@ impl Kernel {
             swizzle: r.schedule.swizzle as i32,
             raster: r.schedule.raster as i32,
             splits: r.schedule.splits as i32,
-            reserved: 0,
+            launch_flags: if r.programmatic_dependent_launch {
+                cutlass_sys::CUTLASS_RS_LAUNCH_PDL
+            } else {
+                0
+            },
         }
     }
 

@@ -42,6 +42,12 @@
 //! and order and a split-K factor ([`ScheduleHints`]). Measurements against cuBLAS are in
 //! `docs/performance.md` (`cutlass-profiler profile`).
 //!
+//! Launches: SM90 kernels with a data-parallel scheduler and no blockwise scales launch with
+//! programmatic dependent launch ([`Gemm::with_programmatic_dependent_launch`], on by default): a
+//! GEMM may start while the kernel before it in the stream finishes, waits for that kernel's
+//! results before touching global memory, and lets the next kernel start once its last tile's main
+//! loop is done.
+//!
 //! Rules checked before a launch: the A/B layouts the catalog's kernels for these types read on this
 //! architecture ([`Error::UnsupportedLayout`]); scale tensors' granularity, order, vector size and
 //! length ([`Error::ScaleMismatch`], [`Error::BufferTooSmall`]); device architecture against the

@@ -180,7 +180,10 @@ pub fn kernel_source(spec: &KernelSpec) -> Result<String, String> {
                     values.push(("sf_k", v(bw.k)));
                     SM90_BLOCKWISE_GEMM_TEMPLATE
                 }
-                None => SM90_GEMM_TEMPLATE,
+                None => {
+                    values.push(("dependent_launch", dependent_launch(spec)));
+                    SM90_GEMM_TEMPLATE
+                }
             }
         }
         _ => {
@@ -234,6 +237,19 @@ fn mma_shapes(spec: &KernelSpec) -> String {
             "// wgmma N = {} is one of CuTe's extended SM90 MMA shapes.\n#define CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED\n",
             spec.tile[1]
         )
+    } else {
+        String::new()
+    }
+}
+
+/// The define that compiles CUTLASS's grid dependency control (`griddepcontrol.wait` before the
+/// kernel's first global memory access, `griddepcontrol.launch_dependents` after its last tile's
+/// main loop) into the kernels that support programmatic dependent launch
+/// ([`KernelSpec::supports_programmatic_dependent_launch`]); the shim launches those with the
+/// attribute when the arguments ask for it (`CUTLASS_RS_LAUNCH_PDL`). Nothing for the others.
+fn dependent_launch(spec: &KernelSpec) -> String {
+    if spec.supports_programmatic_dependent_launch() {
+        "// Programmatic dependent launch: CUTLASS's grid dependency control compiled in.\n#define CUTLASS_ENABLE_GDC_FOR_SM90 1\n".to_string()
     } else {
         String::new()
     }

@@ -348,6 +348,53 @@ mod tests {
     }
 
     #[test]
+    fn grid_dependency_control_is_compiled_into_exactly_the_kernels_that_support_it() {
+        const GDC: &str = "#define CUTLASS_ENABLE_GDC_FOR_SM90 1";
+        let all = catalog::all();
+        let mut seen = [0usize; 2];
+        for s in &all {
+            let src = codegen::kernel_source(s).unwrap();
+            let on = s.supports_programmatic_dependent_launch();
+            assert_eq!(src.contains(GDC), on, "{}", s.name());
+            // Defined before CUTLASS's headers, which read it.
+            if on {
+                assert!(src.find(GDC) < src.find("#include \"cutlass/cutlass.h\""));
+            }
+            seen[usize::from(on)] += 1;
+        }
+        assert!(seen[0] > 0 && seen[1] > 0);
+        // The rule, by kind: SM90 data-parallel kernels, cooperative or pingpong, CUTLASS's
+        // mainloops and this crate's; not stream-K, blockwise scales or SM100/SM120.
+        let has = |f: &dyn Fn(&KernelSpec) -> bool| -> Vec<bool> {
+            let mut v: Vec<bool> = all
+                .iter()
+                .filter(|s| f(s))
+                .map(KernelSpec::supports_programmatic_dependent_launch)
+                .collect();
+            v.dedup();
+            v
+        };
+        assert_eq!(
+            has(&|s| s.arch == Arch::Sm90a
+                && s.tile_scheduler == TileScheduler::Persistent
+                && s.blockwise.is_none()),
+            [true]
+        );
+        assert_eq!(
+            has(&|s| s.tile_scheduler == TileScheduler::StreamK),
+            [false]
+        );
+        assert_eq!(has(&|s| s.blockwise.is_some()), [false]);
+        assert_eq!(has(&|s| s.arch != Arch::Sm90a), [false]);
+        assert!(all
+            .iter()
+            .any(|s| s.uses_sliced_promotion() && s.supports_programmatic_dependent_launch()));
+        assert!(all.iter().any(|s| s.kernel_schedule
+            == KernelSchedule::TmaWarpSpecializedPingpongFp8Overlap
+            && s.supports_programmatic_dependent_launch()));
+    }
+
+    #[test]
     fn arch_parsing_and_capabilities() {
         assert_eq!(Arch::parse("90a"), Some(Arch::Sm90a));
         assert_eq!(Arch::parse("sm_100a"), Some(Arch::Sm100a));

@@ -654,6 +654,23 @@ impl KernelSpec {
             && self.tile[0] * self.tile[1] / 256 > OVERLAP_MAX_ACCUMULATORS
     }
 
+    /// Whether the kernel is built for programmatic dependent launch (CUDA's programmatic stream
+    /// serialization): SM90 kernels with CUTLASS's grid dependency control compiled in
+    /// (`CUTLASS_ENABLE_GDC_FOR_SM90`), which wait (`griddepcontrol.wait`) for the kernel before
+    /// them in the stream before their first global memory access and let the kernel after them
+    /// start once their last tile's main loop is done. Not:
+    /// - stream-K kernels: their workspace is zeroed by a separate operation before each launch,
+    ///   and their partial-tile reductions would have to be ordered after it as well;
+    /// - blockwise-scaled kernels: CUTLASS 4.2's cooperative kernel loads the scales in a producer
+    ///   warp (`MainloopAux`) that does not wait, so scales written by the kernel before could be
+    ///   read early;
+    /// - SM100 and SM120 kernels, which this build launches through CUTLASS's adapter without it.
+    pub fn supports_programmatic_dependent_launch(&self) -> bool {
+        self.arch == Arch::Sm90a
+            && self.blockwise.is_none()
+            && self.tile_scheduler == TileScheduler::Persistent
+    }
+
     /// Whether an SM90 kernel's tile N is one of CuTe's extended wgmma shapes (144, 176, ...: not
     /// 8, 16, 32, 64, 96, 128, 192 or 256). CuTe's instruction selector (`ss_op_selector`) offers
     /// those only with `CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED`; without it, it falls back to the

@@ -85,8 +85,17 @@ typedef struct cutlass_rs_gemm_args {
   int32_t swizzle;
   int32_t raster;
   int32_t splits;
-  int32_t reserved;
+  /* CUTLASS_RS_LAUNCH_* bits. */
+  int32_t launch_flags;
 } cutlass_rs_gemm_args;
+
+/* launch_flags: launch with programmatic dependent launch (CUDA's programmatic stream
+ * serialization). The kernel may then start while the kernel before it in the stream finishes; it
+ * waits (griddepcontrol.wait) for that kernel's completion and memory before its first global
+ * memory access, and lets the kernel after it start once its last tile's main loop is done.
+ * Honoured by the SM90 kernels built with CUTLASS's grid dependency control (persistent and
+ * non-persistent data-parallel schedulers, no blockwise scales); ignored by the others. */
+#define CUTLASS_RS_LAUNCH_PDL 1
 
 typedef int (*cutlass_rs_can_implement_fn)(const cutlass_rs_gemm_args *args);
 typedef int (*cutlass_rs_workspace_size_fn)(const cutlass_rs_gemm_args *args, size_t *bytes);

@@ -277,12 +277,23 @@ LaunchState<Gemm> &launch_state() {
   return state;
 }
 
+// Whether this translation unit's kernel is compiled with CUTLASS's grid dependency control (the
+// generated source defines CUTLASS_ENABLE_GDC_FOR_SM90 for the kernels the catalog marks with
+// supports_programmatic_dependent_launch). Only those may be launched with programmatic stream
+// serialization: the others would not wait for the kernel before them.
+#ifdef CUTLASS_ENABLE_GDC_FOR_SM90
+constexpr bool kGridDependencyControl = true;
+#else
+constexpr bool kGridDependencyControl = false;
+#endif
+
 // Launches a kernel from its cached state: the workspace reset (stream-K and split-K reduce through
 // the workspace, which must be zeroed before each launch; a no-op for the other schedulers), then
 // the launch. SM90 kernels go straight to cudaLaunchKernelEx with the launch configuration
-// GemmUniversalAdapter::run builds (grid, block, shared memory, the cluster shape as a launch
-// attribute) but without its per-call cudaFuncSetAttribute; SM100/SM120 kernels (dynamic cluster
-// shapes, fallback clusters) go through GemmUniversalAdapter::run.
+// GemmUniversalAdapter::run builds (grid, block, shared memory, the cluster shape and, when the
+// arguments ask for it and the kernel has grid dependency control, programmatic stream
+// serialization as launch attributes) but without its per-call cudaFuncSetAttribute; SM100/SM120
+// kernels (dynamic cluster shapes, fallback clusters) go through GemmUniversalAdapter::run.
 template <class Gemm>
 cutlass::Status launch(LaunchState<Gemm> &s, cudaStream_t stream) {
   using Kernel = typename Gemm::GemmKernel;
@@ -291,20 +302,34 @@ cutlass::Status launch(LaunchState<Gemm> &s, cudaStream_t stream) {
   if constexpr (Kernel::ArchTag::kMinComputeCapability == 90) {
     using Cluster = typename Kernel::DispatchPolicy::ClusterShape;
     static_assert(cute::is_static_v<Cluster>, "SM90 kernels have a static cluster shape");
-    cudaLaunchAttribute attribute[1];
+    // CUTLASS 4.2's cooperative kernel does not wait in its auxiliary-load warp (blockwise
+    // scales): such a kernel must never be launched early.
+    static_assert(!kGridDependencyControl ||
+                      !cutlass::gemm::kernel::detail::HasAuxiliaryLoad_v<
+                          typename Kernel::CollectiveMainloop::DispatchPolicy>,
+                  "programmatic dependent launch needs every producer warp to wait");
+    cudaLaunchAttribute attribute[2];
     cudaLaunchConfig_t config{};
     config.gridDim = s.grid;
     config.blockDim = s.block;
     config.dynamicSmemBytes = Kernel::SharedStorageSize;
     config.stream = stream;
+    config.attrs = attribute;
     if constexpr (cute::size(Cluster{}) > 1) {
-      attribute[0].id = cudaLaunchAttributeClusterDimension;
-      attribute[0].val.clusterDim.x = cute::size<0>(Cluster{});
-      attribute[0].val.clusterDim.y = cute::size<1>(Cluster{});
-      attribute[0].val.clusterDim.z = cute::size<2>(Cluster{});
-      config.attrs = attribute;
-      config.numAttrs = 1;
+      attribute[config.numAttrs].id = cudaLaunchAttributeClusterDimension;
+      attribute[config.numAttrs].val.clusterDim.x = cute::size<0>(Cluster{});
+      attribute[config.numAttrs].val.clusterDim.y = cute::size<1>(Cluster{});
+      attribute[config.numAttrs].val.clusterDim.z = cute::size<2>(Cluster{});
+      ++config.numAttrs;
     }
+    if constexpr (kGridDependencyControl) {
+      if (s.key.launch_flags & CUTLASS_RS_LAUNCH_PDL) {
+        attribute[config.numAttrs].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attribute[config.numAttrs].val.programmaticStreamSerializationAllowed = 1;
+        ++config.numAttrs;
+      }
+    }
+    if (config.numAttrs == 0) config.attrs = nullptr;
     void *kernel_params[] = {&s.params};
     cudaError_t e = cudaLaunchKernelExC(&config, reinterpret_cast<const void *>(cutlass::device_kernel<Kernel>),
                                         kernel_params);

@@ -7,7 +7,7 @@
 //! cutlass-profiler census --recheck [--out FILE]
 //! cutlass-profiler profile [--shapes FILE | --shape MxNxK,...] [--types bf16,f16,e4m3,fp8bw]
 //!                          [--kernels heuristic|all|NAME] [--autotune CACHE] [--csv FILE]
-//!                          [--svg PREFIX] [--rounds N]
+//!                          [--svg PREFIX] [--rounds N] [--pdl on|off|both]
 //! cutlass-profiler overhead [--shape MxNxK]
 //! ```
 //! `profile` times this crate's GEMMs against cuBLAS/cuBLASLt in the same process on
@@ -29,7 +29,7 @@ mod profile;
 use cutlass_kernels::catalog::{self, NameFilter};
 use cutlass_kernels::KernelSpec;
 
-const USAGE: &str = "usage: cutlass-profiler list [--format tsv|json|table] [--filter PATTERNS]\n       cutlass-profiler census [--coverage] [--filter PATTERNS] [--jobs N] [--limit N] [--out FILE]\n       cutlass-profiler profile [--shapes FILE | --shape MxNxK] [--types bf16,f16,e4m3,fp8bw] [--kernels heuristic|all|NAME] [--autotune CACHE] [--csv FILE] [--svg PREFIX] [--rounds N] [--swizzle 1|2|4|8] [--raster 1|2]";
+const USAGE: &str = "usage: cutlass-profiler list [--format tsv|json|table] [--filter PATTERNS]\n       cutlass-profiler census [--coverage] [--filter PATTERNS] [--jobs N] [--limit N] [--out FILE]\n       cutlass-profiler profile [--shapes FILE | --shape MxNxK] [--types bf16,f16,e4m3,fp8bw] [--kernels heuristic|all|NAME] [--autotune CACHE] [--csv FILE] [--svg PREFIX] [--rounds N] [--swizzle 1|2|4|8] [--raster 1|2] [--pdl on|off|both]";
 const COLUMNS: [&str; 15] = [
     "name",
     "arch",

@@ -7,6 +7,11 @@
 //! result is checked against the other library's output on the same inputs. Prints a table
 //! (TFLOP/s, % of the roofline, ratio to cuBLAS), and writes CSV and SVG when asked.
 //!
+//! Plans launch as the library launches them: with programmatic dependent launch where the kernel
+//! has it, so back-to-back launches overlap each one's prologue with the previous one's tail.
+//! `--pdl off` measures without it, `--pdl both` each plan both ways (the CSV's `pdl` column: `on`,
+//! `off`, or `-` for kernels without it; a geometric mean for each).
+//!
 //! Layout: A row-major `[m, k]`, B column-major (a row-major `[n, k]` weight), D row-major: TN,
 //! what a linear layer computes. cuBLAS gets the same memory as Dᵀ = Bᵀ·Aᵀ (`transa = T`).
 //! Types: `bf16`, `f16` (cuBLAS `cublasGemmEx`, f32 accumulation), `e4m3` (e4m3 x e4m3 -> bf16,
@@ -34,7 +39,7 @@ use half::{bf16, f16};
 const USAGE: &str = "usage: cutlass-profiler profile [--shapes FILE | --shape MxNxK[,MxNxK...]] \
 [--types bf16,f16,e4m3,fp8bw] [--kernels heuristic|all|NAME|PATTERN,...] [--autotune CACHE.tsv] \
 [--csv FILE] [--svg PREFIX] [--rounds N] [--swizzle 1|2|4|8] [--raster 1|2] [--splits N] \
-[--sweep-schedules]";
+[--sweep-schedules] [--pdl on|off|both]";
 
 /// One shape of the suite.
 #[derive(Clone, Debug)]
@@ -147,6 +152,16 @@ struct Options {
     /// Every plan with each raster order and swizzle (CUTLASS's defaults and 1, 2, 4, 8 along M
     /// and along N) instead of its own tile-scheduler hints.
     sweep_schedules: bool,
+    /// Programmatic dependent launch: the plans' default (on), off, or each plan both ways.
+    pdl: Pdl,
+}
+
+/// `--pdl`: how plans launch ([`Gemm::with_programmatic_dependent_launch`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Pdl {
+    On,
+    Off,
+    Both,
 }
 
 fn default_shapes_file() -> PathBuf {
@@ -201,6 +216,7 @@ fn parse(args: &[String]) -> Result<Options> {
         rounds: 7,
         schedule: cutlass::ScheduleHints::default(),
         sweep_schedules: false,
+        pdl: Pdl::On,
     };
     let mut shapes_file = None;
     let mut it = args.iter();
@@ -235,6 +251,14 @@ fn parse(args: &[String]) -> Result<Options> {
             "--raster" => o.schedule.raster = val()?.parse()?,
             "--splits" => o.schedule.splits = val()?.parse()?,
             "--sweep-schedules" => o.sweep_schedules = true,
+            "--pdl" => {
+                o.pdl = match val()?.as_str() {
+                    "on" => Pdl::On,
+                    "off" => Pdl::Off,
+                    "both" => Pdl::Both,
+                    v => bail!("--pdl {v}: on, off or both\n{USAGE}"),
+                }
+            }
             _ => bail!("unknown argument {a}\n{USAGE}"),
         }
     }
@@ -514,6 +538,9 @@ struct Row {
     schedule: cutlass::ScheduleHints,
     /// The heuristic's choice when it differs from the measured kernel (`--kernels all`).
     heuristic: Option<String>,
+    /// Programmatic dependent launch: `None` where the kernel has none, else whether the measured
+    /// plan used it.
+    pdl: Option<bool>,
     ours_s: f64,
     theirs_s: Option<f64>,
     max_rel_diff: f64,
@@ -594,6 +621,35 @@ fn plans<TA: Element, TB: Element, TD: Element>(
     p: &GemmProblem,
     o: &Options,
 ) -> Result<Plans<TA, TB, TD>> {
+    let (plans, h) = scheduled_plans::<TA, TB, TD>(dev, p, o)?;
+    let plans = match o.pdl {
+        Pdl::On => plans,
+        Pdl::Off => plans
+            .into_iter()
+            .map(|g| g.with_programmatic_dependent_launch(false))
+            .collect(),
+        // Each plan as the library launches it, then without programmatic dependent launch
+        // where that makes a difference, measured back to back against the same reference.
+        Pdl::Both => plans
+            .into_iter()
+            .flat_map(|g| {
+                let off = g
+                    .programmatic_dependent_launch()
+                    .then(|| g.clone().with_programmatic_dependent_launch(false));
+                std::iter::once(g).chain(off)
+            })
+            .collect(),
+    };
+    Ok((plans, h))
+}
+
+/// The plans to measure with their tile-scheduler hints (`--swizzle`, `--raster`, `--splits`,
+/// `--sweep-schedules`).
+fn scheduled_plans<TA: Element, TB: Element, TD: Element>(
+    dev: &Device,
+    p: &GemmProblem,
+    o: &Options,
+) -> Result<Plans<TA, TB, TD>> {
     let (plans, h) = plans_for::<TA, TB, TD>(dev, p, &o.mode)?;
     if o.sweep_schedules {
         let mut out = Vec::new();
@@ -657,6 +713,13 @@ fn plans_for<TA: Element, TB: Element, TD: Element>(
             .collect::<cutlass::Result<_>>()?,
     };
     Ok((plans, h))
+}
+
+/// A plan's programmatic dependent launch, as [`Row::pdl`] records it.
+fn pdl_of<TA: Element, TB: Element, TD: Element>(g: &Gemm<TA, TB, TD>) -> Option<bool> {
+    g.kernel_spec()
+        .supports_programmatic_dependent_launch()
+        .then(|| g.programmatic_dependent_launch())
 }
 
 fn rotation(dev: &Device, bytes: usize) -> usize {
@@ -759,6 +822,7 @@ where
             kernel: g.kernel_name().to_string(),
             schedule: g.schedule(),
             heuristic: Some(heuristic.clone()),
+            pdl: pdl_of(g),
             ours_s: t_ours,
             theirs_s: t_ref,
             ok: diff <= tolerance,
@@ -888,6 +952,7 @@ fn profile_fp8(dev: &Device, s: &Shape, kind: Kind, o: &Options) -> Result<Vec<R
     let mut rows = Vec::new();
     let mut measure = |name: &str,
                        schedule: cutlass::ScheduleHints,
+                       pdl: Option<bool>,
                        heuristic: &str,
                        run: &mut dyn FnMut(usize, &mut CudaSlice<bf16>) -> Result<()>|
      -> Result<()> {
@@ -915,6 +980,7 @@ fn profile_fp8(dev: &Device, s: &Shape, kind: Kind, o: &Options) -> Result<Vec<R
             kernel: name.to_string(),
             schedule,
             heuristic: Some(heuristic.to_string()),
+            pdl,
             ours_s: t_ours,
             theirs_s: t_lt,
             // Exact products, f32 sums in different orders, one bf16 rounding each.
@@ -928,7 +994,7 @@ fn profile_fp8(dev: &Device, s: &Shape, kind: Kind, o: &Options) -> Result<Vec<R
         let ws_len = plans.iter().map(|g| g.workspace_size()).max().unwrap_or(0);
         let mut ws = stream.alloc_zeros::<u8>(ws_len.max(1))?;
         for g in &plans {
-            measure(g.kernel_name(), g.schedule(), &h, &mut |i, d| {
+            measure(g.kernel_name(), g.schedule(), pdl_of(g), &h, &mut |i, d| {
                 Ok(g.run(stream, &a[i], &w[i], None, d, Workspace::Buffer(&mut ws))?)
             })?;
         }
@@ -947,6 +1013,7 @@ fn profile_fp8(dev: &Device, s: &Shape, kind: Kind, o: &Options) -> Result<Vec<R
         measure(
             name,
             cutlass::ScheduleHints::default(),
+            None,
             name,
             &mut |i, d| {
                 Ok(g.run(
@@ -1000,6 +1067,9 @@ fn print_row(dev: &Device, r: &Row) {
     if r.schedule.splits > 1 {
         sched += &format!(" [split-K {}]", r.schedule.splits);
     }
+    if r.pdl == Some(false) {
+        sched += " [no PDL]";
+    }
     let h = match &r.heuristic {
         Some(h) if *h != r.kernel => format!(" (heuristic: {})", short(h)),
         _ => String::new(),
@@ -1026,16 +1096,21 @@ fn write_csv(path: &std::path::Path, dev: &Device, rows: &[Row]) -> Result<()> {
     let mut f = std::fs::File::create(path).with_context(|| format!("{}", path.display()))?;
     writeln!(
         f,
-        "Problem,Provider,OperationKind,Operation,Disposition,Status,gemm_kind,m,n,k,A,B,C,D,alpha,beta,batch_count,Bytes,Flops,Runtime,GB/s,GFLOPs,shape,roofline_pct,ratio_vs_reference,max_rel_diff,device,raster_order,swizzle_size,split_k_slices"
+        "Problem,Provider,OperationKind,Operation,Disposition,Status,gemm_kind,m,n,k,A,B,C,D,alpha,beta,batch_count,Bytes,Flops,Runtime,GB/s,GFLOPs,shape,roofline_pct,ratio_vs_reference,max_rel_diff,device,raster_order,swizzle_size,split_k_slices,pdl"
     )?;
     for (i, r) in rows.iter().enumerate() {
         let t = r.kind.cutlass_profiler_type();
         let out = r.kind.cutlass_profiler_output();
-        let mut emit = |provider: &str, op: &str, secs: f64, ratio: String| -> Result<()> {
+        let mut emit = |provider: &str,
+                        op: &str,
+                        secs: f64,
+                        ratio: String,
+                        pdl: &str|
+         -> Result<()> {
             let (roof, _) = r.roof(dev);
             writeln!(
                 f,
-                "{},{provider},gemm,{op},{},success,universal,{},{},{},{t}:row,{t}:column,{out}:row,{out}:row,1,0,1,{:.0},{:.0},{:.6},{:.1},{:.1},{},{:.1},{ratio},{:.3e},{},{},{},{}",
+                "{},{provider},gemm,{op},{},success,universal,{},{},{},{t}:row,{t}:column,{out}:row,{out}:row,1,0,1,{:.0},{:.0},{:.6},{:.1},{:.1},{},{:.1},{ratio},{:.3e},{},{},{},{},{}",
                 i + 1,
                 if r.ok { "passed" } else { "incorrect" },
                 r.shape.m,
@@ -1053,15 +1128,27 @@ fn write_csv(path: &std::path::Path, dev: &Device, rows: &[Row]) -> Result<()> {
                 ["heuristic", "along_m", "along_n"][r.schedule.raster.min(2) as usize],
                 r.schedule.swizzle.max(1),
                 r.schedule.splits.max(1),
+                pdl,
             )?;
             Ok(())
         };
         let ratio = r
             .theirs_s
             .map_or(String::new(), |t| format!("{:.4}", t / r.ours_s));
-        emit("cutlass-rs", &r.kernel, r.ours_s, ratio)?;
+        let pdl = match r.pdl {
+            Some(true) => "on",
+            Some(false) => "off",
+            None => "-",
+        };
+        emit("cutlass-rs", &r.kernel, r.ours_s, ratio, pdl)?;
         if let Some(t) = r.theirs_s {
-            emit(r.kind.reference(), r.kind.reference(), t, String::new())?;
+            emit(
+                r.kind.reference(),
+                r.kind.reference(),
+                t,
+                String::new(),
+                "-",
+            )?;
         }
     }
     Ok(())
@@ -1069,7 +1156,7 @@ fn write_csv(path: &std::path::Path, dev: &Device, rows: &[Row]) -> Result<()> {
 
 /// A grouped bar chart per type: this crate vs the reference library, TFLOP/s per shape.
 fn write_svg(prefix: &std::path::Path, dev: &Device, rows: &[Row], kind: Kind) -> Result<PathBuf> {
-    let best: Vec<&Row> = best_rows(rows, kind);
+    let best: Vec<&Row> = best_rows(rows, kind, Pdl::On);
     let path = PathBuf::from(format!("{}-{}.svg", prefix.display(), kind.label()));
     let (w, h, left, bottom, top) = (60.0 + 46.0 * best.len() as f64, 420.0, 60.0, 150.0, 40.0);
     let max = best
@@ -1125,10 +1212,16 @@ fn write_svg(prefix: &std::path::Path, dev: &Device, rows: &[Row], kind: Kind) -
     Ok(path)
 }
 
-/// Per shape, the fastest measured kernel of this crate (all rows in heuristic mode).
-fn best_rows(rows: &[Row], kind: Kind) -> Vec<&Row> {
+/// Per shape, the fastest measured kernel of this crate (all rows in heuristic mode), among the
+/// plans launched with programmatic dependent launch where the kernel has it (`Pdl::On`, the
+/// library's default) or without it (`Pdl::Off`).
+fn best_rows(rows: &[Row], kind: Kind, pdl: Pdl) -> Vec<&Row> {
     let mut out: Vec<&Row> = Vec::new();
-    for r in rows.iter().filter(|r| r.kind == kind) {
+    let launch = |r: &Row| match pdl {
+        Pdl::Off => r.pdl != Some(true),
+        _ => r.pdl != Some(false),
+    };
+    for r in rows.iter().filter(|r| r.kind == kind && launch(r)) {
         match out.iter_mut().find(|b| b.shape.name == r.shape.name) {
             Some(b) if r.ours_s < b.ours_s => *b = r,
             Some(_) => {}
@@ -1138,20 +1231,38 @@ fn best_rows(rows: &[Row], kind: Kind) -> Vec<&Row> {
     out
 }
 
-fn summarize(dev: &Device, rows: &[Row], kinds: &[Kind], mode: &KernelMode) {
+fn summarize(dev: &Device, rows: &[Row], kinds: &[Kind], mode: &KernelMode, pdl: Pdl) {
+    let launches: &[Pdl] = match pdl {
+        Pdl::Both => &[Pdl::On, Pdl::Off],
+        _ => &[pdl],
+    };
     for &kind in kinds {
-        let best = best_rows(rows, kind);
+        for &launch in launches {
+            summarize_kind(rows, kind, mode, launch, pdl == Pdl::Both);
+        }
+    }
+    let _ = dev;
+}
+
+fn summarize_kind(rows: &[Row], kind: Kind, mode: &KernelMode, launch: Pdl, label: bool) {
+    let label = match (label, launch) {
+        (false, _) => "",
+        (true, Pdl::Off) => ", without programmatic dependent launch",
+        (true, _) => ", with programmatic dependent launch where the kernel has it",
+    };
+    {
+        let best = best_rows(rows, kind, launch);
         let ratios: Vec<f64> = best
             .iter()
             .filter_map(|r| r.theirs_s.map(|t| t / r.ours_s))
             .collect();
         if ratios.is_empty() {
-            continue;
+            return;
         }
         let geo = (ratios.iter().map(|r| r.ln()).sum::<f64>() / ratios.len() as f64).exp();
         let min = ratios.iter().cloned().fold(f64::INFINITY, f64::min);
         println!(
-            "{}: geometric mean {geo:.3}x {} over {} shapes, lowest {min:.3}x{}",
+            "{}: geometric mean {geo:.3}x {} over {} shapes, lowest {min:.3}x{label}{}",
             kind.label(),
             kind.reference(),
             ratios.len(),
@@ -1168,6 +1279,7 @@ fn summarize(dev: &Device, rows: &[Row], kinds: &[Kind], mode: &KernelMode) {
                 let h = rows.iter().find(|r| {
                     r.kind == kind
                         && r.shape.name == b.shape.name
+                        && r.pdl == b.pdl
                         && Some(&r.kernel) == r.heuristic.as_ref()
                 });
                 if let Some(h) = h {
@@ -1185,7 +1297,6 @@ fn summarize(dev: &Device, rows: &[Row], kinds: &[Kind], mode: &KernelMode) {
             );
         }
     }
-    let _ = dev;
 }
 
 pub fn main(args: &[String]) -> ExitCode {
@@ -1264,7 +1375,7 @@ fn run(args: &[String]) -> Result<ExitCode> {
             write_csv(path, &dev, &rows)?;
         }
     }
-    summarize(&dev, &rows, &o.kinds, &o.mode);
+    summarize(&dev, &rows, &o.kinds, &o.mode, o.pdl);
     if let Some(path) = &o.csv {
         write_csv(path, &dev, &rows)?;
         println!("wrote {}", path.display());
