@@ -1250,52 +1250,50 @@ fn summarize_kind(rows: &[Row], kind: Kind, mode: &KernelMode, launch: Pdl, labe
         (true, Pdl::Off) => ", without programmatic dependent launch",
         (true, _) => ", with programmatic dependent launch where the kernel has it",
     };
-    {
-        let best = best_rows(rows, kind, launch);
-        let ratios: Vec<f64> = best
-            .iter()
-            .filter_map(|r| r.theirs_s.map(|t| t / r.ours_s))
-            .collect();
-        if ratios.is_empty() {
-            return;
-        }
-        let geo = (ratios.iter().map(|r| r.ln()).sum::<f64>() / ratios.len() as f64).exp();
-        let min = ratios.iter().cloned().fold(f64::INFINITY, f64::min);
-        println!(
-            "{}: geometric mean {geo:.3}x {} over {} shapes, lowest {min:.3}x{label}{}",
-            kind.label(),
-            kind.reference(),
-            ratios.len(),
-            if matches!(mode, KernelMode::All) {
-                " (best kernel per shape)"
-            } else {
-                ""
-            }
-        );
+    let best = best_rows(rows, kind, launch);
+    let ratios: Vec<f64> = best
+        .iter()
+        .filter_map(|r| r.theirs_s.map(|t| t / r.ours_s))
+        .collect();
+    if ratios.is_empty() {
+        return;
+    }
+    let geo = (ratios.iter().map(|r| r.ln()).sum::<f64>() / ratios.len() as f64).exp();
+    let min = ratios.iter().cloned().fold(f64::INFINITY, f64::min);
+    println!(
+        "{}: geometric mean {geo:.3}x {} over {} shapes, lowest {min:.3}x{label}{}",
+        kind.label(),
+        kind.reference(),
+        ratios.len(),
         if matches!(mode, KernelMode::All) {
-            // How far the heuristic's pick is from the best measured kernel.
-            let mut worst = (1.0f64, String::new());
-            for b in &best {
-                let h = rows.iter().find(|r| {
-                    r.kind == kind
-                        && r.shape.name == b.shape.name
-                        && r.pdl == b.pdl
-                        && Some(&r.kernel) == r.heuristic.as_ref()
-                });
-                if let Some(h) = h {
-                    let f = b.ours_s / h.ours_s;
-                    if f < worst.0 {
-                        worst = (f, b.shape.name.clone());
-                    }
+            " (best kernel per shape)"
+        } else {
+            ""
+        }
+    );
+    if matches!(mode, KernelMode::All) {
+        // How far the heuristic's pick is from the best measured kernel.
+        let mut worst = (1.0f64, String::new());
+        for b in &best {
+            let h = rows.iter().find(|r| {
+                r.kind == kind
+                    && r.shape.name == b.shape.name
+                    && r.pdl == b.pdl
+                    && Some(&r.kernel) == r.heuristic.as_ref()
+            });
+            if let Some(h) = h {
+                let f = b.ours_s / h.ours_s;
+                if f < worst.0 {
+                    worst = (f, b.shape.name.clone());
                 }
             }
-            println!(
-                "{}: the heuristic's pick reaches {:.3} of the best kernel's speed at worst ({})",
-                kind.label(),
-                worst.0,
-                if worst.1.is_empty() { "-" } else { &worst.1 }
-            );
         }
+        println!(
+            "{}: the heuristic's pick reaches {:.3} of the best kernel's speed at worst ({})",
+            kind.label(),
+            worst.0,
+            if worst.1.is_empty() { "-" } else { &worst.1 }
+        );
     }
 }
 
