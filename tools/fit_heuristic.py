@@ -1,15 +1,12 @@
 #!/usr/bin/env python3
-"""Fits the constants of cutlass/src/heuristic.rs to the profiler's exhaustive runs.
+"""Fits the constants of cutlass-gemm/src/selection/heuristic.rs to the profiler's exhaustive runs.
 
-Reads docs/perf/bf16-all-kernels-{h200,h100,h100-1124}.csv, docs/perf/e4m3-all-kernels-h200.csv
-(CUTLASS's f32-promoting kernels), docs/perf/e4m3-all-kernels-{h100,h100-1124}.csv (with the
-overlapped-promotion kernels), docs/perf/{bf16,e4m3}-decode-all-kernels-h100-1124.csv (the M = 16
-and 128 shapes with the swapped 64x8 and 64x16 pingpong tiles),
-docs/perf/{bf16,e4m3}-m128-all-kernels-h100-1124.csv (the M = 128 shapes with 64x96 2x1x1),
-docs/perf/{bf16,e4m3}-mid-all-kernels-h100-1124.csv (M = 32-512 and small cubes),
-docs/perf/e4m3-large-{all-kernels,ab}-h100-1124c.csv (the M = 4096 shapes with the sliced 128x192
-and 128x256 FP8 tiles; the second scored only) and
-docs/perf/tf32-i8-all-kernels-h100.csv, all written by
+Reads the profiler's exhaustive runs in bench/training/ (README there): the bf16 and e4m3 suite
+on an H200 and on an H100 (the `-early` files with an earlier menu; the H200 e4m3 file with
+CUTLASS's f32-promoting kernels only), the decode (M = 16 and 128, swapped 64x8 and 64x16 tiles),
+M = 128 (64x96 2x1x1) and mid-size (M = 32-512 and small cubes) shapes, the M = 4096 e4m3 shapes
+with the sliced 128x192 and 128x256 tiles (e4m3-large-sliced-h100.csv scored only), and
+tf32-i8-suite-h100.csv, all written by
 `cutlass-profiler profile --kernels all --csv ...`, and fits to all of them. Prints, for the
 constants in heuristic.rs (PARAMS below) and for a random-search refit (`--refit`; seed 7 from
 the previous constants gave PARAMS; the anchors e512 and e1k, which only the swapped 64x8 and
@@ -169,34 +166,34 @@ S8 = (1, 2.0, 4, False)
 
 
 def main():
-    perf = os.path.join(ROOT, "docs/perf")
+    perf = os.path.join(ROOT, "bench/training")
     # (data,) + (input bytes, speed relative to bf16, output bytes, FP8)
     def dataset(name, kind, a_type=None):
         return [(load(os.path.join(perf, name), a_type=a_type),) + kind]
 
-    bf16 = dataset("bf16-all-kernels-h200.csv", BF16)
-    bf16_h100 = dataset("bf16-all-kernels-h100.csv", BF16)
-    tf32 = dataset("tf32-i8-all-kernels-h100.csv", TF32, a_type="tf32")
-    s8 = dataset("tf32-i8-all-kernels-h100.csv", S8, a_type="s8")
-    e4m3 = dataset("e4m3-all-kernels-h200.csv", E4M3)
-    e4m3_h100 = dataset("e4m3-all-kernels-h100.csv", E4M3)
+    bf16 = dataset("bf16-suite-h200.csv", BF16)
+    bf16_h100 = dataset("bf16-suite-h100-early.csv", BF16)
+    tf32 = dataset("tf32-i8-suite-h100.csv", TF32, a_type="tf32")
+    s8 = dataset("tf32-i8-suite-h100.csv", S8, a_type="s8")
+    e4m3 = dataset("e4m3-suite-h200.csv", E4M3)
+    e4m3_h100 = dataset("e4m3-suite-h100-early.csv", E4M3)
     # 2026-11-24: the menus with the 176/96/32-wide 16-bit and 144/96/32-wide FP8 tiles.
-    bf16_h100b = dataset("bf16-all-kernels-h100-1124.csv", BF16)
-    e4m3_h100b = dataset("e4m3-all-kernels-h100-1124.csv", E4M3)
+    bf16_h100b = dataset("bf16-suite-h100.csv", BF16)
+    e4m3_h100b = dataset("e4m3-suite-h100.csv", E4M3)
     # The M = 16 and 128 shapes again, with the swapped 64x8 and 64x16 pingpong tiles.
-    bf16_dec = dataset("bf16-decode-all-kernels-h100-1124.csv", BF16)
-    e4m3_dec = dataset("e4m3-decode-all-kernels-h100-1124.csv", E4M3)
+    bf16_dec = dataset("bf16-decode-h100.csv", BF16)
+    e4m3_dec = dataset("e4m3-decode-h100.csv", E4M3)
     # The M = 128 shapes with the 64x96 pingpong tile on a 2x1x1 cluster as well.
-    bf16_m128 = dataset("bf16-m128-all-kernels-h100-1124.csv", BF16)
-    e4m3_m128 = dataset("e4m3-m128-all-kernels-h100-1124.csv", E4M3)
+    bf16_m128 = dataset("bf16-m128-h100.csv", BF16)
+    e4m3_m128 = dataset("e4m3-m128-h100.csv", E4M3)
     # Mid-size problems (M = 32-512, 128³-1024³), which the narrow swapped tiles must not take
     # beyond M = 32: what the L2 term is for.
-    bf16_mid = dataset("bf16-mid-all-kernels-h100-1124.csv", BF16)
-    e4m3_mid = dataset("e4m3-mid-all-kernels-h100-1124.csv", E4M3)
+    bf16_mid = dataset("bf16-mid-h100.csv", BF16)
+    e4m3_mid = dataset("e4m3-mid-h100.csv", E4M3)
     # The M = 4096 shapes with the sliced 128x192 and 128x256 FP8 tiles (2026-11-24, third
     # session).
-    e4m3_large = dataset("e4m3-large-all-kernels-h100-1124c.csv", E4M3)
-    e4m3_ab = dataset("e4m3-large-ab-h100-1124c.csv", E4M3)
+    e4m3_large = dataset("e4m3-large-h100.csv", E4M3)
+    e4m3_ab = dataset("e4m3-large-sliced-h100.csv", E4M3)
     fit_set = (bf16 + bf16_h100 + bf16_h100b + bf16_dec + bf16_m128 + bf16_mid + e4m3 + e4m3_h100
                + e4m3_h100b + e4m3_dec + e4m3_m128 + e4m3_mid + e4m3_large + tf32 + s8)
     p = refit(fit_set, start=PARAMS, iters=3000) if "--refit" in sys.argv else PARAMS

@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """Extracts the tile tables (4-13, 16-20) of the seed document into Rust data.
 
-usage: tools/seed_tables.py [SEED] > kernels/src/tile_tables.rs
-       tools/seed_tables.py --check [SEED]   (exit 1 when kernels/src/tile_tables.rs differs)
+usage: tools/seed_tables.py [SEED] > cutlass-gemm-catalog/src/tile_tables.rs
+       tools/seed_tables.py --check [SEED]   (exit 1 when cutlass-gemm-catalog/src/tile_tables.rs differs)
 
 SEED defaults to ../shared/seeds/cutlass-blackwell-sm100-gemms.txt next to the repository. The
 seed's tables are laid out one cell per paragraph; this reads them cell by cell. Tables 1-3 (type
-rows) are hand-written in kernels/src/tables.rs and checked by tests against the same document.
+rows) are hand-written in cutlass-gemm-catalog/src/tables.rs and checked by tests against the same document.
 """
 import os
 import re
@@ -14,7 +14,7 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_SEED = os.path.join(ROOT, "..", "shared", "seeds", "cutlass-blackwell-sm100-gemms.txt")
-OUT = os.path.join(ROOT, "kernels", "src", "tile_tables.rs")
+OUT = os.path.join(ROOT, "cutlass-gemm-catalog", "src", "tile_tables.rs")
 
 # The type rows each SM120 table serves (their titles name type families, not rows): dense rows of
 # Table 2 (f8f6f4) and Table 3 (block scaled) with the matching families and kinds.

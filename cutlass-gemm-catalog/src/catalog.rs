@@ -1,0 +1,859 @@
+//! The kernel catalog: every kernel this project knows how to instantiate, as data.
+//!
+//! The build script generates code for the entries a user selects; the safe crate uses the same
+//! entries to validate problems and dispatch. Nothing parses a kernel name back into a spec: names
+//! are computed from specs ([`KernelSpec::name`]) and looked up.
+
+use crate::families::Preset;
+use crate::spec::{
+    BlockScale, Blockwise, EpilogueSchedule, KernelSchedule, KernelSpec, OpClass, Operand, Origin,
+    TileScheduler,
+};
+use crate::tables::{type_row, TypeFamily, TypeRow};
+use crate::tile_tables::TILE_TABLES;
+use crate::types::{Arch, DataType, Layout};
+
+/// A tile configuration of the SM90 catalog.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sm90Tile {
+    /// CTA tile (m, n, k).
+    pub tile: [u32; 3],
+    /// Cluster shape (m, n, k).
+    pub cluster: [u32; 3],
+    /// Mainloop schedule.
+    pub schedule: KernelSchedule,
+    /// Epilogue schedule.
+    pub epilogue: EpilogueSchedule,
+}
+
+const fn sm90_tile(
+    tile: [u32; 3],
+    cluster: [u32; 3],
+    schedule: KernelSchedule,
+    epilogue: EpilogueSchedule,
+) -> Sm90Tile {
+    Sm90Tile {
+        tile,
+        cluster,
+        schedule,
+        epilogue,
+    }
+}
+
+/// The SM90 tiles of the catalog for 16-bit inputs.
+///
+/// 128x256x64 with a 2x1x1 cluster and the cooperative schedule is the large-problem workhorse
+/// (on an H200 it matched cuBLAS at 8192^3 bf16, see `shared/GPU.md`); the others serve smaller
+/// problems and are there for the kernel-selection issue. All but the first are emitted by
+/// CUTLASS's own generator (`tests/names_match_cutlass_library.rs` checks; the first, with an f32
+/// output, is pruned there by a shared-memory heuristic yet compiles and runs).
+pub const SM90_TILES_16BIT: &[Sm90Tile] = &[
+    sm90_tile([128, 256, 64], [2, 1, 1], COOP, COOP_EPI),
+    sm90_tile([128, 128, 64], [1, 2, 1], COOP, COOP_EPI),
+    sm90_tile([64, 128, 64], [1, 2, 1], PINGPONG, PINGPONG_EPI),
+    sm90_tile([128, 128, 64], [1, 2, 1], WS, NOSMEM),
+];
+
+/// The SM90 tf32 tiles (k = 32 elements = 128 bytes).
+pub const SM90_TILES_TF32: &[Sm90Tile] = &[
+    sm90_tile([128, 128, 32], [1, 2, 1], COOP, COOP_EPI),
+    sm90_tile([128, 128, 32], [1, 2, 1], PINGPONG, PINGPONG_EPI),
+    sm90_tile([128, 128, 32], [1, 2, 1], WS, NOSMEM),
+];
+
+/// The SM90 s8/u8 tiles.
+pub const SM90_TILES_INT8: &[Sm90Tile] = &[
+    sm90_tile([128, 128, 128], [1, 2, 1], COOP, COOP_EPI),
+    sm90_tile([64, 128, 128], [1, 2, 1], PINGPONG, PINGPONG_EPI),
+    sm90_tile([128, 128, 128], [1, 2, 1], WS, NOSMEM),
+];
+
+/// The SM90 FP8 (tensor-wise scaled) tiles: the f32-promoting cooperative and warp-specialized
+/// schedules and the fast-accumulation ones.
+pub const SM90_TILES_FP8: &[Sm90Tile] = &[
+    sm90_tile([128, 128, 128], [1, 2, 1], COOP, COOP_EPI),
+    sm90_tile(
+        [128, 256, 128],
+        [1, 2, 1],
+        KernelSchedule::TmaWarpSpecializedCooperativeFp8FastAccum,
+        COOP_EPI,
+    ),
+    sm90_tile(
+        [64, 128, 128],
+        [1, 2, 1],
+        KernelSchedule::TmaWarpSpecializedPingpongFp8FastAccum,
+        PINGPONG_EPI,
+    ),
+    sm90_tile([128, 128, 128], [1, 2, 1], WS, NOSMEM),
+];
+
+/// This crate's own FP8 blockwise kernel (e4m3 x e4m3 TN, bf16 and f16 outputs): the tile of
+/// [`SM90_TILES_FP8_BLOCKWISE`] with the per-k-tile scaling overlapped with the tensor cores
+/// ([`KernelSchedule::TmaWarpSpecializedCooperativeFp8BlockwiseOverlap`]; same results, bit for
+/// bit).
+pub const SM90_TILES_FP8_BLOCKWISE_OVERLAP: &[Sm90Tile] = &[sm90_tile(
+    [128, 128, 128],
+    [1, 2, 1],
+    KernelSchedule::TmaWarpSpecializedCooperativeFp8BlockwiseOverlap,
+    COOP_EPI,
+)];
+
+/// The SM90 FP8 blockwise tile: the recipe's 128x128x128 with the scale blocks of
+/// [`SM90_BLOCKWISE`] (CUTLASS's generator emits blockwise kernels with the cooperative schedule
+/// only).
+pub const SM90_TILES_FP8_BLOCKWISE: &[Sm90Tile] = &[sm90_tile(
+    [128, 128, 128],
+    [1, 2, 1],
+    KernelSchedule::TmaWarpSpecializedCooperativeFp8Blockwise,
+    COOP_EPI,
+)];
+
+/// One kernel of the SM90 performance menu: a tile, its tile scheduler, and the layout of C and D.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sm90MenuTile {
+    /// Tile, cluster and schedules.
+    pub tile: Sm90Tile,
+    /// Tile scheduler.
+    pub scheduler: TileScheduler,
+    /// Layout of C and D. Column-major outputs serve small-M problems through the operand swap:
+    /// a row-major `D[m, n]` is a column-major `Dᵀ[n, m] = Bᵀ·Aᵀ`, so the large N becomes the
+    /// kernel's M and the small M its N, where the narrow tiles (N = 16, 32, 64) fit.
+    pub output: Layout,
+}
+
+impl Sm90MenuTile {
+    /// The same entry with another kernel schedule (same epilogue).
+    const fn with_schedule(mut self, schedule: KernelSchedule) -> Sm90MenuTile {
+        self.tile.schedule = schedule;
+        self
+    }
+}
+
+const COOP_OVERLAP: KernelSchedule = KernelSchedule::TmaWarpSpecializedCooperativeFp8Overlap;
+const PINGPONG_OVERLAP: KernelSchedule = KernelSchedule::TmaWarpSpecializedPingpongFp8Overlap;
+
+const fn menu(
+    tile: [u32; 3],
+    cluster: [u32; 3],
+    scheduler: TileScheduler,
+    output: Layout,
+) -> Sm90MenuTile {
+    Sm90MenuTile {
+        tile: sm90_tile(tile, cluster, COOP, COOP_EPI),
+        scheduler,
+        output,
+    }
+}
+
+/// A pingpong entry of the menu (persistent scheduler, row-major D).
+const fn menu_pingpong(tile: [u32; 3], cluster: [u32; 3]) -> Sm90MenuTile {
+    Sm90MenuTile {
+        tile: sm90_tile(tile, cluster, PINGPONG, PINGPONG_EPI),
+        scheduler: TileScheduler::Persistent,
+        output: Layout::RowMajor,
+    }
+}
+
+/// A pingpong entry with column-major D (persistent scheduler): decode-size M through the operand
+/// swap, the tokens on the kernel's narrow N side.
+const fn menu_pingpong_swapped(tile: [u32; 3], cluster: [u32; 3]) -> Sm90MenuTile {
+    Sm90MenuTile {
+        output: Layout::ColumnMajor,
+        ..menu_pingpong(tile, cluster)
+    }
+}
+
+/// The SM90 menu for 16-bit TN GEMMs beyond [`SM90_TILES_16BIT`]: stream-K at 128x128 and 128x256
+/// (wave quantization on mid-size problems), stream-K kernels with column-major outputs and
+/// narrow N tiles for decode-size M (16-64) through the operand swap, and 64x64x64 pingpong
+/// kernels (clusters 2x1x1 and 1x2x1, the tile cuBLAS chose at M = 128 on an H100) for M = 16-128. All emitted by CUTLASS's
+/// generator (`tests/names_match_cutlass_library.rs`).
+pub const SM90_MENU_16BIT: &[Sm90MenuTile] = &[
+    menu([128, 128, 64], [1, 2, 1], STREAM_K, Layout::RowMajor),
+    menu([128, 256, 64], [2, 1, 1], STREAM_K, Layout::RowMajor),
+    menu([128, 16, 128], [1, 1, 1], STREAM_K, Layout::ColumnMajor),
+    menu([128, 32, 128], [1, 1, 1], STREAM_K, Layout::ColumnMajor),
+    menu([128, 64, 128], [1, 1, 1], STREAM_K, Layout::ColumnMajor),
+    menu_pingpong([64, 64, 64], [2, 1, 1]),
+    menu_pingpong([64, 64, 64], [1, 2, 1]),
+    // Tiles cuBLAS runs on an H100 (`tools/cublas_kernels.py`; docs/performance.md, 2026-11-24):
+    // its 128x256 tile with a 1x2x1 cluster (M = 4096), a 176-wide tile that divides N = 2112
+    // into 12 (DeepSeek-V3's dsv3-a at M = 4096: 0.88x -> 0.97x cuBLAS), and a 96-wide pingpong
+    // tile that gives 128 tiles at 128 x 6144, one wave (0.90x -> 0.92x). N = 176 and 96 are
+    // wgmma shapes of CUTLASS's generator's instantiation level 3. Measured and left out: a
+    // 64x32x64 pingpong tile for decode-size M (twice the CTAs of 64x64, slower at every M = 16
+    // shape: 0.85x against 0.88x at 16 x 4096 x 4096).
+    menu([128, 256, 64], [1, 2, 1], PERSISTENT, Layout::RowMajor),
+    menu([128, 176, 64], [1, 2, 1], PERSISTENT, Layout::RowMajor),
+    menu_pingpong([64, 96, 64], [1, 2, 1]),
+    // The 96-wide tile with the cluster cuBLAS gives it at 128 x 6144 x 4096 (its 96x64 tile,
+    // 1x2 in its column-major view): the CTA pair shares the streamed B panel (0.89x -> 0.98x
+    // cuBLAS there; faster than 1x2x1 at every M = 128 shape of the suite, which replaced it in
+    // the default set).
+    menu_pingpong([64, 96, 64], [2, 1, 1]),
+    // Decode-size M through the operand swap (the tokens on the kernel's N side), the tiles
+    // cuBLAS runs at M = 16 (`tools/cublas_kernels.py`): 64x8 with a 1x2x1 cluster, whose two
+    // CTAs share the weights' panel (16 x 4096 x 4096: 0.88x -> 1.04x cuBLAS; 16 x 4096 x 14336
+    // 0.92x -> 1.04x), and 64x16 with 2x1x1 (as fast as 64x8 at 16 x 6144 x 4096; by name or
+    // autotuning). At M = 128 both are 3x slower than 64x64 (docs/performance.md, 2026-11-24).
+    menu_pingpong_swapped([64, 8, 64], [1, 2, 1]),
+    menu_pingpong_swapped([64, 16, 64], [2, 1, 1]),
+];
+
+/// The SM90 menu for e4m3 x e4m3 TN GEMMs (bf16 and f16 outputs) beyond [`SM90_TILES_FP8`]:
+/// stream-K at 128x128x128, the 128x128x128 tile with a 2x1x1 cluster, and the swapped narrow-N
+/// stream-K kernels for decode-size M. All with the f32-promoting (not fast-accumulation)
+/// mainloop. Measured and left out (H100, `docs/performance.md`): f32-promoting 128x256x128
+/// (clusters 1x2x1, 2x1x1) and 256x128x128 cooperative kernels, which CUTLASS's generator emits
+/// but which spill (248-byte stack frames) and ran at 0.10-0.53x cuBLASLt on every shape (this
+/// crate's sliced 128x256 kernel of [`SM90_MENU_FP8_OVERLAP`] promotes in registers that fit).
+pub const SM90_MENU_FP8: &[Sm90MenuTile] = &[
+    menu([128, 128, 128], [1, 2, 1], STREAM_K, Layout::RowMajor),
+    menu([128, 128, 128], [2, 1, 1], PERSISTENT, Layout::RowMajor),
+    menu([128, 16, 128], [1, 1, 1], STREAM_K, Layout::ColumnMajor),
+    menu([128, 32, 128], [1, 1, 1], STREAM_K, Layout::ColumnMajor),
+    menu([128, 64, 128], [1, 1, 1], STREAM_K, Layout::ColumnMajor),
+];
+
+/// The SM90 menu for tf32 TN GEMMs (f32 output) beyond [`SM90_TILES_TF32`]: stream-K at
+/// 128x128x32 and swapped narrow-N stream-K kernels for decode-size M. All emitted by CUTLASS's
+/// generator.
+pub const SM90_MENU_TF32: &[Sm90MenuTile] = &[
+    menu([128, 128, 32], [1, 2, 1], STREAM_K, Layout::RowMajor),
+    menu([128, 32, 32], [1, 1, 1], STREAM_K, Layout::ColumnMajor),
+    menu([128, 64, 32], [1, 1, 1], STREAM_K, Layout::ColumnMajor),
+];
+
+/// The SM90 menu for s8 x s8 -> s32 TN GEMMs beyond [`SM90_TILES_INT8`]: stream-K at
+/// 128x128x128 and swapped narrow-N stream-K kernels for decode-size M. All emitted by CUTLASS's
+/// generator.
+pub const SM90_MENU_INT8: &[Sm90MenuTile] = &[
+    menu([128, 128, 128], [1, 2, 1], STREAM_K, Layout::RowMajor),
+    menu([128, 16, 128], [1, 1, 1], STREAM_K, Layout::ColumnMajor),
+    menu([128, 64, 128], [1, 1, 1], STREAM_K, Layout::ColumnMajor),
+];
+
+/// This crate's own FP8 kernels for e4m3 x e4m3 TN (bf16 and f16 outputs): the f32-promoting
+/// cooperative kernels of the tile table and of [`SM90_MENU_FP8`] with the promotion overlapped
+/// with the tensor cores ([`KernelSchedule::TmaWarpSpecializedCooperativeFp8Overlap`]; same
+/// results, bit for bit), and pingpong kernels with 64x128 and 64x64 tiles for decode-size M
+/// ([`KernelSchedule::TmaWarpSpecializedPingpongFp8Overlap`]). Not in `cutlass_library`: their
+/// names add `_fp8_overlap` to its cooperative and pingpong suffixes.
+pub const SM90_MENU_FP8_OVERLAP: &[Sm90MenuTile] = &[
+    menu([128, 128, 128], [1, 2, 1], PERSISTENT, Layout::RowMajor).with_schedule(COOP_OVERLAP),
+    menu([128, 128, 128], [1, 2, 1], STREAM_K, Layout::RowMajor).with_schedule(COOP_OVERLAP),
+    menu([128, 128, 128], [2, 1, 1], PERSISTENT, Layout::RowMajor).with_schedule(COOP_OVERLAP),
+    menu([128, 16, 128], [1, 1, 1], STREAM_K, Layout::ColumnMajor).with_schedule(COOP_OVERLAP),
+    menu([128, 32, 128], [1, 1, 1], STREAM_K, Layout::ColumnMajor).with_schedule(COOP_OVERLAP),
+    menu([128, 64, 128], [1, 1, 1], STREAM_K, Layout::ColumnMajor).with_schedule(COOP_OVERLAP),
+    menu_pingpong([64, 128, 128], [1, 2, 1]).with_schedule(PINGPONG_OVERLAP),
+    menu_pingpong([64, 64, 128], [1, 2, 1]).with_schedule(PINGPONG_OVERLAP),
+    menu_pingpong([64, 64, 128], [2, 1, 1]).with_schedule(PINGPONG_OVERLAP),
+    // cuBLASLt's f32-promoting tiles on an H100 beyond 128x128 (`tools/cublas_kernels.py`): a
+    // 144-wide cooperative tile (3 x 72 accumulator registers per thread; ptxas: no spills), the
+    // fastest at 8192³, 4096 x 2112 x 7168 and 4096 x 57344 x 8192, and a 96-wide pingpong tile
+    // for M = 128 (128 x 6144 x 4096: 0.89x -> 0.91x cuBLASLt). Measured and left out: 64x32x128
+    // pingpong (slower than 64x64 at every M = 16 shape).
+    menu([128, 144, 128], [1, 2, 1], PERSISTENT, Layout::RowMajor).with_schedule(COOP_OVERLAP),
+    menu_pingpong([64, 96, 128], [1, 2, 1]).with_schedule(PINGPONG_OVERLAP),
+    // With the CTA pair sharing the streamed B (128 x 6144 x 4096: 0.87x -> 0.98x cuBLASLt).
+    menu_pingpong([64, 96, 128], [2, 1, 1]).with_schedule(PINGPONG_OVERLAP),
+    // The swapped decode tiles of the 16-bit menu (16 x 4096 x 4096: 0.79x -> 0.93x cuBLASLt;
+    // 16 x 4096 x 14336: 0.88x -> 1.05x; 64x16 2x1x1 the fastest at 16 x 6144 x 4096, 0.93x).
+    menu_pingpong_swapped([64, 8, 128], [1, 2, 1]).with_schedule(PINGPONG_OVERLAP),
+    menu_pingpong_swapped([64, 16, 128], [2, 1, 1]).with_schedule(PINGPONG_OVERLAP),
+    // Wider cooperative tiles through the sliced mainloop (cutlass_rs_sm90_fp8_sliced.hpp: the
+    // f32 accumulator plus one N slice's k-tile accumulator): 128x256, the fast-accumulation
+    // kernels' tile, whose f32-promoting CUTLASS kernel spills (M = 4096 on an H100: 0.95-1.01x
+    // cuBLASLt where N is a multiple of 256), and 128x192 (4096 x 2112 x 7168: 0.94x, 128x144 0.92x). Measured and left out:
+    // 128x160 (0.85-0.92x) and 128x256 with a 2x1x1 cluster (at or below 1x2x1 on 10 of 11
+    // shapes).
+    menu([128, 192, 128], [1, 2, 1], PERSISTENT, Layout::RowMajor).with_schedule(COOP_OVERLAP),
+    menu([128, 256, 128], [1, 2, 1], PERSISTENT, Layout::RowMajor).with_schedule(COOP_OVERLAP),
+];
+
+const STREAM_K: TileScheduler = TileScheduler::StreamK;
+const PERSISTENT: TileScheduler = TileScheduler::Persistent;
+
+/// The blockwise scale blocks of the SM90 FP8 blockwise entries: 1x128 for A (activations, one
+/// scale per row and 128 elements of K) and 128x128 for B (weights), as in
+/// `shared/seeds/triton-2d-block-fp8-gemm.md` and DeepSeek-V3.
+pub const SM90_BLOCKWISE: Blockwise = Blockwise {
+    m: 1,
+    n: 128,
+    k: 128,
+};
+
+const COOP: KernelSchedule = KernelSchedule::TmaWarpSpecializedCooperative;
+const PINGPONG: KernelSchedule = KernelSchedule::TmaWarpSpecializedPingpong;
+const WS: KernelSchedule = KernelSchedule::TmaWarpSpecialized;
+const COOP_EPI: EpilogueSchedule = EpilogueSchedule::TmaWarpSpecializedCooperative;
+const PINGPONG_EPI: EpilogueSchedule = EpilogueSchedule::TmaWarpSpecialized;
+const NOSMEM: EpilogueSchedule = EpilogueSchedule::NoSmemWarpSpecialized;
+
+/// The FP8 type pairs of the SM90 catalog, mixed ones included.
+pub const SM90_FP8_PAIRS: [(DataType, DataType); 4] = [
+    (DataType::E4M3, DataType::E4M3),
+    (DataType::E4M3, DataType::E5M2),
+    (DataType::E5M2, DataType::E4M3),
+    (DataType::E5M2, DataType::E5M2),
+];
+
+/// The outputs (C = D) of the SM90 FP8 entries.
+pub const SM90_FP8_OUTPUTS: [DataType; 3] = [DataType::Bf16, DataType::F16, DataType::F32];
+
+/// The four A/B layouts, in the seed's order: TN, NT, NN, TT.
+pub const AB_LAYOUTS: [(Layout, Layout); 4] = [
+    (Layout::RowMajor, Layout::ColumnMajor),
+    (Layout::ColumnMajor, Layout::RowMajor),
+    (Layout::ColumnMajor, Layout::ColumnMajor),
+    (Layout::RowMajor, Layout::RowMajor),
+];
+
+/// Input types of the SM90 16-bit rows.
+pub const SM90_16BIT_INPUTS: [DataType; 2] = [DataType::F16, DataType::Bf16];
+
+/// The layout of C and D in the catalog's kernels (the SM90 menu adds column-major outputs,
+/// [`Sm90MenuTile::output`]). Column-major outputs of the user's are served by the safe crate
+/// through the transpose identity `D^T = B^T A^T`, so one output layout covers both.
+pub const OUTPUT_LAYOUT: Layout = Layout::RowMajor;
+
+/// One SM90 entry. `output` is the type of C and D; `accumulator` the MMA's.
+fn sm90_spec(
+    (a, b): (DataType, DataType),
+    output: DataType,
+    accumulator: DataType,
+    ab: (Layout, Layout),
+    t: &Sm90Tile,
+    blockwise: Option<Blockwise>,
+) -> KernelSpec {
+    KernelSpec {
+        arch: Arch::Sm90a,
+        op_class: OpClass::TensorOp,
+        block_scale: None,
+        blockwise,
+        output_scale: None,
+        origin: None,
+        a: Operand::tma(a, ab.0),
+        b: Operand::tma(b, ab.1),
+        c: Operand::tma(output, OUTPUT_LAYOUT),
+        d: Operand::tma(output, OUTPUT_LAYOUT),
+        accumulator,
+        compute: DataType::F32,
+        tile: t.tile,
+        cluster: t.cluster,
+        stages: 0,
+        kernel_schedule: t.schedule,
+        epilogue_schedule: t.epilogue,
+        tile_scheduler: TileScheduler::Persistent,
+    }
+}
+
+/// One TN entry of the SM90 menu (an s32 accumulator for integer inputs, f32 otherwise).
+fn sm90_menu_spec(pair: (DataType, DataType), output: DataType, m: &Sm90MenuTile) -> KernelSpec {
+    let accumulator = match pair.0 {
+        DataType::I8 | DataType::U8 => DataType::I32,
+        _ => DataType::F32,
+    };
+    let mut s = sm90_spec(pair, output, accumulator, AB_LAYOUTS[0], &m.tile, None);
+    s.tile_scheduler = m.scheduler;
+    s.c.layout = m.output;
+    s.d.layout = m.output;
+    s
+}
+
+/// The C and D type of the SM100/SM120 entries of a type row (the documented default set):
+/// legacy types keep their own type (f32 for tf32, s32 for the integer rows); narrow-precision and
+/// block-scaled rows write f16.
+pub fn default_output(row: &TypeRow, a: DataType) -> DataType {
+    match row.a {
+        TypeFamily::Tf32 => DataType::F32,
+        TypeFamily::F16 | TypeFamily::Bf16 => a,
+        TypeFamily::I8 | TypeFamily::U8 => DataType::I32,
+        _ => DataType::F16,
+    }
+}
+
+/// The accumulator of a type row.
+fn accumulator(row: &TypeRow) -> DataType {
+    match row.a {
+        TypeFamily::I8 | TypeFamily::U8 => DataType::I32,
+        _ => DataType::F32,
+    }
+}
+
+/// The epilogue-compute type of a type row.
+fn compute(row: &TypeRow) -> DataType {
+    match row.a {
+        TypeFamily::I8 | TypeFamily::U8 => DataType::F32,
+        _ => DataType::F32,
+    }
+}
+
+/// Every SM100 and SM120 entry the seed allows: for each tile table, each of its tile rows, each
+/// type row it serves with the same density (dense tile rows take dense type rows, sparse tile
+/// rows sparse ones), each concrete type pair, each layout both allow and each dispatch policy.
+/// Cluster 1x1x1 for 1SM MMAs and SM120, 2x1x1 for 2SM MMAs. Dense entries come first, then the
+/// sparse ones (compiled by the census; running them is not wired yet).
+pub fn sm1xx() -> Vec<KernelSpec> {
+    let mut out = sm1xx_with(false);
+    out.extend(sm1xx_with(true));
+    out
+}
+
+fn sm1xx_with(sparse: bool) -> Vec<KernelSpec> {
+    let mut out = Vec::new();
+    for table in TILE_TABLES {
+        for tile_row in table.rows.iter().filter(|r| r.sparse == sparse) {
+            for &(tt, tr) in table.type_rows {
+                let row = type_row(tt, tr).expect("tile tables name existing type rows");
+                if row.sparse != sparse {
+                    continue;
+                }
+                for (ta, tb) in row.type_pairs() {
+                    for &(la, lb) in row.layouts() {
+                        if !tile_row.allows(la, lb) {
+                            continue;
+                        }
+                        for policy in tile_row.policies {
+                            let Some(schedule) = KernelSchedule::from_policy(policy) else {
+                                panic!("table {}: unknown policy {policy}", table.table)
+                            };
+                            let out_ty = default_output(row, ta);
+                            let bits = ta.bits().max(tb.bits()).max(8);
+                            let k =
+                                tile_row
+                                    .k
+                                    .resolve(if row.table == 1 { ta.bits() } else { bits });
+                            let (epilogue, cluster) = match (table.arch, schedule.sms()) {
+                                (Arch::Sm120a, _) => (EpilogueSchedule::Auto, [1, 1, 1]),
+                                (_, 2) => (EpilogueSchedule::TmaWarpSpecialized2Sm, [2, 1, 1]),
+                                _ => (EpilogueSchedule::TmaWarpSpecialized1Sm, [1, 1, 1]),
+                            };
+                            let block_scale =
+                                row.a.block_scale().map(|(sf, vec)| BlockScale { sf, vec });
+                            out.push(KernelSpec {
+                                arch: table.arch,
+                                op_class: match (block_scale.is_some(), sparse) {
+                                    (false, false) => OpClass::TensorOp,
+                                    (true, false) => OpClass::BlockScaledTensorOp,
+                                    (false, true) => OpClass::SparseTensorOp,
+                                    (true, true) => OpClass::BlockScaledSparseTensorOp,
+                                },
+                                block_scale,
+                                blockwise: None,
+                                output_scale: None,
+                                origin: Some(Origin {
+                                    type_table: tt,
+                                    type_row: tr,
+                                    tile_table: table.table,
+                                }),
+                                a: Operand {
+                                    ty: ta,
+                                    layout: la,
+                                    align: row.align_a.for_layout(la),
+                                },
+                                b: Operand {
+                                    ty: tb,
+                                    layout: lb,
+                                    align: row.align_b,
+                                },
+                                c: Operand::tma(out_ty, OUTPUT_LAYOUT),
+                                d: Operand::tma(out_ty, OUTPUT_LAYOUT),
+                                accumulator: accumulator(row),
+                                compute: compute(row),
+                                tile: [tile_row.m, tile_row.n, k],
+                                cluster,
+                                stages: 0,
+                                kernel_schedule: schedule,
+                                epilogue_schedule: epilogue,
+                                tile_scheduler: TileScheduler::Persistent,
+                            });
+                        }
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Every entry of the catalog, in a stable order: SM90, then SM100 and SM120 from the seed's tables.
+pub fn all() -> Vec<KernelSpec> {
+    let mut out = sm90();
+    out.extend(sm1xx());
+    out.extend(sm100_block_scaled_outputs());
+    out
+}
+
+/// Entries whose D is itself block-scaled (`LinCombBlockScaleFactor`: FP4 elements plus their
+/// scale factors), built on rows of the tables with a non-default output and cluster:
+///
+/// 1. The seed's walkthrough (Blackwell narrow-precision GEMM section): `mx_float4_t` x
+///    `mx_float4_t`, NT (Table 3's `kind::mxf8f6f4` row), 256x256x128 MMA tile with
+///    `KernelTmaWarpSpecialized2SmMxf8f6f4Sm100`, cluster 4x4x1, C f16, D e2m1 with ue4m3 scale
+///    factors per 16 (`SFDVectorSize = 16`).
+/// 2. NVFP4 in, NVFP4 out: `nv_float4_t` x `nv_float4_t`, TN, 256x256x256 with
+///    `KernelTmaWarpSpecialized2SmNvf4Sm100`, cluster 2x1x1 (an LLM layer's GEMM that feeds the
+///    next NVFP4 layer).
+pub fn sm100_block_scaled_outputs() -> Vec<KernelSpec> {
+    let nv_out = Some(BlockScale {
+        sf: DataType::UE4M3,
+        vec: 16,
+    });
+    let base = sm1xx_with(false);
+    let pick = |f: &dyn Fn(&KernelSpec) -> bool| -> KernelSpec {
+        *base
+            .iter()
+            .find(|s| f(s))
+            .expect("the tables have the base row of a block-scaled-output entry")
+    };
+    let walkthrough = pick(&|s| {
+        s.arch == Arch::Sm100a
+            && s.kernel_schedule == KernelSchedule::Sm100Mxf8f6f4TwoSm
+            && (s.a.ty, s.b.ty) == (DataType::E2M1, DataType::E2M1)
+            && s.layout_name() == "NT"
+            && s.tile == [256, 256, 128]
+    });
+    let nvfp4 = pick(&|s| {
+        s.arch == Arch::Sm100a
+            && s.kernel_schedule == KernelSchedule::Sm100Nvf4TwoSm
+            && s.block_scale.map(|b| b.sf) == Some(DataType::UE4M3)
+            && s.tile == [256, 256, 256]
+    });
+    [(walkthrough, [4, 4, 1]), (nvfp4, [2, 1, 1])]
+        .into_iter()
+        .map(|(s, cluster)| KernelSpec {
+            cluster,
+            d: Operand::tma(DataType::E2M1, OUTPUT_LAYOUT),
+            output_scale: nv_out,
+            ..s
+        })
+        .collect()
+}
+
+/// The SM90 entries, in a stable order: f16/bf16 (all four layouts), tf32 (TN, NT, NN), s8/u8
+/// (TN), FP8 tensor-wise (TN, the four e4m3/e5m2 pairs), the 16-bit and e4m3 menus, FP8 blockwise
+/// (TN), the tf32 and s8 menus.
+///
+/// 8-bit operands are TN only: Hopper's wgmma reads 8-bit operands from shared memory K-major.
+pub fn sm90() -> Vec<KernelSpec> {
+    let mut out = Vec::new();
+    let tn = [AB_LAYOUTS[0]];
+    for input in SM90_16BIT_INPUTS {
+        for output in [input, DataType::F32] {
+            for ab in AB_LAYOUTS {
+                for t in SM90_TILES_16BIT {
+                    out.push(sm90_spec(
+                        (input, input),
+                        output,
+                        DataType::F32,
+                        ab,
+                        t,
+                        None,
+                    ));
+                }
+            }
+        }
+    }
+    for ab in &AB_LAYOUTS[..3] {
+        for t in SM90_TILES_TF32 {
+            let pair = (DataType::Tf32, DataType::Tf32);
+            out.push(sm90_spec(pair, DataType::F32, DataType::F32, *ab, t, None));
+        }
+    }
+    // s8 writes s32 or s8; u8 writes s32 (CUTLASS's generator pairs an 8-bit output with an s8 C).
+    for (input, outputs) in [
+        (DataType::I8, &[DataType::I32, DataType::I8][..]),
+        (DataType::U8, &[DataType::I32][..]),
+    ] {
+        for &output in outputs {
+            for ab in tn {
+                for t in SM90_TILES_INT8 {
+                    let pair = (input, input);
+                    out.push(sm90_spec(pair, output, DataType::I32, ab, t, None));
+                }
+            }
+        }
+    }
+    for pair in SM90_FP8_PAIRS {
+        for output in SM90_FP8_OUTPUTS {
+            for t in SM90_TILES_FP8 {
+                // An f32 D through shared memory does not fit beside a 128x256x128 FP8 mainloop
+                // (CUTLASS's generator prunes it too).
+                if output == DataType::F32 && t.tile[1] == 256 {
+                    continue;
+                }
+                out.push(sm90_spec(pair, output, DataType::F32, tn[0], t, None));
+            }
+        }
+    }
+    // The performance menu (TN).
+    for input in SM90_16BIT_INPUTS {
+        for m in SM90_MENU_16BIT {
+            out.push(sm90_menu_spec((input, input), input, m));
+        }
+    }
+    for output in [DataType::Bf16, DataType::F16] {
+        for m in SM90_MENU_FP8.iter().chain(SM90_MENU_FP8_OVERLAP) {
+            out.push(sm90_menu_spec((DataType::E4M3, DataType::E4M3), output, m));
+        }
+    }
+    for pair in SM90_FP8_PAIRS {
+        for output in SM90_FP8_OUTPUTS {
+            for t in SM90_TILES_FP8_BLOCKWISE {
+                let bw = Some(SM90_BLOCKWISE);
+                out.push(sm90_spec(pair, output, DataType::F32, tn[0], t, bw));
+            }
+        }
+    }
+    for output in [DataType::Bf16, DataType::F16] {
+        for t in SM90_TILES_FP8_BLOCKWISE_OVERLAP {
+            let pair = (DataType::E4M3, DataType::E4M3);
+            let bw = Some(SM90_BLOCKWISE);
+            out.push(sm90_spec(pair, output, DataType::F32, tn[0], t, bw));
+        }
+    }
+    for m in SM90_MENU_TF32 {
+        let pair = (DataType::Tf32, DataType::Tf32);
+        out.push(sm90_menu_spec(pair, DataType::F32, m));
+    }
+    for m in SM90_MENU_INT8 {
+        out.push(sm90_menu_spec(
+            (DataType::I8, DataType::I8),
+            DataType::I32,
+            m,
+        ));
+    }
+    out
+}
+
+/// The kernels built when the user selects none: the 128x256x64 cooperative kernel for f16 and bf16
+/// in all four layouts with an output of the input type, plus f32 output in the TN layout; the
+/// e4m3 x e4m3 -> bf16 FP8 kernels, tensor-wise and blockwise (CUTLASS's and the overlapped
+/// twins, and four more overlapped tiles); and ten small- and odd-shape TN kernels per 16-bit
+/// type (38 kernels). Small enough that a cold build stays within about fifteen minutes on two
+/// cores.
+pub fn is_default(spec: &KernelSpec) -> bool {
+    is_default_16bit(spec) || is_default_fp8(spec) || is_default_menu(spec)
+}
+
+/// The small-problem kernels of the default set: for f16 and bf16 TN (output of the input type),
+/// the 64x128x64 pingpong kernel, the 64x96x64 pingpong kernel with a 2x1x1 cluster, the 64x64x64
+/// pingpong kernels (clusters 2x1x1 and 1x2x1), stream-K at 128x256x64, the swapped stream-K
+/// kernels with 16- and 64-wide N tiles and the swapped 64x8x64 pingpong kernel (cluster 1x2x1),
+/// which the H200 and H100 measurements of `docs/performance.md` found fastest for decode
+/// (M = 16) and M = 128 problems, the 128x128x64 cooperative kernel (M = 128 with a large N), and
+/// the 128x176x64 cooperative kernel (N = 2112 and other multiples of 176 at large M).
+fn is_default_menu(spec: &KernelSpec) -> bool {
+    let tn_16bit = spec.arch == Arch::Sm90a
+        && SM90_16BIT_INPUTS.contains(&spec.a.ty)
+        && spec.d.ty == spec.a.ty
+        && (spec.a.layout, spec.b.layout) == AB_LAYOUTS[0];
+    let stream_k = spec.tile_scheduler == TileScheduler::StreamK;
+    tn_16bit
+        && match (spec.tile, spec.d.layout) {
+            ([64, 128, 64], Layout::RowMajor) | ([64, 64, 64], Layout::RowMajor) => {
+                spec.kernel_schedule == PINGPONG && spec.epilogue_schedule == PINGPONG_EPI
+            }
+            ([64, 96, 64], Layout::RowMajor) => {
+                spec.kernel_schedule == PINGPONG && spec.cluster == [2, 1, 1]
+            }
+            ([128, 256, 64], Layout::RowMajor) => stream_k,
+            ([128, 176, 64], Layout::RowMajor) => spec.kernel_schedule == COOP,
+            ([128, 128, 64], Layout::RowMajor) => {
+                spec.kernel_schedule == COOP && spec.tile_scheduler == TileScheduler::Persistent
+            }
+            ([128, 16, 128], Layout::ColumnMajor) | ([128, 64, 128], Layout::ColumnMajor) => {
+                stream_k
+            }
+            ([64, 8, 64], Layout::ColumnMajor) => spec.kernel_schedule == PINGPONG,
+            _ => false,
+        }
+}
+
+/// The FP8 kernels of the default set: e4m3 x e4m3 to bf16 at 128x128x128 (cluster 1x2x1,
+/// cooperative), tensor-wise (scales folded into alpha) and blockwise (1x128 x 128x128 scales),
+/// each as CUTLASS's kernel and as this crate's overlapped-promotion twin (which the automatic
+/// choice takes: same results, faster; the CUTLASS kernel stays for comparison and pinning); and
+/// the overlapped tensor-wise kernels 128x256x128 (sliced) and 128x144x128 cooperative (large
+/// problems), 64x96x128 and
+/// 64x64x128 pingpong with 2x1x1 clusters (M = 128), and the swapped 64x8x128 pingpong (M = 16).
+fn is_default_fp8(spec: &KernelSpec) -> bool {
+    let e4m3_bf16 = spec.arch == Arch::Sm90a
+        && spec.tile_scheduler == TileScheduler::Persistent
+        && (spec.a.ty, spec.b.ty, spec.d.ty) == (DataType::E4M3, DataType::E4M3, DataType::Bf16);
+    let pingpong = spec.kernel_schedule == KernelSchedule::TmaWarpSpecializedPingpongFp8Overlap;
+    e4m3_bf16
+        && match (spec.tile, spec.cluster, spec.d.layout) {
+            ([128, 128, 128], [1, 2, 1], Layout::RowMajor) => matches!(
+                spec.kernel_schedule,
+                KernelSchedule::TmaWarpSpecializedCooperative
+                    | KernelSchedule::TmaWarpSpecializedCooperativeFp8Blockwise
+                    | KernelSchedule::TmaWarpSpecializedCooperativeFp8Overlap
+                    | KernelSchedule::TmaWarpSpecializedCooperativeFp8BlockwiseOverlap
+            ),
+            ([128, 144, 128] | [128, 256, 128], [1, 2, 1], Layout::RowMajor) => {
+                spec.kernel_schedule == KernelSchedule::TmaWarpSpecializedCooperativeFp8Overlap
+            }
+            ([64, 96, 128], [2, 1, 1], Layout::RowMajor)
+            | ([64, 64, 128], [2, 1, 1], Layout::RowMajor)
+            | ([64, 8, 128], [1, 2, 1], Layout::ColumnMajor) => pingpong,
+            _ => false,
+        }
+}
+
+fn is_default_16bit(spec: &KernelSpec) -> bool {
+    spec.arch == Arch::Sm90a
+        && spec.tile_scheduler == TileScheduler::Persistent
+        && SM90_16BIT_INPUTS.contains(&spec.a.ty)
+        && spec.kernel_schedule == SM90_TILES_16BIT[0].schedule
+        && spec.tile == SM90_TILES_16BIT[0].tile
+        && spec.cluster == SM90_TILES_16BIT[0].cluster
+        && (spec.d.ty == spec.a.ty
+            || (spec.d.ty == DataType::F32
+                && (spec.a.layout, spec.b.layout) == (Layout::RowMajor, Layout::ColumnMajor)))
+}
+
+/// A kernel-name filter, like CUTLASS's `CUTLASS_LIBRARY_KERNELS`: comma-separated patterns; a name
+/// is selected when any pattern matches it. A pattern with `*` or `?` is a glob over the whole name;
+/// a pattern without them matches any name that contains it; a preset's name (`default`,
+/// `gpu-tests`: [`Preset`]) selects its entries.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NameFilter {
+    patterns: Vec<String>,
+}
+
+impl NameFilter {
+    /// Parses a comma-separated list of patterns. Empty patterns are dropped.
+    pub fn parse(s: &str) -> NameFilter {
+        NameFilter {
+            patterns: s
+                .split(',')
+                .map(str::trim)
+                .filter(|p| !p.is_empty())
+                .map(str::to_owned)
+                .collect(),
+        }
+    }
+
+    /// Whether the filter has no patterns.
+    pub fn is_empty(&self) -> bool {
+        self.patterns.is_empty()
+    }
+
+    /// The presets among the patterns (`default`, `gpu-tests`: [`Preset`]).
+    pub fn presets(&self) -> Vec<Preset> {
+        self.patterns
+            .iter()
+            .filter_map(|p| Preset::parse(p))
+            .collect()
+    }
+
+    /// Whether `name` is selected by a pattern other than a preset.
+    pub fn matches(&self, name: &str) -> bool {
+        self.patterns
+            .iter()
+            .filter(|p| Preset::parse(p).is_none())
+            .any(|p| {
+                if p.contains('*') || p.contains('?') {
+                    glob_match(p.as_bytes(), name.as_bytes())
+                } else {
+                    name.contains(p.as_str())
+                }
+            })
+    }
+
+    /// Whether the filter selects this entry: a preset holds it or a pattern matches its name.
+    pub fn selects(&self, spec: &KernelSpec) -> bool {
+        self.presets().iter().any(|p| p.contains(spec)) || self.matches(&spec.name())
+    }
+}
+
+/// Glob matching with `*` (any run, possibly empty) and `?` (one character) over the whole text.
+pub fn glob_match(pattern: &[u8], text: &[u8]) -> bool {
+    let (mut p, mut t) = (0, 0);
+    let (mut star, mut mark) = (None, 0);
+    while t < text.len() {
+        if p < pattern.len() && (pattern[p] == b'?' || pattern[p] == text[t]) {
+            p += 1;
+            t += 1;
+        } else if p < pattern.len() && pattern[p] == b'*' {
+            star = Some(p);
+            mark = t;
+            p += 1;
+        } else if let Some(s) = star {
+            p = s + 1;
+            mark += 1;
+            t = mark;
+        } else {
+            return false;
+        }
+    }
+    while p < pattern.len() && pattern[p] == b'*' {
+        p += 1;
+    }
+    p == pattern.len()
+}
+
+/// Selects catalog entries: those for one of `archs` that `filter` selects, or, with an empty
+/// filter, the default set for those architectures. Presets add their entries to what the other
+/// patterns select (`default,*e5m2*`).
+pub fn select(archs: &[Arch], filter: &NameFilter) -> Vec<KernelSpec> {
+    all()
+        .into_iter()
+        .filter(|s| archs.contains(&s.arch))
+        .filter(|s| {
+            if filter.is_empty() {
+                is_default(s)
+            } else {
+                filter.selects(s)
+            }
+        })
+        .collect()
+}
+
+/// Looks a kernel up by its exact name.
+pub fn find(name: &str) -> Option<KernelSpec> {
+    all().into_iter().find(|s| s.name() == name)
+}
+
+/// The MMA instruction an entry's PTX must contain: `wgmma.mma_async...{acc}.{a}.{b}` (SM90, a
+/// glob with `*`),
+/// `tcgen05.mma[.sp].cta_group::{1,2}.kind::{kind}` (SM100) or `mma.sync...kind::{kind}` (SM120), with
+/// the kind from the type row (Tables 1–3) and, for the mxf4/nvf4 rows, the dispatch policy.
+pub fn expected_mma(spec: &KernelSpec) -> String {
+    let kind = match spec.kernel_schedule {
+        KernelSchedule::Sm100Mxf8f6f4OneSm
+        | KernelSchedule::Sm100Mxf8f6f4TwoSm
+        | KernelSchedule::Sm120Mxf8f6f4Cooperative
+        | KernelSchedule::Sm120Mxf8f6f4Pingpong => "mxf8f6f4".to_string(),
+        KernelSchedule::Sm100Mxf4OneSm | KernelSchedule::Sm100Mxf4TwoSm => "mxf4".to_string(),
+        KernelSchedule::Sm100Nvf4OneSm | KernelSchedule::Sm100Nvf4TwoSm => "mxf4nvf4".to_string(),
+        KernelSchedule::Sm100SparseMxf8f6f4OneSm | KernelSchedule::Sm100SparseMxf8f6f4TwoSm => {
+            "mxf8f6f4".to_string()
+        }
+        KernelSchedule::Sm100SparseNvf4OneSm | KernelSchedule::Sm100SparseNvf4TwoSm => {
+            "mxf4nvf4".to_string()
+        }
+        _ => match spec.origin.and_then(|o| type_row(o.type_table, o.type_row)) {
+            Some(row) => row.kind.ptx().to_string(),
+            None => String::new(),
+        },
+    };
+    match spec.arch {
+        // `wgmma.mma_async.sync.aligned.m64n{N}k{K}.{acc}.{a}.{b}` (a glob: N and K vary).
+        Arch::Sm90a => format!(
+            "wgmma.mma_async.sync.aligned.m64n*k*.{}.{}.{}*",
+            spec.accumulator.short_name(),
+            spec.a.ty.short_name(),
+            spec.b.ty.short_name()
+        ),
+        Arch::Sm100a => format!(
+            "tcgen05.mma{}.cta_group::{}.kind::{kind}",
+            if spec.op_class.is_sparse() { ".sp" } else { "" },
+            spec.kernel_schedule.sms()
+        ),
+        _ => format!("mma.sync.aligned.kind::{kind}"),
+    }
+}

@@ -1,0 +1,277 @@
+//! Code generation: C++ held as templates with named `${placeholders}`, rendered from specs.
+//!
+//! Every generated file starts with "generated, do not edit". One kernel instantiation per `.cu`.
+
+use crate::spec::KernelSpec;
+use crate::types::Arch;
+
+/// The C ABI header template (one header: shared types, the registry, per-kernel declarations).
+pub const HEADER_TEMPLATE: &str = include_str!("../templates/cutlass_rs.h.in");
+/// Declarations of one kernel's entry points.
+pub const KERNEL_DECL_TEMPLATE: &str = include_str!("../templates/kernel_decl.h.in");
+/// The registry source.
+pub const REGISTRY_TEMPLATE: &str = include_str!("../templates/registry.cc.in");
+/// One registry entry.
+pub const REGISTRY_ENTRY_TEMPLATE: &str = include_str!("../templates/registry_entry.cc.in");
+/// Stubs for the quantization entry points, for builds without CUDA kernels.
+pub const QUANTIZE_STUBS_TEMPLATE: &str = include_str!("../templates/quantize_stubs.cc.in");
+/// One SM100 or SM120 GEMM instantiation (dense and block-scaled).
+pub const SM1XX_GEMM_TEMPLATE: &str = include_str!("../templates/gemm_sm1xx.cu.in");
+/// One SM90 GEMM instantiation.
+pub const SM90_GEMM_TEMPLATE: &str = include_str!("../templates/gemm_sm90.cu.in");
+/// One SM90 FP8 GEMM with blockwise f32 scales of A and B.
+pub const SM90_BLOCKWISE_GEMM_TEMPLATE: &str =
+    include_str!("../templates/gemm_sm90_blockwise.cu.in");
+
+// The hand-written C++ and CUDA sources live in `cutlass-gemm-sys/csrc/`, beside the build script
+// that compiles them; the generated sources include them by these names.
+
+/// The ABI header the kernels and the rendered C header include (types, status and type codes).
+pub const ABI_HEADER_NAME: &str = "cutlass_rs_abi.h";
+/// C++ helpers shared by all generated kernels.
+pub const SHIM_HEADER_NAME: &str = "cutlass_rs_shim.hpp";
+/// The hand-written quantization kernels.
+pub const QUANTIZE_SOURCE_NAME: &str = "cutlass_rs_quantize.cu";
+/// The FP6/FP4 encoders the quantization kernels include (also built for the host by a test).
+pub const ENCODE_HEADER_NAME: &str = "narrow_encode.cuh";
+/// This crate's SM90 FP8 mainloop (overlapped promotion), included by the kernels of
+/// [`crate::KernelSchedule::TmaWarpSpecializedCooperativeFp8Overlap`] only.
+pub const SM90_FP8_HEADER_NAME: &str = "cutlass_rs_sm90_fp8.hpp";
+/// The blockwise variant of the overlapped mainloop, included by the kernels of
+/// [`crate::KernelSchedule::TmaWarpSpecializedCooperativeFp8BlockwiseOverlap`] only.
+pub const SM90_FP8_BLOCKWISE_HEADER_NAME: &str = "cutlass_rs_sm90_fp8_blockwise.hpp";
+/// The SM90 FP8 mainloop for the wide cooperative tiles (N slices, the promotion hidden across the
+/// warp groups), included by the kernels that [`KernelSpec::mainloop_wrapper`] gives it.
+pub const SM90_FP8_SLICED_HEADER_NAME: &str = "cutlass_rs_sm90_fp8_sliced.hpp";
+/// The name of the rendered C ABI header.
+pub const HEADER_NAME: &str = "cutlass_rs.h";
+
+/// The hand-written headers a kernel's source includes besides the shim and the ABI header, by
+/// file name (their texts are part of its object's cache key).
+pub fn extra_headers(spec: &KernelSpec) -> Vec<&'static str> {
+    match spec.mainloop_wrapper() {
+        // The blockwise and sliced headers include the tensor-wise one (the operand partitioning
+        // all three share; the blockwise one also its k-tile loop).
+        Some((_, name)) if name != SM90_FP8_HEADER_NAME => vec![name, SM90_FP8_HEADER_NAME],
+        Some((_, name)) => vec![name],
+        None => Vec::new(),
+    }
+}
+
+/// Substitutes every `${key}` in `template`. Fails on a placeholder without a value and on a value
+/// whose placeholder does not occur, so templates and generators cannot drift apart silently.
+pub fn render(template: &str, values: &[(&str, String)]) -> Result<String, String> {
+    let mut out = String::with_capacity(template.len() + 256);
+    let mut used = vec![false; values.len()];
+    let mut rest = template;
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let end = after
+            .find('}')
+            .ok_or_else(|| "unterminated ${ in template".to_string())?;
+        let key = &after[..end];
+        let idx = values
+            .iter()
+            .position(|(k, _)| *k == key)
+            .ok_or_else(|| format!("template placeholder ${{{key}}} has no value"))?;
+        used[idx] = true;
+        out.push_str(&values[idx].1);
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    if let Some(i) = used.iter().position(|u| !u) {
+        return Err(format!(
+            "value for ${{{}}} given but the template has no such placeholder",
+            values[i].0
+        ));
+    }
+    Ok(out)
+}
+
+/// Renders the `.cu` source of one kernel.
+pub fn kernel_source(spec: &KernelSpec) -> Result<String, String> {
+    spec.validate()?;
+    let v = |x: u32| x.to_string();
+    // Block-scaled operands are CUTLASS's mx/nv wrapper types.
+    let operand_type = |ty: crate::DataType| -> String {
+        match spec.block_scale {
+            Some(bs) if bs.sf == crate::DataType::UE4M3 => {
+                format!("cutlass::nv_float4_t<{}>", ty.cpp_type())
+            }
+            Some(_) => {
+                let family = match ty.bits() {
+                    8 => "mx_float8_t",
+                    6 => "mx_float6_t",
+                    _ => "mx_float4_t",
+                };
+                format!("cutlass::{family}<{}>", ty.cpp_type())
+            }
+            None => ty.cpp_type().to_string(),
+        }
+    };
+    let mut values: Vec<(&str, String)> = vec![
+        ("name", spec.name()),
+        ("arch_tag", spec.arch.cpp_type().into()),
+        ("element_a", operand_type(spec.a.ty)),
+        ("layout_a", spec.a.layout.cpp_type().into()),
+        ("align_a", v(spec.a.align)),
+        ("element_b", operand_type(spec.b.ty)),
+        ("layout_b", spec.b.layout.cpp_type().into()),
+        ("align_b", v(spec.b.align)),
+        ("element_c", spec.c.ty.cpp_type().into()),
+        ("layout_c", spec.c.layout.cpp_type().into()),
+        ("align_c", v(spec.c.align)),
+        ("element_d", spec.d.ty.cpp_type().into()),
+        ("layout_d", spec.d.layout.cpp_type().into()),
+        ("align_d", v(spec.d.align)),
+        ("element_acc", spec.accumulator.cpp_type().into()),
+        ("element_compute", spec.compute.cpp_type().into()),
+        ("tile_m", v(spec.tile[0])),
+        ("tile_n", v(spec.tile[1])),
+        ("tile_k", v(spec.tile[2])),
+        ("cluster_m", v(spec.cluster[0])),
+        ("cluster_n", v(spec.cluster[1])),
+        ("cluster_k", v(spec.cluster[2])),
+        ("kernel_schedule", spec.kernel_schedule.cpp_type()),
+        (
+            "epilogue_schedule",
+            spec.epilogue_schedule.cpp_type().into(),
+        ),
+    ];
+    let template = match spec.arch {
+        Arch::Sm90a => {
+            values.push(("tile_scheduler", spec.tile_scheduler.cpp_type().into()));
+            // This crate's own mainloops wrap the builder's (both placeholders render to nothing
+            // new for CUTLASS's schedules, so those sources, and their cached objects, stay as
+            // they were).
+            let (mainloop, extra_include) = match spec.mainloop_wrapper() {
+                Some((wrapper, header)) => (
+                    format!("{wrapper}<CollectiveMainloop>"),
+                    format!("\n#include \"{header}\""),
+                ),
+                None => ("CollectiveMainloop".to_string(), String::new()),
+            };
+            values.push(("mainloop", mainloop));
+            values.push(("extra_include", extra_include));
+            values.push(("mma_shapes", mma_shapes(spec)));
+            match spec.blockwise {
+                Some(bw) => {
+                    values.push(("sf_m", v(bw.m)));
+                    values.push(("sf_n", v(bw.n)));
+                    values.push(("sf_k", v(bw.k)));
+                    SM90_BLOCKWISE_GEMM_TEMPLATE
+                }
+                None => {
+                    values.push(("dependent_launch", dependent_launch(spec)));
+                    SM90_GEMM_TEMPLATE
+                }
+            }
+        }
+        _ => {
+            let o = spec
+                .origin
+                .ok_or_else(|| format!("{}: SM1xx entries need their seed rows", spec.name()))?;
+            values.push(("op_class", spec.op_class.cpp_type().into()));
+            // Sparse SM100 mainloops carve the epilogue's shared memory out with the builder's
+            // `StageCountAutoCarveoutEpi`, as CUTLASS's generator does.
+            let stage_count = if spec.op_class.is_sparse() {
+                "cutlass::gemm::collective::StageCountAutoCarveoutEpi<CollectiveEpilogue>"
+                    .to_string()
+            } else {
+                "cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(\n        sizeof(typename CollectiveEpilogue::SharedStorage))>".to_string()
+            };
+            values.push(("stage_count", stage_count));
+            // A block-scaled D: the LinCombBlockScaleFactor fusion (D and its scale factors).
+            let (fusion_decl, epilogue_fusion) = match spec.output_scale {
+                Some(o) => (
+                    format!(
+                        "using FusionOperation = cutlass::epilogue::fusion::LinCombBlockScaleFactor<\n    {}, {}, {}, {}, {}, {}>;\n\n",
+                        o.vec,
+                        spec.d.ty.cpp_type(),
+                        spec.compute.cpp_type(),
+                        o.sf.cpp_type(),
+                        spec.d.layout.cpp_type(),
+                        spec.c.ty.cpp_type()
+                    ),
+                    ",\n    FusionOperation".to_string(),
+                ),
+                None => (String::new(), String::new()),
+            };
+            values.push(("fusion_decl", fusion_decl));
+            values.push(("epilogue_fusion", epilogue_fusion));
+            values.push(("type_table", o.type_table.to_string()));
+            values.push(("type_row", o.type_row.to_string()));
+            values.push(("tile_table", o.tile_table.to_string()));
+            SM1XX_GEMM_TEMPLATE
+        }
+    };
+    render(template, &values)
+}
+
+/// The define that gives an SM90 kernel one wgmma of its whole tile N when that N is one of
+/// CuTe's extended shapes ([`KernelSpec::uses_extended_wgmma_shape`]; CUTLASS's generator emits
+/// them at instantiation level 3 and builds them with `CUTLASS_ENABLE_SM90_EXTENDED_MMA_SHAPES`),
+/// or nothing (so the sources of every other kernel, and their cached objects, stay as they were).
+fn mma_shapes(spec: &KernelSpec) -> String {
+    if spec.uses_extended_wgmma_shape() {
+        format!(
+            "// wgmma N = {} is one of CuTe's extended SM90 MMA shapes.\n#define CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED\n",
+            spec.tile[1]
+        )
+    } else {
+        String::new()
+    }
+}
+
+/// The define that compiles CUTLASS's grid dependency control (`griddepcontrol.wait` before the
+/// kernel's first global memory access, `griddepcontrol.launch_dependents` after its last tile's
+/// main loop) into the kernels that support programmatic dependent launch
+/// ([`KernelSpec::supports_programmatic_dependent_launch`]); the shim launches those with the
+/// attribute when the arguments ask for it (`CUTLASS_RS_LAUNCH_PDL`). Nothing for the others.
+fn dependent_launch(spec: &KernelSpec) -> String {
+    if spec.supports_programmatic_dependent_launch() {
+        "// Programmatic dependent launch: CUTLASS's grid dependency control compiled in.\n#define CUTLASS_ENABLE_GDC_FOR_SM90 1\n".to_string()
+    } else {
+        String::new()
+    }
+}
+
+/// Renders the C ABI header declaring the given kernels.
+pub fn header(specs: &[KernelSpec]) -> Result<String, String> {
+    let mut decls = String::new();
+    for s in specs {
+        decls.push_str(&render(KERNEL_DECL_TEMPLATE, &[("name", s.name())])?);
+    }
+    render(HEADER_TEMPLATE, &[("kernel_declarations", decls)])
+}
+
+/// Renders the registry source listing the given kernels. `cutlass_version` is
+/// major*10000 + minor*100 + patch of the CUTLASS the kernels were built with (0 when none);
+/// `quantize_built` says whether the quantization kernels are compiled (else stubs refuse).
+pub fn registry(
+    specs: &[KernelSpec],
+    cutlass_version: u32,
+    quantize_built: bool,
+) -> Result<String, String> {
+    let mut entries = String::new();
+    for s in specs {
+        entries.push_str(&render(REGISTRY_ENTRY_TEMPLATE, &[("name", s.name())])?);
+    }
+    render(
+        REGISTRY_TEMPLATE,
+        &[
+            ("registry_entries", entries),
+            ("kernel_count", specs.len().to_string()),
+            ("cutlass_version", cutlass_version.to_string()),
+            (
+                "quantize_stubs",
+                if quantize_built {
+                    String::new()
+                } else {
+                    QUANTIZE_STUBS_TEMPLATE.to_string()
+                },
+            ),
+        ],
+    )
+}

@@ -1,0 +1,413 @@
+//! The CUTLASS kernel catalog as data.
+//!
+//! This crate is the one source of truth about kernels: the element types, layouts, tiles and
+//! schedules of every kernel the project can instantiate ([`catalog`]), their procedural names
+//! (compatible with CUTLASS's `cutlass_library`), and the C++ code generated for them
+//! ([`codegen`]). `cutlass-sys`'s build script uses it to generate and compile the selected kernels;
+//! the safe `cutlass` crate uses it to validate problems and pick kernels.
+//!
+//! It has no dependencies and does no I/O.
+#![deny(missing_docs)]
+
+pub mod catalog;
+pub mod codegen;
+pub mod families;
+pub mod spec;
+pub mod tables;
+#[rustfmt::skip]
+pub mod tile_tables;
+pub mod types;
+
+pub use families::{Family, Preset};
+pub use spec::{Blockwise, EpilogueSchedule, KernelSchedule, KernelSpec, Operand, TileScheduler};
+pub use types::{Arch, DataType, Layout};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    #[test]
+    fn names_are_unique_and_every_entry_validates() {
+        let all = catalog::all();
+        let names: HashSet<String> = all.iter().map(KernelSpec::name).collect();
+        assert_eq!(names.len(), all.len());
+        for s in &all {
+            s.validate().unwrap();
+        }
+    }
+
+    #[test]
+    fn name_matches_cutlass_library_format() {
+        // The name cutlass_library's GemmOperation.procedural_name() gives this configuration
+        // (CUTLASS 4.2 generator, SM90 bf16 TN, row-major C/D, 128x256x64, cluster 2x1x1,
+        // auto stages, persistent scheduler, cooperative schedule, TMA epilogue).
+        let s = catalog::all()
+            .into_iter()
+            .find(|s| {
+                s.a.ty == DataType::Bf16
+                    && s.d.ty == DataType::Bf16
+                    && s.layout_name() == "TN"
+                    && s.tile == [128, 256, 64]
+            })
+            .unwrap();
+        assert_eq!(
+            s.name(),
+            "cutlass3x_sm90_tensorop_gemm_bf16_bf16_f32_bf16_bf16_128x256x64_2x1x1_0_tnt_align8_warpspecialized_cooperative_epi_tma"
+        );
+    }
+
+    #[test]
+    fn default_set_is_small_and_covers_all_layouts() {
+        let d = catalog::select(&[Arch::Sm90a], &catalog::NameFilter::parse(""));
+        assert_eq!(d.len(), 39);
+        // The small- and odd-shape kernels: per 16-bit type, four pingpong (64x128, 64x96 2x1x1,
+        // 64x64 with two cluster shapes), stream-K, three swapped ones (two stream-K, the 64x8
+        // pingpong) and the 128x128 and 176-wide cooperative ones.
+        for ty in catalog::SM90_16BIT_INPUTS {
+            let small = d
+                .iter()
+                .filter(|s| {
+                    s.a.ty == ty
+                        && (s.tile[1] < 256
+                            || s.tile[0] == 64
+                            || s.tile_scheduler == crate::TileScheduler::StreamK)
+                })
+                .count();
+            assert_eq!(small, 10, "{ty}");
+        }
+        // FP8: tensor-wise and blockwise, each as CUTLASS's kernel and its overlapped twin.
+        assert_eq!(
+            d.iter()
+                .filter(|s| s.a.ty == DataType::E4M3 && s.blockwise.is_some())
+                .count(),
+            2
+        );
+        // The overlapped twins, the 128x144 and sliced 128x256 cooperative and the 64x96 and
+        // 64x64 (2x1x1) and swapped 64x8 pingpong overlapped kernels.
+        assert_eq!(
+            d.iter()
+                .filter(|s| s.kernel_schedule.mainloop_wrapper().is_some())
+                .count(),
+            7
+        );
+        assert_eq!(
+            d.iter()
+                .filter(|s| s.mainloop_wrapper() != s.kernel_schedule.mainloop_wrapper())
+                .map(|s| s.tile)
+                .collect::<Vec<_>>(),
+            [[128, 256, 128]]
+        );
+        for ty in catalog::SM90_16BIT_INPUTS {
+            let layouts: HashSet<String> = d
+                .iter()
+                .filter(|s| s.a.ty == ty && s.d.ty == ty)
+                .map(KernelSpec::layout_name)
+                .collect();
+            assert_eq!(layouts.len(), 4, "{ty}");
+        }
+        assert!(catalog::select(&[Arch::Sm100a], &catalog::NameFilter::parse("")).is_empty());
+        // `default` adds the default set to other patterns.
+        let more = catalog::select(
+            &[Arch::Sm90a],
+            &catalog::NameFilter::parse("default,*_e5m2_e5m2_*"),
+        );
+        assert!(more.len() > d.len());
+        assert!(d.iter().all(|s| more.contains(s)));
+        assert!(more
+            .iter()
+            .all(|s| catalog::is_default(s) || s.name().contains("_e5m2_e5m2_")));
+        assert_eq!(
+            catalog::NameFilter::parse("gpu-tests, x").presets(),
+            [Preset::GpuTests]
+        );
+    }
+
+    #[test]
+    fn filters_behave_like_cutlass_library_kernels() {
+        let f = catalog::NameFilter::parse("cutlass3x_sm90_*_bf16_bf16_f32_bf16_bf16_*_tnt_*");
+        let sel = catalog::select(&[Arch::Sm90a], &f);
+        // The base tiles plus the menu's row-major-output (stream-K) kernels.
+        let menu = catalog::SM90_MENU_16BIT
+            .iter()
+            .filter(|m| m.output == crate::Layout::RowMajor)
+            .count();
+        assert_eq!(sel.len(), catalog::SM90_TILES_16BIT.len() + menu);
+        assert!(sel
+            .iter()
+            .all(|s| s.layout_name() == "TN" && s.a.ty == DataType::Bf16));
+        let sub = catalog::NameFilter::parse("64x128x64, nothing_matches_this");
+        let sel = catalog::select(&[Arch::Sm90a], &sub);
+        assert!(!sel.is_empty() && sel.iter().all(|s| s.tile == [64, 128, 64]));
+        assert!(catalog::glob_match(b"a*c", b"abbbc"));
+        assert!(!catalog::glob_match(b"a*c", b"abbbd"));
+        assert!(catalog::glob_match(b"a?c*", b"abc"));
+        assert!(!catalog::glob_match(b"abc", b"abcd"));
+    }
+
+    #[test]
+    fn render_rejects_missing_and_unused_values() {
+        assert_eq!(
+            codegen::render("x${a}y", &[("a", "1".into())]).unwrap(),
+            "x1y"
+        );
+        assert!(codegen::render("x${a}y", &[]).is_err());
+        assert!(codegen::render("xy", &[("a", "1".into())]).is_err());
+    }
+
+    #[test]
+    fn generated_sources_are_complete() {
+        for s in catalog::sm90() {
+            let src = codegen::kernel_source(&s).unwrap();
+            assert!(src.starts_with("// generated, do not edit"));
+            assert!(!src.contains("${"));
+            let entry = match s.blockwise {
+                Some(_) => format!(
+                    "CUTLASS_RS_DEFINE_SCALED_ENTRY_POINTS({}, Gemm, ScaleConfig)",
+                    s.name()
+                ),
+                None => format!("CUTLASS_RS_DEFINE_ENTRY_POINTS({}, Gemm)", s.name()),
+            };
+            assert!(src.contains(&entry), "{}", s.name());
+            // CUTLASS's kernels use the builder's mainloop as it is (their sources, and so their
+            // cached objects, do not change when this crate adds mainloops of its own); this
+            // crate's schedules wrap it and include the wrapper's header, which is part of the
+            // object's cache key.
+            match s.mainloop_wrapper() {
+                None => {
+                    assert!(src.contains("#include \"cutlass_rs_shim.hpp\"\n\nnamespace {"));
+                    assert!(src.contains("Shape<int, int, int, int>, CollectiveMainloop,"));
+                    assert!(codegen::extra_headers(&s).is_empty());
+                }
+                Some((wrapper, header)) => {
+                    assert!(src.contains(&format!("#include \"{header}\"")));
+                    assert!(src.contains(&format!("{wrapper}<CollectiveMainloop>")));
+                    assert_eq!(codegen::extra_headers(&s)[0], header);
+                }
+            }
+        }
+        let specs = catalog::all();
+        let h = codegen::header(&specs).unwrap();
+        assert!(h.contains(&format!("int {}_run(", specs[0].name())));
+        let r = codegen::registry(&specs, 40200, true).unwrap();
+        assert!(!r.contains("NOT_BUILT"));
+        assert!(codegen::registry(&[], 0, false)
+            .unwrap()
+            .contains("CUTLASS_RS_ERROR_NOT_BUILT"));
+        assert!(r.contains(&format!("static const int64_t kCount = {};", specs.len())));
+    }
+
+    #[test]
+    fn sm1xx_entries_follow_the_seed() {
+        let entries = catalog::sm1xx();
+        let mut per_arch = std::collections::BTreeMap::new();
+        for s in &entries {
+            *per_arch.entry(s.arch.tag()).or_insert(0usize) += 1;
+            let o = s
+                .origin
+                .expect("SM100/SM120 entries record their seed rows");
+            let row = tables::type_row(o.type_table, o.type_row).unwrap();
+            // Alignment and layout obey the type row.
+            assert_eq!(
+                s.a.align,
+                row.align_a.for_layout(s.a.layout),
+                "{}",
+                s.name()
+            );
+            assert_eq!(s.b.align, row.align_b, "{}", s.name());
+            assert!(
+                row.layouts().contains(&(s.a.layout, s.b.layout)),
+                "{}",
+                s.name()
+            );
+            assert!(row.type_pairs().contains(&(s.a.ty, s.b.ty)), "{}", s.name());
+            // And the tile table allows the tile in this layout.
+            let table = tile_tables::TILE_TABLES
+                .iter()
+                .find(|t| t.table == o.tile_table)
+                .unwrap();
+            let sparse = s.op_class.is_sparse();
+            assert_eq!(sparse, row.sparse, "{}", s.name());
+            assert_eq!(sparse, s.kernel_schedule.is_sparse(), "{}", s.name());
+            assert!(
+                table.rows.iter().any(|r| r.sparse == sparse
+                    && r.m == s.tile[0]
+                    && r.n == s.tile[1]
+                    && r.allows(s.a.layout, s.b.layout)),
+                "{}",
+                s.name()
+            );
+        }
+        assert!(per_arch["100a"] > 0 && per_arch["120a"] > 0, "{per_arch:?}");
+        // Every type row, dense and sparse, is represented in each of its layouts.
+        for r in tables::TABLE_1
+            .iter()
+            .chain(tables::TABLE_2)
+            .chain(tables::TABLE_3)
+        {
+            for &(la, lb) in r.layouts() {
+                assert!(
+                    entries.iter().any(|s| {
+                        let o = s.origin.unwrap();
+                        (o.type_table, o.type_row) == (r.table, r.row)
+                            && (s.a.layout, s.b.layout) == (la, lb)
+                    }),
+                    "Table {} row {} has no entry in {la:?}/{lb:?}",
+                    r.table,
+                    r.row
+                );
+            }
+        }
+        // Every row of every tile table, dense and sparse, is represented.
+        for t in tile_tables::TILE_TABLES {
+            for r in t.rows.iter() {
+                assert!(
+                    entries
+                        .iter()
+                        .any(|s| s.origin.unwrap().tile_table == t.table
+                            && s.op_class.is_sparse() == r.sparse
+                            && s.tile[0] == r.m
+                            && s.tile[1] == r.n
+                            && r.policies.contains(&s.kernel_schedule.policy())),
+                    "table {} row {}x{} has no entry",
+                    t.table,
+                    r.m,
+                    r.n
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn n_cells_and_wrong_alignments_are_rejected_with_the_rule() {
+        // Table 5 row 64x64x128 (1SM) allows TN only for {float4,float6} x {float4,float6}.
+        let ok = catalog::sm1xx()
+            .into_iter()
+            .find(|s| s.origin.unwrap().tile_table == 5 && s.tile[0] == 64 && s.tile[1] == 64)
+            .unwrap();
+        ok.validate().unwrap();
+        let mut nt = ok;
+        nt.a.layout = Layout::ColumnMajor;
+        nt.b.layout = Layout::RowMajor;
+        let e = nt.validate().unwrap_err();
+        assert!(e.contains("tile table 5") && e.contains(" N for NT"), "{e}");
+        let mut misaligned = ok;
+        misaligned.a.align = 32;
+        assert!(misaligned
+            .validate()
+            .unwrap_err()
+            .contains("needs alignments 128"));
+        let mut wrong_types = ok;
+        wrong_types.a.ty = DataType::F16;
+        assert!(wrong_types.validate().is_err());
+        // An SM120 entry in NN: Table 16 is TN-only and so is SM120.
+        let sm120 = catalog::sm1xx()
+            .into_iter()
+            .find(|s| s.arch == Arch::Sm120a)
+            .unwrap();
+        let mut nn = sm120;
+        nn.a.layout = Layout::ColumnMajor;
+        assert!(nn.validate().is_err());
+    }
+
+    #[test]
+    fn block_scaled_output_entries_mirror_the_seed_walkthrough() {
+        let e = catalog::sm100_block_scaled_outputs();
+        assert_eq!(e.len(), 2);
+        let w = e[0];
+        w.validate().unwrap();
+        // mx_float4_t x mx_float4_t, NT, 256x256x128, 2SM mxf8f6f4 policy, cluster 4x4x1,
+        // C f16, D e2m1 with ue4m3 per 16.
+        assert_eq!((w.a.ty, w.b.ty), (DataType::E2M1, DataType::E2M1));
+        assert_eq!(
+            w.block_scale.map(|b| (b.sf, b.vec)),
+            Some((DataType::UE8M0, 32))
+        );
+        assert_eq!(w.layout_name(), "NT");
+        assert_eq!((w.tile, w.cluster), ([256, 256, 128], [4, 4, 1]));
+        assert_eq!(
+            w.kernel_schedule.policy(),
+            "KernelTmaWarpSpecialized2SmMxf8f6f4Sm100"
+        );
+        assert_eq!((w.c.ty, w.d.ty), (DataType::F16, DataType::E2M1));
+        assert_eq!((w.a.align, w.b.align, w.d.align), (128, 128, 32));
+        assert_eq!(
+            w.output_scale.map(|o| (o.sf, o.vec)),
+            Some((DataType::UE4M3, 16))
+        );
+        assert!(w.name().ends_with("_epiVs16t"));
+        e[1].validate().unwrap();
+        let src = codegen::kernel_source(&w).unwrap();
+        assert!(src.contains("LinCombBlockScaleFactor<\n    16, cutlass::float_e2m1_t"));
+        assert!(src.contains("FusionOperation>::CollectiveOp"));
+        // The rules: an output scale needs a block-scaled kernel and a narrow D.
+        let mut wide = w;
+        wide.d = Operand::tma(DataType::F16, Layout::RowMajor);
+        assert!(wide.validate().unwrap_err().contains("block-scaled output"));
+        let mut sm90 = catalog::sm90()[0];
+        sm90.output_scale = w.output_scale;
+        assert!(sm90.validate().is_err());
+        // Names stay unique across the whole catalog.
+        let all = catalog::all();
+        let names: HashSet<String> = all.iter().map(KernelSpec::name).collect();
+        assert_eq!(names.len(), all.len());
+    }
+
+    #[test]
+    fn grid_dependency_control_is_compiled_into_exactly_the_kernels_that_support_it() {
+        const GDC: &str = "#define CUTLASS_ENABLE_GDC_FOR_SM90 1";
+        let all = catalog::all();
+        let mut seen = [0usize; 2];
+        for s in &all {
+            let src = codegen::kernel_source(s).unwrap();
+            let on = s.supports_programmatic_dependent_launch();
+            assert_eq!(src.contains(GDC), on, "{}", s.name());
+            // Defined before CUTLASS's headers, which read it.
+            if on {
+                assert!(src.find(GDC) < src.find("#include \"cutlass/cutlass.h\""));
+            }
+            seen[usize::from(on)] += 1;
+        }
+        assert!(seen[0] > 0 && seen[1] > 0);
+        // The rule, by kind: SM90 data-parallel kernels, cooperative or pingpong, CUTLASS's
+        // mainloops and this crate's; not stream-K, blockwise scales or SM100/SM120.
+        let has = |f: &dyn Fn(&KernelSpec) -> bool| -> Vec<bool> {
+            let mut v: Vec<bool> = all
+                .iter()
+                .filter(|s| f(s))
+                .map(KernelSpec::supports_programmatic_dependent_launch)
+                .collect();
+            v.dedup();
+            v
+        };
+        assert_eq!(
+            has(&|s| s.arch == Arch::Sm90a
+                && s.tile_scheduler == TileScheduler::Persistent
+                && s.blockwise.is_none()),
+            [true]
+        );
+        assert_eq!(
+            has(&|s| s.tile_scheduler == TileScheduler::StreamK),
+            [false]
+        );
+        assert_eq!(has(&|s| s.blockwise.is_some()), [false]);
+        assert_eq!(has(&|s| s.arch != Arch::Sm90a), [false]);
+        assert!(all
+            .iter()
+            .any(|s| s.uses_sliced_promotion() && s.supports_programmatic_dependent_launch()));
+        assert!(all.iter().any(|s| s.kernel_schedule
+            == KernelSchedule::TmaWarpSpecializedPingpongFp8Overlap
+            && s.supports_programmatic_dependent_launch()));
+    }
+
+    #[test]
+    fn arch_parsing_and_capabilities() {
+        assert_eq!(Arch::parse("90a"), Some(Arch::Sm90a));
+        assert_eq!(Arch::parse("sm_100a"), Some(Arch::Sm100a));
+        assert_eq!(Arch::parse("120"), Some(Arch::Sm120a));
+        assert_eq!(Arch::parse("80"), None);
+        assert!(Arch::Sm90a.runs_on((9, 0)));
+        assert!(!Arch::Sm90a.runs_on((10, 0)));
+        assert!(!Arch::Sm100a.runs_on((9, 0)));
+    }
+}

@@ -1,0 +1,958 @@
+//! One kernel instantiation as data, and its procedural name.
+
+use crate::types::{Arch, DataType, Layout};
+
+/// One operand of a GEMM as a kernel sees it: element type, layout and alignment in elements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Operand {
+    /// Element type.
+    pub ty: DataType,
+    /// Layout in memory.
+    pub layout: Layout,
+    /// Alignment in elements that the kernel requires of the base pointer, the leading dimension,
+    /// the batch stride and the contiguous extent.
+    pub align: u32,
+}
+
+impl Operand {
+    /// An operand aligned for TMA: 16 bytes.
+    pub const fn tma(ty: DataType, layout: Layout) -> Operand {
+        Operand {
+            ty,
+            layout,
+            align: ty.tma_alignment(),
+        }
+    }
+}
+
+/// The mainloop schedule (`KernelSchedule` in CUTLASS), as the seed's dispatch policies name it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum KernelSchedule {
+    /// `KernelTmaWarpSpecializedCooperative` (SM90, SM120): two consumer warp groups share a tile.
+    TmaWarpSpecializedCooperative,
+    /// `KernelTmaWarpSpecializedPingpong` (SM90, SM120): consumer warp groups alternate tiles.
+    TmaWarpSpecializedPingpong,
+    /// `KernelTmaWarpSpecialized` (SM90): one consumer warp group, not persistent.
+    TmaWarpSpecialized,
+    /// `KernelTmaWarpSpecializedCooperativeFP8FastAccum` (SM90 FP8): cooperative, accumulating in
+    /// the tensor core's FP8 accumulator without periodic promotion to f32.
+    TmaWarpSpecializedCooperativeFp8FastAccum,
+    /// `KernelTmaWarpSpecializedPingpongFP8FastAccum` (SM90 FP8): pingpong with fast accumulation.
+    TmaWarpSpecializedPingpongFp8FastAccum,
+    /// `KernelTmaWarpSpecializedCooperativeFP8Blockwise` (SM90 FP8 with blockwise scales of A and B
+    /// applied to the f32 accumulator once per k-block).
+    TmaWarpSpecializedCooperativeFp8Blockwise,
+    /// This crate's own (not in `cutlass_library`): CUTLASS's cooperative FP8 kernel with the
+    /// f32-promoting mainloop's `mma` replaced by one that promotes as often (once per 128-deep
+    /// k-tile, CUTLASS's default) but overlaps the promotion with the next k-tile's wgmmas
+    /// (`cutlass-gemm-sys/csrc/cutlass_rs_sm90_fp8.hpp`); results are bit-identical to the CUTLASS
+    /// kernel of the same tile and cluster.
+    TmaWarpSpecializedCooperativeFp8Overlap,
+    /// This crate's own: CUTLASS's pingpong FP8 kernel with the same overlapped-promotion `mma`.
+    TmaWarpSpecializedPingpongFp8Overlap,
+    /// This crate's own: CUTLASS's FP8 blockwise kernel with the per-k-tile scaling overlapped
+    /// the same way (`cutlass-gemm-sys/csrc/cutlass_rs_sm90_fp8_blockwise.hpp`); bit-identical results.
+    TmaWarpSpecializedCooperativeFp8BlockwiseOverlap,
+    /// `KernelTmaWarpSpecialized1SmSm100`.
+    Sm100OneSm,
+    /// `KernelTmaWarpSpecialized2SmSm100`.
+    Sm100TwoSm,
+    /// `KernelTmaWarpSpecialized1SmMxf8f6f4Sm100`.
+    Sm100Mxf8f6f4OneSm,
+    /// `KernelTmaWarpSpecialized2SmMxf8f6f4Sm100`.
+    Sm100Mxf8f6f4TwoSm,
+    /// `KernelTmaWarpSpecialized1SmMxf4Sm100`.
+    Sm100Mxf4OneSm,
+    /// `KernelTmaWarpSpecialized2SmMxf4Sm100`.
+    Sm100Mxf4TwoSm,
+    /// `KernelTmaWarpSpecialized1SmNvf4Sm100`.
+    Sm100Nvf4OneSm,
+    /// `KernelTmaWarpSpecialized2SmNvf4Sm100`.
+    Sm100Nvf4TwoSm,
+    /// `KernelTmaWarpSpecializedMxf8f6f4Sm120` (cooperative).
+    Sm120Mxf8f6f4Cooperative,
+    /// `KernelTmaWarpSpecializedPingpongMxf8f6f4Sm120`.
+    Sm120Mxf8f6f4Pingpong,
+    /// `KernelSparseTmaWarpSpecialized1SmSm100` (structured-sparse A).
+    Sm100SparseOneSm,
+    /// `KernelSparseTmaWarpSpecialized2SmSm100`.
+    Sm100SparseTwoSm,
+    /// `KernelSparseTmaWarpSpecialized1SmMxf8f6f4Sm100` (sparse, block-scaled).
+    Sm100SparseMxf8f6f4OneSm,
+    /// `KernelSparseTmaWarpSpecialized2SmMxf8f6f4Sm100`.
+    Sm100SparseMxf8f6f4TwoSm,
+    /// `KernelSparseTmaWarpSpecialized1SmNvf4Sm100` (sparse, block-scaled FP4).
+    Sm100SparseNvf4OneSm,
+    /// `KernelSparseTmaWarpSpecialized2SmNvf4Sm100`.
+    Sm100SparseNvf4TwoSm,
+}
+
+impl KernelSchedule {
+    /// Every schedule.
+    pub const ALL: &'static [KernelSchedule] = &[
+        KernelSchedule::TmaWarpSpecializedCooperative,
+        KernelSchedule::TmaWarpSpecializedPingpong,
+        KernelSchedule::TmaWarpSpecialized,
+        KernelSchedule::TmaWarpSpecializedCooperativeFp8FastAccum,
+        KernelSchedule::TmaWarpSpecializedPingpongFp8FastAccum,
+        KernelSchedule::TmaWarpSpecializedCooperativeFp8Blockwise,
+        KernelSchedule::TmaWarpSpecializedCooperativeFp8Overlap,
+        KernelSchedule::TmaWarpSpecializedPingpongFp8Overlap,
+        KernelSchedule::TmaWarpSpecializedCooperativeFp8BlockwiseOverlap,
+        KernelSchedule::Sm100OneSm,
+        KernelSchedule::Sm100TwoSm,
+        KernelSchedule::Sm100Mxf8f6f4OneSm,
+        KernelSchedule::Sm100Mxf8f6f4TwoSm,
+        KernelSchedule::Sm100Mxf4OneSm,
+        KernelSchedule::Sm100Mxf4TwoSm,
+        KernelSchedule::Sm100Nvf4OneSm,
+        KernelSchedule::Sm100Nvf4TwoSm,
+        KernelSchedule::Sm120Mxf8f6f4Cooperative,
+        KernelSchedule::Sm120Mxf8f6f4Pingpong,
+        KernelSchedule::Sm100SparseOneSm,
+        KernelSchedule::Sm100SparseTwoSm,
+        KernelSchedule::Sm100SparseMxf8f6f4OneSm,
+        KernelSchedule::Sm100SparseMxf8f6f4TwoSm,
+        KernelSchedule::Sm100SparseNvf4OneSm,
+        KernelSchedule::Sm100SparseNvf4TwoSm,
+    ];
+
+    /// The suffix in procedural names (`KernelScheduleSuffixes` in `cutlass_library`).
+    pub const fn suffix(self) -> &'static str {
+        match self {
+            KernelSchedule::TmaWarpSpecializedCooperative => "_warpspecialized_cooperative",
+            KernelSchedule::TmaWarpSpecializedPingpong => "_warpspecialized_pingpong",
+            KernelSchedule::TmaWarpSpecialized => "_warpspecialized",
+            KernelSchedule::TmaWarpSpecializedCooperativeFp8FastAccum => {
+                "_warpspecialized_cooperative_fp8_fastaccum"
+            }
+            KernelSchedule::TmaWarpSpecializedPingpongFp8FastAccum => {
+                "_warpspecialized_pingpong_fp8_fastaccum"
+            }
+            KernelSchedule::TmaWarpSpecializedCooperativeFp8Blockwise => {
+                "_warpspecialized_cooperative"
+            }
+            // Ours: cutlass_library's cooperative suffix plus a word of its own.
+            KernelSchedule::TmaWarpSpecializedCooperativeFp8Overlap
+            | KernelSchedule::TmaWarpSpecializedCooperativeFp8BlockwiseOverlap => {
+                "_warpspecialized_cooperative_fp8_overlap"
+            }
+            KernelSchedule::TmaWarpSpecializedPingpongFp8Overlap => {
+                "_warpspecialized_pingpong_fp8_overlap"
+            }
+            KernelSchedule::Sm100OneSm => "_1sm",
+            KernelSchedule::Sm100TwoSm => "_2sm",
+            KernelSchedule::Sm100Mxf8f6f4OneSm => "_q_1sm",
+            KernelSchedule::Sm100Mxf8f6f4TwoSm => "_q_2sm",
+            KernelSchedule::Sm100Mxf4OneSm => "_o_vs32_1sm",
+            KernelSchedule::Sm100Mxf4TwoSm => "_o_vs32_2sm",
+            KernelSchedule::Sm100Nvf4OneSm => "_o_vs16_1sm",
+            KernelSchedule::Sm100Nvf4TwoSm => "_o_vs16_2sm",
+            KernelSchedule::Sm120Mxf8f6f4Cooperative => "_cooperative_q",
+            KernelSchedule::Sm120Mxf8f6f4Pingpong => "_pingpong_q",
+            KernelSchedule::Sm100SparseOneSm => "_1sm",
+            KernelSchedule::Sm100SparseTwoSm => "_2sm",
+            // cutlass_library 4.2 has no sparse block-scaled schedules; these follow its dense
+            // block-scaled suffixes.
+            KernelSchedule::Sm100SparseMxf8f6f4OneSm => "_q_1sm",
+            KernelSchedule::Sm100SparseMxf8f6f4TwoSm => "_q_2sm",
+            KernelSchedule::Sm100SparseNvf4OneSm => "_o_vs16_1sm",
+            KernelSchedule::Sm100SparseNvf4TwoSm => "_o_vs16_2sm",
+        }
+    }
+
+    /// The policy's name, as in the seed and CUTLASS (without `cutlass::gemm::`).
+    pub const fn policy(self) -> &'static str {
+        match self {
+            KernelSchedule::TmaWarpSpecializedCooperative => "KernelTmaWarpSpecializedCooperative",
+            KernelSchedule::TmaWarpSpecializedPingpong => "KernelTmaWarpSpecializedPingpong",
+            KernelSchedule::TmaWarpSpecialized => "KernelTmaWarpSpecialized",
+            KernelSchedule::TmaWarpSpecializedCooperativeFp8FastAccum => {
+                "KernelTmaWarpSpecializedCooperativeFP8FastAccum"
+            }
+            KernelSchedule::TmaWarpSpecializedPingpongFp8FastAccum => {
+                "KernelTmaWarpSpecializedPingpongFP8FastAccum"
+            }
+            KernelSchedule::TmaWarpSpecializedCooperativeFp8Blockwise => {
+                "KernelTmaWarpSpecializedCooperativeFP8Blockwise"
+            }
+            KernelSchedule::TmaWarpSpecializedCooperativeFp8Overlap => {
+                "KernelTmaWarpSpecializedCooperativeFP8Overlap"
+            }
+            KernelSchedule::TmaWarpSpecializedPingpongFp8Overlap => {
+                "KernelTmaWarpSpecializedPingpongFP8Overlap"
+            }
+            KernelSchedule::TmaWarpSpecializedCooperativeFp8BlockwiseOverlap => {
+                "KernelTmaWarpSpecializedCooperativeFP8BlockwiseOverlap"
+            }
+            KernelSchedule::Sm100OneSm => "KernelTmaWarpSpecialized1SmSm100",
+            KernelSchedule::Sm100TwoSm => "KernelTmaWarpSpecialized2SmSm100",
+            KernelSchedule::Sm100Mxf8f6f4OneSm => "KernelTmaWarpSpecialized1SmMxf8f6f4Sm100",
+            KernelSchedule::Sm100Mxf8f6f4TwoSm => "KernelTmaWarpSpecialized2SmMxf8f6f4Sm100",
+            KernelSchedule::Sm100Mxf4OneSm => "KernelTmaWarpSpecialized1SmMxf4Sm100",
+            KernelSchedule::Sm100Mxf4TwoSm => "KernelTmaWarpSpecialized2SmMxf4Sm100",
+            KernelSchedule::Sm100Nvf4OneSm => "KernelTmaWarpSpecialized1SmNvf4Sm100",
+            KernelSchedule::Sm100Nvf4TwoSm => "KernelTmaWarpSpecialized2SmNvf4Sm100",
+            KernelSchedule::Sm120Mxf8f6f4Cooperative => "KernelTmaWarpSpecializedMxf8f6f4Sm120",
+            KernelSchedule::Sm120Mxf8f6f4Pingpong => {
+                "KernelTmaWarpSpecializedPingpongMxf8f6f4Sm120"
+            }
+            KernelSchedule::Sm100SparseOneSm => "KernelSparseTmaWarpSpecialized1SmSm100",
+            KernelSchedule::Sm100SparseTwoSm => "KernelSparseTmaWarpSpecialized2SmSm100",
+            KernelSchedule::Sm100SparseMxf8f6f4OneSm => {
+                "KernelSparseTmaWarpSpecialized1SmMxf8f6f4Sm100"
+            }
+            KernelSchedule::Sm100SparseMxf8f6f4TwoSm => {
+                "KernelSparseTmaWarpSpecialized2SmMxf8f6f4Sm100"
+            }
+            KernelSchedule::Sm100SparseNvf4OneSm => "KernelSparseTmaWarpSpecialized1SmNvf4Sm100",
+            KernelSchedule::Sm100SparseNvf4TwoSm => "KernelSparseTmaWarpSpecialized2SmNvf4Sm100",
+        }
+    }
+
+    /// The schedule a seed policy name denotes.
+    pub fn from_policy(name: &str) -> Option<KernelSchedule> {
+        KernelSchedule::ALL
+            .iter()
+            .copied()
+            .find(|k| k.policy() == name)
+    }
+
+    /// The C++ policy type given to CUTLASS's collective builder.
+    pub fn cpp_type(self) -> String {
+        match self {
+            // The builder makes CUTLASS's FP8 mainloop, which mainloop_wrapper wraps.
+            KernelSchedule::TmaWarpSpecializedCooperativeFp8Overlap => {
+                KernelSchedule::TmaWarpSpecializedCooperative.cpp_type()
+            }
+            KernelSchedule::TmaWarpSpecializedPingpongFp8Overlap => {
+                KernelSchedule::TmaWarpSpecializedPingpong.cpp_type()
+            }
+            KernelSchedule::TmaWarpSpecializedCooperativeFp8BlockwiseOverlap => {
+                KernelSchedule::TmaWarpSpecializedCooperativeFp8Blockwise.cpp_type()
+            }
+            _ => format!("cutlass::gemm::{}", self.policy()),
+        }
+    }
+
+    /// This crate's class template that wraps the builder's collective mainloop, with the header
+    /// that defines it (`cutlass-gemm-sys/csrc`), for the schedules that are this crate's own.
+    pub const fn mainloop_wrapper(self) -> Option<(&'static str, &'static str)> {
+        match self {
+            KernelSchedule::TmaWarpSpecializedCooperativeFp8Overlap
+            | KernelSchedule::TmaWarpSpecializedPingpongFp8Overlap => Some((
+                "cutlass_rs::Sm90Fp8OverlappedPromotion",
+                "cutlass_rs_sm90_fp8.hpp",
+            )),
+            KernelSchedule::TmaWarpSpecializedCooperativeFp8BlockwiseOverlap => Some((
+                "cutlass_rs::Sm90Fp8BlockwiseOverlappedPromotion",
+                "cutlass_rs_sm90_fp8_blockwise.hpp",
+            )),
+            _ => None,
+        }
+    }
+
+    /// SMs per MMA (2 for the 2SM schedules).
+    pub const fn sms(self) -> u8 {
+        match self {
+            KernelSchedule::Sm100TwoSm
+            | KernelSchedule::Sm100Mxf8f6f4TwoSm
+            | KernelSchedule::Sm100Mxf4TwoSm
+            | KernelSchedule::Sm100Nvf4TwoSm
+            | KernelSchedule::Sm100SparseTwoSm
+            | KernelSchedule::Sm100SparseMxf8f6f4TwoSm
+            | KernelSchedule::Sm100SparseNvf4TwoSm => 2,
+            _ => 1,
+        }
+    }
+
+    /// Whether the schedule is for a structured-sparse A.
+    pub const fn is_sparse(self) -> bool {
+        matches!(
+            self,
+            KernelSchedule::Sm100SparseOneSm
+                | KernelSchedule::Sm100SparseTwoSm
+                | KernelSchedule::Sm100SparseMxf8f6f4OneSm
+                | KernelSchedule::Sm100SparseMxf8f6f4TwoSm
+                | KernelSchedule::Sm100SparseNvf4OneSm
+                | KernelSchedule::Sm100SparseNvf4TwoSm
+        )
+    }
+
+    /// Short name for listings.
+    pub const fn short_name(self) -> &'static str {
+        self.policy()
+    }
+}
+
+/// The epilogue schedule (`EpilogueSchedule` in CUTLASS; Table 14 for SM100).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum EpilogueSchedule {
+    /// `TmaWarpSpecializedCooperative`: TMA-store epilogue for SM90 cooperative mainloops.
+    TmaWarpSpecializedCooperative,
+    /// `TmaWarpSpecialized`: TMA-store epilogue for SM90 pingpong mainloops.
+    TmaWarpSpecialized,
+    /// `TmaWarpSpecialized1Sm` (SM100, 1SM MMA).
+    TmaWarpSpecialized1Sm,
+    /// `TmaWarpSpecialized2Sm` (SM100, 2SM MMA).
+    TmaWarpSpecialized2Sm,
+    /// `collective::EpilogueScheduleAuto` (required on SM120).
+    Auto,
+    /// `NoSmemWarpSpecialized` (SM90): stores D straight from registers, no shared memory.
+    NoSmemWarpSpecialized,
+}
+
+impl EpilogueSchedule {
+    /// The suffix in procedural names (`EpilogueScheduleSuffixes` in `cutlass_library`).
+    pub const fn suffix(self) -> &'static str {
+        match self {
+            EpilogueSchedule::TmaWarpSpecializedCooperative
+            | EpilogueSchedule::TmaWarpSpecialized
+            | EpilogueSchedule::TmaWarpSpecialized2Sm => "_epi_tma",
+            EpilogueSchedule::TmaWarpSpecialized1Sm | EpilogueSchedule::Auto => "",
+            EpilogueSchedule::NoSmemWarpSpecialized => "_epi_nosmem",
+        }
+    }
+
+    /// The C++ policy type.
+    pub const fn cpp_type(self) -> &'static str {
+        match self {
+            EpilogueSchedule::TmaWarpSpecializedCooperative => {
+                "cutlass::epilogue::TmaWarpSpecializedCooperative"
+            }
+            EpilogueSchedule::TmaWarpSpecialized => "cutlass::epilogue::TmaWarpSpecialized",
+            EpilogueSchedule::TmaWarpSpecialized1Sm => "cutlass::epilogue::TmaWarpSpecialized1Sm",
+            EpilogueSchedule::TmaWarpSpecialized2Sm => "cutlass::epilogue::TmaWarpSpecialized2Sm",
+            EpilogueSchedule::Auto => "cutlass::epilogue::collective::EpilogueScheduleAuto",
+            EpilogueSchedule::NoSmemWarpSpecialized => "cutlass::epilogue::NoSmemWarpSpecialized",
+        }
+    }
+}
+
+/// The operation class (`OpcodeClass` in `cutlass_library`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum OpClass {
+    /// `OpClassTensorOp`: dense, no block scaling.
+    TensorOp,
+    /// `OpClassBlockScaledTensorOp`: mx/nv block-scaled operands.
+    BlockScaledTensorOp,
+    /// `OpClassSparseTensorOp`: 2:4 structured-sparse A (compressed A plus metadata E).
+    SparseTensorOp,
+    /// `OpClassBlockScaledSparseTensorOp`: structured-sparse A with mx/nv block scaling.
+    BlockScaledSparseTensorOp,
+}
+
+impl OpClass {
+    /// Whether A is structured-sparse.
+    pub const fn is_sparse(self) -> bool {
+        matches!(
+            self,
+            OpClass::SparseTensorOp | OpClass::BlockScaledSparseTensorOp
+        )
+    }
+
+    /// The name in procedural names.
+    pub const fn name(self) -> &'static str {
+        match self {
+            OpClass::TensorOp => "tensorop",
+            OpClass::BlockScaledTensorOp => "bstensorop",
+            OpClass::SparseTensorOp => "sptensorop",
+            // Not in cutlass_library 4.2 (it has no sparse block-scaled kernels): ours.
+            OpClass::BlockScaledSparseTensorOp => "bssptensorop",
+        }
+    }
+
+    /// The C++ tag.
+    pub const fn cpp_type(self) -> &'static str {
+        match self {
+            OpClass::TensorOp => "cutlass::arch::OpClassTensorOp",
+            OpClass::BlockScaledTensorOp => "cutlass::arch::OpClassBlockScaledTensorOp",
+            OpClass::SparseTensorOp => "cutlass::arch::OpClassSparseTensorOp",
+            OpClass::BlockScaledSparseTensorOp => "cutlass::arch::OpClassBlockScaledSparseTensorOp",
+        }
+    }
+}
+
+/// Block scaling of A and B: the scale-factor type and the elements of K per scale.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct BlockScale {
+    /// ue8m0 (mx) or ue4m3 (nv).
+    pub sf: DataType,
+    /// Elements of K per scale factor (32 or 16).
+    pub vec: u32,
+}
+
+/// Blockwise scaling of A and B (SM90 FP8): f32 scales, one per `m x k` block of A and one per
+/// `n x k` block of B (`Sm90BlockwiseScaleConfig<m, n, k>`, scales M- and N-major).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Blockwise {
+    /// Rows of A per scale (1: one scale per row, the activations of the 1x128 recipe).
+    pub m: u32,
+    /// Columns of B per scale (128 for 128x128 weight blocks).
+    pub n: u32,
+    /// Elements of K per scale (128).
+    pub k: u32,
+}
+
+/// Where a catalog entry comes from in the seed: its type row (Tables 1–3) and tile table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Origin {
+    /// The type table (1–3).
+    pub type_table: u8,
+    /// The row in it.
+    pub type_row: u8,
+    /// The tile table (4–13, 16–20).
+    pub tile_table: u8,
+}
+
+/// The tile scheduler.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum TileScheduler {
+    /// The persistent data-parallel scheduler (CUTLASS's default; no name suffix).
+    Persistent,
+    /// Stream-K (`cutlass::gemm::StreamKScheduler`): the K loop of the output tiles is divided
+    /// evenly over the SMs, partial tiles are reduced in a workspace. Cooperative kernels only.
+    StreamK,
+}
+
+impl TileScheduler {
+    /// The suffix in procedural names (`TileSchedulerSuffixes` in `cutlass_library`).
+    pub const fn suffix(self) -> &'static str {
+        match self {
+            TileScheduler::Persistent => "",
+            TileScheduler::StreamK => "_stream_k",
+        }
+    }
+
+    /// The C++ tag type.
+    pub const fn cpp_type(self) -> &'static str {
+        match self {
+            TileScheduler::Persistent => "cutlass::gemm::PersistentScheduler",
+            TileScheduler::StreamK => "cutlass::gemm::StreamKScheduler",
+        }
+    }
+}
+
+/// One GEMM kernel instantiation: everything that the generated code, the name and the runtime
+/// checks depend on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct KernelSpec {
+    /// Target architecture.
+    pub arch: Arch,
+    /// Operation class.
+    pub op_class: OpClass,
+    /// Block scaling of A and B (block-scaled entries).
+    pub block_scale: Option<BlockScale>,
+    /// Blockwise f32 scaling of A and B (SM90 FP8 blockwise entries).
+    pub blockwise: Option<Blockwise>,
+    /// Block-scaled output: D quantized with its scale factors (SFD, row-major like D) by the
+    /// `LinCombBlockScaleFactor` epilogue (SM100/SM120 block-scaled entries).
+    pub output_scale: Option<BlockScale>,
+    /// The seed rows this entry comes from (SM100/SM120 entries).
+    pub origin: Option<Origin>,
+    /// A (m x k).
+    pub a: Operand,
+    /// B (k x n).
+    pub b: Operand,
+    /// C (m x n), the source of the epilogue.
+    pub c: Operand,
+    /// D (m x n), the output.
+    pub d: Operand,
+    /// Accumulator type.
+    pub accumulator: DataType,
+    /// Type of alpha, beta and the epilogue's arithmetic.
+    pub compute: DataType,
+    /// Tile (m, n, k) in elements: the CTA tile on SM90 and SM120, the MMA tile on SM100 (what the
+    /// seed's tables and the collective builders take).
+    pub tile: [u32; 3],
+    /// Cluster shape (m, n, k) in CTAs.
+    pub cluster: [u32; 3],
+    /// Pipeline stages; 0 lets the collective builder choose (`StageCountAutoCarveout`).
+    pub stages: u32,
+    /// Mainloop schedule.
+    pub kernel_schedule: KernelSchedule,
+    /// Epilogue schedule.
+    pub epilogue_schedule: EpilogueSchedule,
+    /// Tile scheduler.
+    pub tile_scheduler: TileScheduler,
+}
+
+/// The most f32 accumulator values a thread of the overlapped FP8 mainloops holds
+/// (`cutlass-gemm-sys/csrc/cutlass_rs_sm90_fp8.hpp`: three of them, the f32 one and two k-tiles', fit
+/// the consumer warp groups' 232 registers up to this; ptxas reports no spills at 72). Wider
+/// tensor-wise cooperative tiles take the sliced mainloop.
+pub const OVERLAP_MAX_ACCUMULATORS: u32 = 72;
+
+impl KernelSpec {
+    /// The procedural name, compatible with `cutlass_library`'s `GemmOperation.procedural_name()`
+    /// for CUTLASS 3.x kernels:
+    /// `cutlass3x_sm{arch}_{op}_{gemm|spgemm}_{a}_{b}_{acc}_{c}_{d}_{tile}_{cluster}_{stages}_{layouts}_align{n}{scheduler}{schedule}{epilogue}`.
+    ///
+    /// It names the generated file, the C symbols and what `CUTLASS_RS_KERNELS` matches.
+    pub fn name(&self) -> String {
+        let join = |v: &[u32; 3]| format!("{}x{}x{}", v[0], v[1], v[2]);
+        format!(
+            "cutlass3x_sm{arch}_{op}_{core}_{a}_{b}_{acc}_{c}_{d}_{tile}_{cluster}_{stages}_{la}{lb}{lc}_align{align}{sched}{ks}{es}",
+            arch = self.arch.number(),
+            op = self.op_class.name(),
+            core = if self.op_class.is_sparse() { "spgemm" } else { "gemm" },
+            a = self.operand_type_name(self.a.ty, false),
+            b = self.operand_type_name(self.b.ty, true),
+            acc = self.accumulator.short_name(),
+            c = self.c.ty.short_name(),
+            d = match self.output_scale {
+                Some(o) => format!("{}x{}", o.sf.short_name(), self.d.ty.short_name()),
+                None => self.d.ty.short_name().to_string(),
+            },
+            tile = join(&self.tile),
+            cluster = join(&self.cluster),
+            stages = self.stages,
+            la = self.a.layout.letter(),
+            lb = self.b.layout.letter(),
+            lc = self.c.layout.letter(),
+            align = self.a.align.max(self.b.align),
+            sched = self.tile_scheduler.suffix(),
+            ks = self.kernel_schedule.suffix(),
+            es = match self.output_scale {
+                // cutlass_library: `_epiVs{vector}{layout of SFD}`.
+                Some(o) => format!(
+                    "{}_epiVs{}{}",
+                    self.epilogue_schedule.suffix(),
+                    o.vec,
+                    self.d.layout.letter()
+                ),
+                None => self.epilogue_schedule.suffix().to_string(),
+            },
+        )
+    }
+
+    /// The rules of Tables 1–20 for an entry that names its seed rows: the type row allows these
+    /// types, this layout and these alignments; the tile table serves the type row, and one of its
+    /// rows has this tile with a Y for this layout and this policy.
+    fn check_against_seed(&self, name: &str, o: Origin) -> Result<(), String> {
+        let row = crate::tables::type_row(o.type_table, o.type_row).ok_or_else(|| {
+            format!(
+                "{name}: no type row {}.{} in Tables 1-3",
+                o.type_table, o.type_row
+            )
+        })?;
+        if !row.type_pairs().contains(&(self.a.ty, self.b.ty)) {
+            return Err(format!(
+                "{name}: Table {} row {} ({} x {}) does not take {} x {}",
+                o.type_table,
+                o.type_row,
+                row.a.seed_name(),
+                row.b.seed_name(),
+                self.a.ty,
+                self.b.ty
+            ));
+        }
+        if !row.layouts().contains(&(self.a.layout, self.b.layout)) {
+            return Err(format!(
+                "{name}: Table {} row {} allows TN only, not {}",
+                o.type_table,
+                o.type_row,
+                self.layout_name()
+            ));
+        }
+        if self.a.align != row.align_a.for_layout(self.a.layout) || self.b.align != row.align_b {
+            return Err(format!(
+                "{name}: Table {} row {} needs alignments {} / {} elements, not {} / {}",
+                o.type_table,
+                o.type_row,
+                row.align_a.for_layout(self.a.layout),
+                row.align_b,
+                self.a.align,
+                self.b.align
+            ));
+        }
+        let table = crate::tile_tables::TILE_TABLES
+            .iter()
+            .find(|t| t.table == o.tile_table)
+            .ok_or_else(|| format!("{name}: no tile table {}", o.tile_table))?;
+        if table.arch != self.arch || !table.type_rows.contains(&(o.type_table, o.type_row)) {
+            return Err(format!(
+                "{name}: tile table {} does not serve Table {} row {} on {}",
+                o.tile_table, o.type_table, o.type_row, self.arch
+            ));
+        }
+        let policy = self.kernel_schedule.policy();
+        let tile_rows: Vec<&crate::tables::TileRow> = table
+            .rows
+            .iter()
+            .filter(|r| r.sparse == row.sparse && r.m == self.tile[0] && r.n == self.tile[1])
+            .collect();
+        if tile_rows.is_empty() {
+            return Err(format!(
+                "{name}: tile table {} has no {}x{} tile",
+                o.tile_table, self.tile[0], self.tile[1]
+            ));
+        }
+        if !tile_rows
+            .iter()
+            .any(|r| r.allows(self.a.layout, self.b.layout) && r.policies.contains(&policy))
+        {
+            return Err(format!(
+                "{name}: tile table {} marks {}x{} with {policy} N for {}",
+                o.tile_table,
+                self.tile[0],
+                self.tile[1],
+                self.layout_name()
+            ));
+        }
+        Ok(())
+    }
+
+    /// The A (`is_b == false`) or B operand's type as procedural names write it: `e4m3`,
+    /// `ue8m0xe2m1` (block-scaled: scale type x element type) or `1x128f32xe4m3` (blockwise:
+    /// scale block, scale type x element type).
+    pub fn operand_label(&self, is_b: bool) -> String {
+        self.operand_type_name(if is_b { self.b.ty } else { self.a.ty }, is_b)
+    }
+
+    fn operand_type_name(&self, ty: DataType, is_b: bool) -> String {
+        if let Some(bw) = self.blockwise {
+            // `{vec_mn}x{vec_k}{acc}x{type}`, as cutlass_library names blockwise operands.
+            let mn = if is_b { bw.n } else { bw.m };
+            return format!(
+                "{mn}x{}{}x{}",
+                bw.k,
+                self.accumulator.short_name(),
+                ty.short_name()
+            );
+        }
+        match self.block_scale {
+            Some(bs) => format!("{}x{}", bs.sf.short_name(), ty.short_name()),
+            None => ty.short_name().to_string(),
+        }
+    }
+
+    /// This crate's class template that wraps the builder's collective mainloop, with the header
+    /// that defines it (`cutlass-gemm-sys/csrc`): the schedule's
+    /// ([`KernelSchedule::mainloop_wrapper`]), except for the tensor-wise cooperative overlapped
+    /// kernels whose three accumulators would not fit the registers (more than 72 values a
+    /// thread: tile N > 144), which take the sliced mainloop (f32 accumulator plus one N slice's
+    /// k-tile accumulator, the promotion hidden across the two warp groups).
+    pub fn mainloop_wrapper(&self) -> Option<(&'static str, &'static str)> {
+        if self.uses_sliced_promotion() {
+            return Some((
+                "cutlass_rs::Sm90Fp8SlicedPromotion",
+                "cutlass_rs_sm90_fp8_sliced.hpp",
+            ));
+        }
+        self.kernel_schedule.mainloop_wrapper()
+    }
+
+    /// Whether this is a tensor-wise cooperative overlapped FP8 kernel too wide for three
+    /// accumulators (more than [`OVERLAP_MAX_ACCUMULATORS`] values a thread), which the sliced
+    /// mainloop serves ([`KernelSpec::mainloop_wrapper`]).
+    pub fn uses_sliced_promotion(&self) -> bool {
+        self.kernel_schedule == KernelSchedule::TmaWarpSpecializedCooperativeFp8Overlap
+            && self.tile[0] * self.tile[1] / 256 > OVERLAP_MAX_ACCUMULATORS
+    }
+
+    /// Whether the kernel is built for programmatic dependent launch (CUDA's programmatic stream
+    /// serialization): SM90 kernels with CUTLASS's grid dependency control compiled in
+    /// (`CUTLASS_ENABLE_GDC_FOR_SM90`), which wait (`griddepcontrol.wait`) for the kernel before
+    /// them in the stream before their first global memory access and let the kernel after them
+    /// start once their last tile's main loop is done. Not:
+    /// - stream-K kernels: their workspace is zeroed by a separate operation before each launch,
+    ///   and their partial-tile reductions would have to be ordered after it as well;
+    /// - blockwise-scaled kernels: CUTLASS 4.2's cooperative kernel loads the scales in a producer
+    ///   warp (`MainloopAux`) that does not wait, so scales written by the kernel before could be
+    ///   read early;
+    /// - SM100 and SM120 kernels, which this build launches through CUTLASS's adapter without it.
+    pub fn supports_programmatic_dependent_launch(&self) -> bool {
+        self.arch == Arch::Sm90a
+            && self.blockwise.is_none()
+            && self.tile_scheduler == TileScheduler::Persistent
+    }
+
+    /// Whether an SM90 kernel's tile N is one of CuTe's extended wgmma shapes (144, 176, ...: not
+    /// 8, 16, 32, 64, 96, 128, 192 or 256). CuTe's instruction selector (`ss_op_selector`) offers
+    /// those only with `CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED`; without it, it falls back to the
+    /// largest base shape that divides N (nine 64x16 wgmmas for N = 144, nine reads of A from
+    /// shared memory where one would do).
+    pub fn uses_extended_wgmma_shape(&self) -> bool {
+        self.arch == Arch::Sm90a && ![8, 16, 32, 64, 96, 128, 192, 256].contains(&self.tile[1])
+    }
+
+    /// The two-letter A/B layout, as in the seed tables (`TN` = row-major A, column-major B).
+    pub fn layout_name(&self) -> String {
+        let up = |l: Layout| l.letter().to_ascii_uppercase();
+        format!("{}{}", up(self.a.layout), up(self.b.layout))
+    }
+
+    /// Checks the rules that make a spec instantiable; `Err` says which rule fails.
+    pub fn validate(&self) -> Result<(), String> {
+        let name = self.name();
+        for (op, o) in [("A", self.a), ("B", self.b), ("C", self.c), ("D", self.d)] {
+            if o.align == 0 || (o.align * o.ty.bits()) % 128 != 0 {
+                return Err(format!(
+                    "{name}: operand {op} alignment {} elements of {} is not a multiple of 16 bytes, as TMA needs",
+                    o.align, o.ty
+                ));
+            }
+        }
+        if self.c.layout != self.d.layout {
+            return Err(format!("{name}: C and D must have the same layout"));
+        }
+        if self.tile.iter().chain(self.cluster.iter()).any(|&v| v == 0) {
+            return Err(format!("{name}: tile and cluster extents must be positive"));
+        }
+        if let Some(o) = self.origin {
+            self.check_against_seed(&name, o)?;
+        } else if self.arch != Arch::Sm90a {
+            return Err(format!(
+                "{name}: SM100/SM120 entries must name their seed rows (origin)"
+            ));
+        }
+        if let Some(o) = self.output_scale {
+            if self.block_scale.is_none() || self.arch == Arch::Sm90a {
+                return Err(format!(
+                    "{name}: block-scaled outputs come with block-scaled SM100/SM120 kernels"
+                ));
+            }
+            let ok = match o.sf {
+                DataType::UE8M0 => o.vec == 32,
+                DataType::UE4M3 => o.vec == 16,
+                _ => false,
+            };
+            if !ok || !matches!(self.d.ty.bits(), 4 | 6 | 8) || self.d.ty == DataType::UE8M0 {
+                return Err(format!(
+                    "{name}: a block-scaled output is FP8/FP6/FP4 with ue8m0 per 32 or ue4m3 per 16"
+                ));
+            }
+        }
+        if self.blockwise.is_some() && self.arch != Arch::Sm90a {
+            return Err(format!(
+                "{name}: blockwise (f32-scale) entries are SM90 only in this catalog"
+            ));
+        }
+        match self.arch {
+            Arch::Sm90a => {
+                let cluster_size: u32 = self.cluster.iter().product();
+                if cluster_size > 8 || self.cluster[2] != 1 {
+                    return Err(format!(
+                        "{name}: SM90 clusters have at most 8 CTAs and cluster k = 1"
+                    ));
+                }
+                let tile_k_bytes = self.tile[2] * self.a.ty.bits() / 8;
+                if tile_k_bytes % 128 != 0 {
+                    return Err(format!(
+                        "{name}: SM90 tile k must span a multiple of 128 bytes (one 128B swizzle atom)"
+                    ));
+                }
+                use KernelSchedule as K;
+                let (min_m, epilogues): (u32, &[EpilogueSchedule]) = match self.kernel_schedule {
+                    K::TmaWarpSpecializedCooperative
+                    | K::TmaWarpSpecializedCooperativeFp8FastAccum
+                    | K::TmaWarpSpecializedCooperativeFp8Blockwise
+                    | K::TmaWarpSpecializedCooperativeFp8Overlap
+                    | K::TmaWarpSpecializedCooperativeFp8BlockwiseOverlap => (
+                        128,
+                        &[
+                            EpilogueSchedule::TmaWarpSpecializedCooperative,
+                            EpilogueSchedule::NoSmemWarpSpecialized,
+                        ],
+                    ),
+                    K::TmaWarpSpecializedPingpong
+                    | K::TmaWarpSpecializedPingpongFp8FastAccum
+                    | K::TmaWarpSpecializedPingpongFp8Overlap => (
+                        64,
+                        &[
+                            EpilogueSchedule::TmaWarpSpecialized,
+                            EpilogueSchedule::NoSmemWarpSpecialized,
+                        ],
+                    ),
+                    K::TmaWarpSpecialized => (64, &[EpilogueSchedule::NoSmemWarpSpecialized]),
+                    other => {
+                        return Err(format!(
+                            "{name}: {} is not an SM90 schedule",
+                            other.policy()
+                        ));
+                    }
+                };
+                if self.tile[0] % min_m != 0 {
+                    return Err(format!(
+                        "{name}: {} needs tile m a multiple of {min_m}",
+                        self.kernel_schedule.policy()
+                    ));
+                }
+                if !epilogues.contains(&self.epilogue_schedule) {
+                    return Err(format!(
+                        "{name}: {} does not pair with the {} epilogue",
+                        self.kernel_schedule.policy(),
+                        self.epilogue_schedule.cpp_type()
+                    ));
+                }
+                // CUTLASS's SM90 stream-K reduces partial tiles in the cooperative kernel only
+                // (`sm90_gemm_tma_warpspecialized_pingpong.hpp` refuses it).
+                if self.tile_scheduler == TileScheduler::StreamK
+                    && !matches!(
+                        self.kernel_schedule,
+                        K::TmaWarpSpecializedCooperative
+                            | K::TmaWarpSpecializedCooperativeFp8FastAccum
+                            | K::TmaWarpSpecializedCooperativeFp8Overlap
+                    )
+                {
+                    return Err(format!(
+                        "{name}: the stream-K scheduler needs a cooperative schedule"
+                    ));
+                }
+                let fp8 = |t: DataType| matches!(t, DataType::E4M3 | DataType::E5M2);
+                let fp8_only = matches!(
+                    self.kernel_schedule,
+                    K::TmaWarpSpecializedCooperativeFp8FastAccum
+                        | K::TmaWarpSpecializedPingpongFp8FastAccum
+                        | K::TmaWarpSpecializedCooperativeFp8Blockwise
+                        | K::TmaWarpSpecializedCooperativeFp8Overlap
+                        | K::TmaWarpSpecializedPingpongFp8Overlap
+                        | K::TmaWarpSpecializedCooperativeFp8BlockwiseOverlap
+                );
+                if fp8_only && !(fp8(self.a.ty) && fp8(self.b.ty)) {
+                    return Err(format!(
+                        "{name}: {} takes e4m3/e5m2 operands only",
+                        self.kernel_schedule.policy()
+                    ));
+                }
+                // Three accumulators (f32, two k-tiles) of at most 72 values per thread must fit
+                // the consumer warp groups' 232 registers (up to a 128x144 cooperative tile or a
+                // 64x144 pingpong tile; ptxas reports no spills at 72); promotion per k-tile is
+                // CUTLASS's default interval (4 wgmmas of k = 32) only at tile k = 128.
+                // The sliced mainloop (cutlass_rs_sm90_fp8_sliced.hpp) takes the tensor-wise
+                // cooperative tiles 128 x N past that, up to 128x256: the f32 accumulator (up to
+                // 128 values) plus one N slice's k-tile accumulator.
+                let per_thread = match self.kernel_schedule {
+                    K::TmaWarpSpecializedCooperativeFp8Overlap
+                    | K::TmaWarpSpecializedCooperativeFp8BlockwiseOverlap => Some(256),
+                    K::TmaWarpSpecializedPingpongFp8Overlap => Some(128),
+                    _ => None,
+                }
+                .map(|threads| self.tile[0] * self.tile[1] / threads);
+                let sliced = self.kernel_schedule == K::TmaWarpSpecializedCooperativeFp8Overlap
+                    && self.tile[0] == 128
+                    && self.tile[1] <= 256
+                    && self.tile[1] % 16 == 0;
+                if per_thread.is_some_and(|v| v > OVERLAP_MAX_ACCUMULATORS && !sliced)
+                    || (per_thread.is_some() && self.tile[2] != 128)
+                {
+                    return Err(format!(
+                        "{name}: the overlapped FP8 mainloop needs tile k = 128 and at most 72 accumulators per thread (up to 128x144 cooperative, 64x144 pingpong; the tensor-wise cooperative one takes 128 x N up to 128x256, N a multiple of 16, sliced)"
+                    ));
+                }
+                let blockwise_schedule = matches!(
+                    self.kernel_schedule,
+                    K::TmaWarpSpecializedCooperativeFp8Blockwise
+                        | K::TmaWarpSpecializedCooperativeFp8BlockwiseOverlap
+                );
+                match self.blockwise {
+                    Some(bw) => {
+                        if !blockwise_schedule {
+                            return Err(format!(
+                                "{name}: blockwise scales need the FP8 blockwise schedule"
+                            ));
+                        }
+                        if bw.m == 0
+                            || bw.n == 0
+                            || self.tile[0] % bw.m != 0
+                            || self.tile[1] % bw.n != 0
+                            || bw.k != self.tile[2]
+                            || self.accumulator != DataType::F32
+                        {
+                            return Err(format!(
+                                "{name}: blockwise scale blocks {}x{}x{} must divide the tile {}x{} and span its k ({}), with an f32 accumulator",
+                                bw.m, bw.n, bw.k, self.tile[0], self.tile[1], self.tile[2]
+                            ));
+                        }
+                    }
+                    None if blockwise_schedule => {
+                        return Err(format!(
+                            "{name}: the FP8 blockwise schedule needs blockwise scales"
+                        ));
+                    }
+                    None => {}
+                }
+                if self.block_scale.is_some() {
+                    return Err(format!("{name}: SM90 has no block-scaled (mx/nv) MMA"));
+                }
+                if self.a.ty.bits() == 8
+                    && (self.a.layout, self.b.layout) != (Layout::RowMajor, Layout::ColumnMajor)
+                {
+                    return Err(format!(
+                        "{name}: SM90 wgmma reads 8-bit operands K-major only: layout TN, not {}",
+                        self.layout_name()
+                    ));
+                }
+                if self.a.ty == DataType::Tf32
+                    && (self.a.layout, self.b.layout) == (Layout::RowMajor, Layout::RowMajor)
+                {
+                    return Err(format!(
+                        "{name}: tf32 TT needs CUTLASS's transposed epilogue, which the catalog does not use"
+                    ));
+                }
+                if self.tile[1] % 8 != 0 || self.tile[1] > 256 {
+                    return Err(format!(
+                        "{name}: the wgmma n extent must be a multiple of 8 and at most 256"
+                    ));
+                }
+            }
+            Arch::Sm100a => {
+                let sms = self.kernel_schedule.sms() as u32;
+                if self.cluster[0] % sms != 0 {
+                    return Err(format!(
+                        "{name}: a {sms}SM MMA needs cluster m a multiple of {sms}"
+                    ));
+                }
+                let tm_ok = if sms == 2 {
+                    [128, 256].contains(&self.tile[0])
+                } else {
+                    [64, 128].contains(&self.tile[0])
+                };
+                if !tm_ok {
+                    return Err(format!(
+                        "{name}: MMA tile m {} is not valid for a {sms}SM MMA",
+                        self.tile[0]
+                    ));
+                }
+                let epi = if sms == 2 {
+                    EpilogueSchedule::TmaWarpSpecialized2Sm
+                } else {
+                    EpilogueSchedule::TmaWarpSpecialized1Sm
+                };
+                if self.epilogue_schedule != epi {
+                    return Err(format!(
+                        "{name}: a {sms}SM mainloop needs the {sms}SM epilogue (Table 14)"
+                    ));
+                }
+            }
+            Arch::Sm120a => {
+                if self.cluster != [1, 1, 1] {
+                    return Err(format!(
+                        "{name}: SM120 has no multicast: the cluster must be 1x1x1"
+                    ));
+                }
+                if (self.a.layout, self.b.layout) != (Layout::RowMajor, Layout::ColumnMajor) {
+                    return Err(format!("{name}: SM120 supports the TN layout only"));
+                }
+                if self.epilogue_schedule != EpilogueSchedule::Auto {
+                    return Err(format!("{name}: SM120 needs EpilogueScheduleAuto"));
+                }
+                if matches!(self.d.ty, DataType::E2M3 | DataType::E3M2) {
+                    let lead = if self.d.layout == Layout::RowMajor {
+                        self.tile[1]
+                    } else {
+                        self.tile[0]
+                    };
+                    if lead != 128 {
+                        return Err(format!("{name}: a float6 output needs tile 128 along its leading dimension (SM120)"));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}

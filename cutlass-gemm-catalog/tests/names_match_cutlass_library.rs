@@ -1,0 +1,261 @@
+//! Every catalog name equals the name CUTLASS's own generator (`cutlass_library`, from the
+//! nvidia-cutlass wheel that `scripts/bootstrap.sh` installs) gives the same configuration.
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+use cutlass_gemm_catalog::spec::OpClass;
+use cutlass_gemm_catalog::{catalog, EpilogueSchedule, KernelSchedule, TileScheduler};
+
+fn line(s: &cutlass_gemm_catalog::KernelSpec) -> String {
+    let x = |v: [u32; 3]| format!("{}x{}x{}", v[0], v[1], v[2]);
+    // cutlass_library's KernelScheduleType member names (they order words differently from the
+    // C++ policy names).
+    let ks = match s.kernel_schedule {
+        KernelSchedule::TmaWarpSpecializedCooperative => "TmaWarpSpecializedCooperative",
+        KernelSchedule::TmaWarpSpecializedPingpong => "TmaWarpSpecializedPingpong",
+        KernelSchedule::TmaWarpSpecialized => "TmaWarpSpecialized",
+        KernelSchedule::TmaWarpSpecializedCooperativeFp8FastAccum => {
+            "TmaWarpSpecializedCooperativeFP8FastAccum"
+        }
+        KernelSchedule::TmaWarpSpecializedPingpongFp8FastAccum => {
+            "TmaWarpSpecializedPingpongFP8FastAccum"
+        }
+        KernelSchedule::TmaWarpSpecializedCooperativeFp8Blockwise => {
+            "BlockwiseTmaWarpSpecializedCooperative"
+        }
+        KernelSchedule::Sm100OneSm => "TmaWarpSpecialized1SmSm100",
+        KernelSchedule::Sm100TwoSm => "TmaWarpSpecialized2SmSm100",
+        KernelSchedule::Sm100Mxf8f6f4OneSm => "Mxf8f6f4TmaWarpSpecialized1SmSm100",
+        KernelSchedule::Sm100Mxf8f6f4TwoSm => "Mxf8f6f4TmaWarpSpecialized2SmSm100",
+        KernelSchedule::Sm100Mxf4OneSm => "Mxf4TmaWarpSpecialized1SmSm100",
+        KernelSchedule::Sm100Mxf4TwoSm => "Mxf4TmaWarpSpecialized2SmSm100",
+        KernelSchedule::Sm100Nvf4OneSm => "Nvf4TmaWarpSpecialized1SmSm100",
+        KernelSchedule::Sm100Nvf4TwoSm => "Nvf4TmaWarpSpecialized2SmSm100",
+        KernelSchedule::Sm120Mxf8f6f4Cooperative => "Mxf8f6f4TmaWarpSpecializedCooperativeSm120",
+        KernelSchedule::Sm120Mxf8f6f4Pingpong => "Mxf8f6f4TmaWarpSpecializedPingpongSm120",
+        KernelSchedule::Sm100SparseOneSm => "SparseTmaWarpSpecialized1SmSm100",
+        KernelSchedule::Sm100SparseTwoSm => "SparseTmaWarpSpecialized2SmSm100",
+        other => panic!("add {other:?} to this test"),
+    };
+    let es = match s.epilogue_schedule {
+        EpilogueSchedule::TmaWarpSpecializedCooperative => "TmaWarpSpecializedCooperative",
+        EpilogueSchedule::TmaWarpSpecialized => "TmaWarpSpecialized",
+        EpilogueSchedule::TmaWarpSpecialized1Sm => "TmaWarpSpecialized1Sm",
+        EpilogueSchedule::TmaWarpSpecialized2Sm => "TmaWarpSpecialized2Sm",
+        EpilogueSchedule::Auto => "ScheduleAuto",
+        EpilogueSchedule::NoSmemWarpSpecialized => "NoSmemWarpSpecialized",
+        other => panic!("add {other:?} to this test"),
+    };
+    let ts = match s.tile_scheduler {
+        TileScheduler::Persistent => "Persistent",
+        TileScheduler::StreamK => "StreamK",
+        other => panic!("add {other:?} to this test"),
+    };
+    [
+        s.arch.number().to_string(),
+        s.a.ty.short_name().into(),
+        s.b.ty.short_name().into(),
+        s.accumulator.short_name().into(),
+        s.c.ty.short_name().into(),
+        s.d.ty.short_name().into(),
+        s.a.layout.letter().into(),
+        s.b.layout.letter().into(),
+        s.c.layout.letter().into(),
+        s.a.align.to_string(),
+        s.b.align.to_string(),
+        s.c.align.to_string(),
+        s.d.align.to_string(),
+        x(s.tile),
+        x(s.cluster),
+        s.stages.to_string(),
+        ks.into(),
+        es.into(),
+        ts.into(),
+        s.op_class.name().into(),
+        s.block_scale
+            .map_or("-".to_string(), |b| b.sf.short_name().to_string()),
+        s.blockwise
+            .map_or("-".to_string(), |b| format!("{}x{}x{}", b.m, b.n, b.k)),
+        s.output_scale.map_or("-".to_string(), |o| {
+            format!("{}x{}", o.sf.short_name(), o.vec)
+        }),
+    ]
+    .join("\t")
+}
+
+/// Where python3 finds `cutlass_library`: `CUTLASS_LIBRARY_PYTHONPATH`, else this repository's
+/// `third_party/toolchain` (scripts/bootstrap.sh), else python3's own packages.
+fn python_path() -> String {
+    let root = env!("CARGO_MANIFEST_DIR");
+    std::env::var("CUTLASS_LIBRARY_PYTHONPATH").unwrap_or_else(|_| {
+        let tp = format!("{root}/../third_party/toolchain");
+        if std::path::Path::new(&tp).join("cutlass_library").is_dir() {
+            tp
+        } else {
+            std::env::var("PYTHONPATH").unwrap_or_default()
+        }
+    })
+}
+
+#[test]
+fn catalog_names_equal_cutlass_library_procedural_names() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let pythonpath = python_path();
+    // cutlass_library 4.2 has no sparse block-scaled kernels (no schedule, no opcode class) and
+    // none of this crate's own schedules (the overlapped FP8 mainloop): those names are this
+    // catalog's own extension of its scheme, checked for uniqueness (and the own schedules' names
+    // against their CUTLASS twin's, below).
+    let (specs, ours): (Vec<_>, Vec<_>) = catalog::all().into_iter().partition(|s| {
+        s.op_class != OpClass::BlockScaledSparseTensorOp
+            && s.kernel_schedule.mainloop_wrapper().is_none()
+    });
+    for s in ours
+        .iter()
+        .filter(|s| s.kernel_schedule.mainloop_wrapper().is_some())
+    {
+        // The name of the CUTLASS kernel whose mainloop it wraps, with `_fp8_overlap` added to
+        // the schedule suffix.
+        let mut twin = *s;
+        twin.kernel_schedule = match s.kernel_schedule {
+            KernelSchedule::TmaWarpSpecializedCooperativeFp8Overlap => {
+                KernelSchedule::TmaWarpSpecializedCooperative
+            }
+            KernelSchedule::TmaWarpSpecializedPingpongFp8Overlap => {
+                KernelSchedule::TmaWarpSpecializedPingpong
+            }
+            KernelSchedule::TmaWarpSpecializedCooperativeFp8BlockwiseOverlap => {
+                KernelSchedule::TmaWarpSpecializedCooperativeFp8Blockwise
+            }
+            other => panic!("add {other:?} to this test"),
+        };
+        let suffix = twin.kernel_schedule.suffix();
+        assert_eq!(
+            s.name(),
+            twin.name()
+                .replace(suffix, &format!("{suffix}_fp8_overlap")),
+        );
+    }
+    let input: String = specs.iter().map(|s| line(s) + "\n").collect();
+    let mut child = Command::new("python3")
+        .arg(format!("{root}/tests/python/cutlass_library_names.py"))
+        .env("PYTHONPATH", &pythonpath)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("python3 is needed for this test");
+    // Feed stdin from a thread: thousands of lines would fill both pipes otherwise.
+    let mut stdin = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap().unwrap();
+    assert!(
+        out.status.success(),
+        "cutlass_library failed (run scripts/bootstrap.sh, or set CUTLASS_LIBRARY_PYTHONPATH): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let theirs: Vec<String> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(theirs.len(), specs.len());
+    for (s, t) in specs.iter().zip(&theirs) {
+        assert_eq!(&s.name(), t);
+    }
+    let all: std::collections::HashSet<String> =
+        specs.iter().chain(&ours).map(|s| s.name()).collect();
+    assert_eq!(all.len(), specs.len() + ours.len(), "names are not unique");
+    println!(
+        "{} names compared with cutlass_library, 0 differ; {} sparse block-scaled and own-schedule names (not in cutlass_library 4.2) unique",
+        specs.len(),
+        ours.len()
+    );
+}
+
+/// SM90 entries CUTLASS's generator does not emit, and why they are in the catalog anyway.
+const BEYOND_GENERATOR: &[(&str, &str)] = &[
+    (
+        "_f32_f32_f32_128x256x64_2x1x1_0_",
+        "16-bit inputs with an f32 TMA-store output at 128x256x64: the generator's shared-memory \
+     heuristic prunes it, yet it compiles (kernels/census.tsv) and passes the GPU tests \
+     (tests/gpu_gemm.rs, f32 output with beta and C); it is the default f32-output kernel",
+    ),
+    (
+        "_64x8x64_1x2x1_0_tnn_align8_warpspecialized_pingpong_",
+        "16-bit pingpong with wgmma N = 8 (the generator emits no SM90 tile narrower than 16): \
+         the tile cuBLASLt runs at M = 16 through the operand swap, compiled by CUTLASS's builder \
+         and verified by tests/gpu_gemm.rs; 16 x 4096 x 4096 bf16 0.88x -> 1.04x cuBLAS \
+         (docs/performance.md)",
+    ),
+];
+
+/// Every SM90 entry is a configuration CUTLASS's own generator (`cutlass_library/generator.py`,
+/// exhaustive instantiation level, with the level-3 wgmma shapes of the catalog's tile N) emits:
+/// same types, tile, cluster, schedules and alignment. The generator writes column-major C/D; the
+/// catalog's C/D are row-major (column-major outputs go through the transpose identity, see
+/// ARCHITECTURE.md), so the C/D layout letter is compared as column-major.
+#[test]
+fn sm90_entries_are_emitted_by_cutlass_generator() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let pythonpath = python_path();
+    // The tile N extents of the catalog (= wgmma N): the generator adds its level-3 wgmma shapes
+    // (N = 96, 144, 176, ...) for these only.
+    let wgmma_n: std::collections::BTreeSet<u32> = catalog::sm90()
+        .iter()
+        .filter(|s| s.kernel_schedule.mainloop_wrapper().is_none())
+        .map(|s| s.tile[1])
+        .collect();
+    let wgmma_n: Vec<String> = wgmma_n.iter().map(u32::to_string).collect();
+    let out = Command::new("python3")
+        .arg(format!("{root}/tests/python/cutlass_generator_sm90.py"))
+        .arg("--wgmma-n")
+        .arg(wgmma_n.join(","))
+        .env("PYTHONPATH", &pythonpath)
+        .output()
+        .expect("python3 is needed for this test");
+    assert!(
+        out.status.success(),
+        "cutlass_library's generator failed (run scripts/bootstrap.sh, or set CUTLASS_LIBRARY_PYTHONPATH): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let emitted: std::collections::HashSet<String> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    assert!(emitted.len() > 1000, "only {} names", emitted.len());
+    let (mut found, mut excepted, mut own) = (0, 0, 0);
+    for s in catalog::sm90() {
+        let name = s.name();
+        // This crate's own schedules (CUTLASS's kernels with a mainloop of ours): checked by name
+        // in the test above, and on the GPU against their CUTLASS twins (tests/gpu_fp8.rs).
+        if s.kernel_schedule.mainloop_wrapper().is_some() {
+            own += 1;
+            continue;
+        }
+        let layouts = format!("_{}t_align", s.layout_name().to_lowercase());
+        let as_generated = name.replace(
+            &layouts,
+            &format!("_{}n_align", s.layout_name().to_lowercase()),
+        );
+        if emitted.contains(&as_generated) {
+            found += 1;
+        } else {
+            let why = BEYOND_GENERATOR
+                .iter()
+                .find(|(part, _)| name.contains(part));
+            assert!(
+                why.is_some(),
+                "{name} is not emitted by CUTLASS's generator (looked for {as_generated})"
+            );
+            excepted += 1;
+        }
+    }
+    println!(
+        "{found} SM90 entries emitted by CUTLASS's generator ({} names), {excepted} documented exceptions, {own} of this crate's own schedules",
+        emitted.len()
+    );
+    assert!(excepted <= 10);
+}

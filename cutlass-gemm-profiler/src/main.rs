@@ -1,0 +1,50 @@
+//! `cutlass-profiler`: the kernel catalog, a PTX census and timings against cuBLAS / cuBLASLt
+//! from the command line.
+//!
+//! Subcommands (`cutlass-profiler SUBCOMMAND --help` for the options):
+//!
+//! - `list`: the kernel catalog as a table, TSV or JSON (like cutlass_profiler's enumerate mode);
+//!   `--filter` takes comma-separated name patterns (`*`/`?` globs over the whole name, plain text
+//!   as a substring), as `CUTLASS_RS_KERNELS` does.
+//! - `census`: compiles catalog entries to PTX with the nvcc cutlass-gemm-sys found, and checks the
+//!   MMA instructions in the PTX against the kind, CTA group and scale-vector size the seed's
+//!   tables imply; results append to `cutlass-gemm-catalog/census.tsv`, so a census resumes where
+//!   it stopped.
+//! - `profile`: times this crate's GEMMs against cuBLAS / cuBLASLt in one process on
+//!   `bench/shapes.tsv` (or the given shapes), checks each result against the other library's,
+//!   prints TFLOP/s, % of the roofline and the ratio, and writes CSV and SVG charts when asked.
+//! - `overhead`: the host time per call of a planned bf16 GEMM against a bare launch of the same
+//!   kernel.
+//!
+//! Modules: [`args`] (the command line), [`list`], [`census`], [`profile`] (the per-type drivers)
+//! with [`plans`], [`timing`], [`cublas`], [`device`], [`report`] and [`charts`], [`overhead`],
+//! and [`shapes`] and [`kind`] shared by them.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+mod args;
+mod census;
+mod charts;
+mod cublas;
+mod device;
+mod kind;
+mod list;
+mod overhead;
+mod plans;
+mod profile;
+mod report;
+mod shapes;
+mod timing;
+
+use args::{Cli, Command};
+
+fn main() -> ExitCode {
+    match Cli::parse().command {
+        Command::List(a) => list::main(&a),
+        Command::Census(a) => census::main(&a),
+        Command::Profile(a) => profile::main(&a),
+        Command::Overhead(a) => overhead::main(&a),
+    }
+}

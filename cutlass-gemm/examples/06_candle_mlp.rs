@@ -1,0 +1,108 @@
+//! A transformer MLP block at Llama-3-8B sizes (hidden 4096, intermediate 14336) in candle:
+//! `y = down(silu(gate(x)) * up(x))`, with candle's own matmul (cuBLAS), with this crate's bf16
+//! GEMMs (`cutlass_gemm::candle::matmul`), and with FP8 blockwise-quantized weights
+//! (`cutlass_gemm::candle::Fp8Linear`); outputs compared with candle's and times side by side.
+//!
+//! `cargo run --release --features candle --example 06_candle_mlp`
+//! Times: median of 20 timed runs of the whole block after 3 warm-up runs, CUDA events on candle's
+//! stream; the FP8 time includes quantizing the activations of each GEMM (the weights are
+//! quantized once, before timing).
+
+use std::sync::Arc;
+
+use anyhow::Result;
+use candle_core::{DType, Device, Module, Tensor};
+use cudarc::driver::CudaStream;
+use cutlass_gemm::candle::{matmul, Fp8Linear};
+
+#[path = "common/timing.rs"]
+mod timing;
+
+const HIDDEN: usize = 4096;
+const INTERMEDIATE: usize = 14336;
+const RUNS: usize = 20;
+
+/// Median milliseconds of `f` over RUNS runs after 3 warm-up runs (see `common/timing.rs`).
+fn time(stream: &Arc<CudaStream>, f: &mut dyn FnMut() -> Result<Tensor>) -> Result<f64> {
+    timing::median_ms(stream, RUNS, &mut || f().map(drop))
+}
+
+/// max |a - b| and rms(a - b) / rms(b), in f32.
+fn error(a: &Tensor, b: &Tensor) -> Result<(f32, f32)> {
+    let a = a.to_dtype(DType::F32)?;
+    let b = b.to_dtype(DType::F32)?;
+    let d = (&a - &b)?;
+    let max = d.abs()?.flatten_all()?.max(0)?.to_scalar::<f32>()?;
+    let rms = |t: &Tensor| -> Result<f32> { Ok(t.sqr()?.mean_all()?.to_scalar::<f32>()?.sqrt()) };
+    Ok((max, rms(&d)? / rms(&b)?))
+}
+
+fn main() -> Result<()> {
+    anyhow::ensure!(
+        cutlass_gemm::cuda_available(),
+        "no CUDA GPU found: the example needs one"
+    );
+    let dev = Device::new_cuda(0)?;
+    let stream = dev.as_cuda_device()?.cuda_stream();
+    println!(
+        "device: {}; Llama-3-8B MLP: hidden {HIDDEN}, intermediate {INTERMEDIATE}, bf16",
+        stream.context().name()?
+    );
+    // Weights like a trained layer's: N(0, 0.02).
+    let w = |n: usize, k: usize| -> Result<Tensor> {
+        Ok(Tensor::randn(0f32, 0.02, (n, k), &dev)?.to_dtype(DType::BF16)?)
+    };
+    let (wg, wu, wd) = (
+        w(INTERMEDIATE, HIDDEN)?,
+        w(INTERMEDIATE, HIDDEN)?,
+        w(HIDDEN, INTERMEDIATE)?,
+    );
+    let (qg, qu, qd) = (
+        Fp8Linear::new(&wg, None)?,
+        Fp8Linear::new(&wu, None)?,
+        Fp8Linear::new(&wd, None)?,
+    );
+    let (wgt, wut, wdt) = (wg.t()?, wu.t()?, wd.t()?);
+
+    println!(
+        "{:>7} {:>12} {:>12} {:>8} {:>12} {:>8}   {:>22} {:>22}",
+        "tokens",
+        "candle (ms)",
+        "cutlass (ms)",
+        "speedup",
+        "fp8 (ms)",
+        "speedup",
+        "cutlass vs candle",
+        "fp8 vs candle"
+    );
+    for tokens in [1usize, 16, 128, 512, 2048, 4096] {
+        let x = Tensor::randn(0f32, 1.0, (tokens, HIDDEN), &dev)?.to_dtype(DType::BF16)?;
+        let mut candle_mlp = || -> Result<Tensor> {
+            let h = (x.matmul(&wgt)?.silu()? * x.matmul(&wut)?)?;
+            Ok(h.matmul(&wdt)?)
+        };
+        let mut cutlass_mlp = || -> Result<Tensor> {
+            let h = (matmul(&x, &wgt)?.silu()? * matmul(&x, &wut)?)?;
+            Ok(matmul(&h, &wdt)?)
+        };
+        let mut fp8_mlp = || -> Result<Tensor> {
+            let h = (qg.forward(&x)?.silu()? * qu.forward(&x)?)?;
+            Ok(qd.forward(&h)?)
+        };
+        let (y_candle, y_cutlass, y_fp8) = (candle_mlp()?, cutlass_mlp()?, fp8_mlp()?);
+        let (max_b, rel_b) = error(&y_cutlass, &y_candle)?;
+        let (max_q, rel_q) = error(&y_fp8, &y_candle)?;
+        let t_candle = time(&stream, &mut candle_mlp)?;
+        let t_cutlass = time(&stream, &mut cutlass_mlp)?;
+        let t_fp8 = time(&stream, &mut fp8_mlp)?;
+        println!(
+            "{tokens:>7} {t_candle:>12.3} {t_cutlass:>12.3} {:>7.2}x {t_fp8:>12.3} {:>7.2}x   max {max_b:>8.2e} rms {rel_b:>7.1e}   max {max_q:>8.2e} rms {rel_q:>7.1e}",
+            t_candle / t_cutlass,
+            t_candle / t_fp8,
+        );
+    }
+    println!(
+        "(errors: max |y - y_candle| and rms(y - y_candle) / rms(y_candle) of the block's output)"
+    );
+    Ok(())
+}

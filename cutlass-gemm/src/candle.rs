@@ -1,0 +1,855 @@
+//! GEMMs on [candle](https://github.com/huggingface/candle) CUDA tensors through this crate
+//! (feature `candle`; candle-core 0.11, which uses cudarc 0.19 as this crate does).
+//!
+//! | item | computes | element types |
+//! |---|---|---|
+//! | [`matmul`] | candle's `a.matmul(b)`: `(…, m, k) x (…, k, n) -> (…, m, n)` | bf16, f16 |
+//! | [`broadcast_matmul`] | candle's `a.broadcast_matmul(b)` (batch dimensions broadcast) | bf16, f16 |
+//! | [`Matmul`] | the same as a candle `CustomOp2` (`a.apply_op2_no_bwd(&b, &Matmul)`) | bf16, f16 |
+//! | [`matmul_fp8`] / [`MatmulFp8`] | `scale_a * scale_b * (a · b)` to bf16; `a` row-major, `b` column-major (`w.t()`) | F8E4M3 |
+//! | [`Fp8Linear`] | a `Linear` layer (`x · Wᵀ + bias`) whose weight is quantized once to FP8 e4m3 with one f32 scale per 128x128 block; activations are quantized per call (1x128 groups) on the GPU; the DeepSeek-V3 recipe | bf16 in and out |
+//! | [`Nvfp4Linear`] | the same with NVFP4 weights and activations | bf16 in and out; SM100/SM120 GPUs |
+//!
+//! **Layouts.** Each operand's last two dimensions may be row-major (contiguous rows, any row
+//! stride) or column-major (a transposed view such as `w.t()`), and its batch dimensions may have
+//! any strides that one stride describes; the offset and the leading dimension must be 16-byte
+//! aligned (the kernels read through TMA). [`matmul`] copies operands it cannot serve as they are
+//! (a strided batch, a misaligned view, a layout without a built kernel) into packed tensors, and
+//! returns the planner's error when even the copy cannot be served (a `k` that is not a multiple
+//! of 8 for 16-bit types, say). The custom ops never copy: they return that error. A batch
+//! broadcast over `b` (stride 0, as from `broadcast_as`) is folded into M when `a`'s batches are
+//! contiguous, the common `x · W` case.
+//!
+//! **Plans.** The kernel is chosen once per (device, types, shape, layouts) and kept in a
+//! process-wide cache, so repeated calls cost a hash lookup and a launch on candle's stream.
+//!
+//! **Precision.** bf16/f16 products accumulate in f32 and round once, like cuBLAS: results agree
+//! with candle's own matmul within one rounding of the output type plus f32 accumulation error
+//! (`tests/gpu_candle.rs` checks this bound elementwise). [`Fp8Linear`]'s error is that of e4m3
+//! quantization of both operands: each product carries at most 2 x 2^-4 relative error, so
+//! `|y_fp8 - y| <= 0.13 * (|x| · |W|ᵀ)` elementwise (checked by the tests), and typically a few
+//! percent of `|y|` in RMS.
+//!
+//! Building the feature needs candle's CUDA build (nvcc, and the CUDA libraries at link time;
+//! see README "From candle").
+
+use std::any::Any;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use candle_core::backend::BackendStorage;
+use candle_core::cuda_backend::CudaStorageSlice;
+use candle_core::{
+    CpuStorage, CudaStorage, CustomOp1, CustomOp2, DType, Layout, Module, Shape, Tensor,
+};
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
+use half::{bf16, f16};
+
+use crate::formats::numeric::{E2M1, E4M3};
+use crate::formats::scale_layout::ScaleMajor;
+use crate::quantize::{self, Fp8Block, Fp8BlockwiseTensor, Nvfp4Tensor};
+use crate::{
+    BlockScaledGemm, BlockwiseGemm, DeviceInfo, Element, Gemm, GemmProblem, MatrixLayout, Workspace,
+};
+
+/// This crate's error as a candle error.
+fn cerr(e: crate::Error) -> candle_core::Error {
+    candle_core::Error::Cuda(Box::new(e))
+}
+
+fn msg(s: impl Into<String>) -> candle_core::Error {
+    candle_core::Error::Msg(s.into())
+}
+
+/// The bf16 `(m, k)` input of a quantized linear layer's op, from its layout's offset.
+fn linear_input<'a>(
+    op: &str,
+    s: &'a CudaStorage,
+    l: &Layout,
+) -> candle_core::Result<(cudarc::driver::CudaView<'a, bf16>, usize, usize)> {
+    let CudaStorageSlice::BF16(x) = &s.slice else {
+        return Err(msg(format!("{op} takes bf16 inputs")));
+    };
+    let (m, k) = l.shape().dims2()?;
+    Ok((x.slice(l.start_offset()..), m, k))
+}
+
+/// An uninitialized bf16 `m x n` output for a quantized linear layer's GEMM.
+fn linear_output(
+    stream: &Arc<CudaStream>,
+    m: usize,
+    n: usize,
+) -> candle_core::Result<CudaSlice<bf16>> {
+    // SAFETY: the caller's GEMM writes every element of D before anything reads it.
+    unsafe { stream.alloc::<bf16>(m * n) }.map_err(|e| cerr(e.into()))
+}
+
+/// D, written by the GEMM, as the op's `(m, n)` output on the input's device.
+fn wrap_output(s: &CudaStorage, d: CudaSlice<bf16>, m: usize, n: usize) -> (CudaStorage, Shape) {
+    (
+        CudaStorage::wrap_cuda_slice(d, s.device.clone()),
+        Shape::from((m, n)),
+    )
+}
+
+/// How one candle operand `(batch dims…, rows, cols)` maps onto a GEMM operand.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Geometry {
+    batch: usize,
+    rows: usize,
+    cols: usize,
+    /// Layout and leading dimension; the batch stride when `batch > 1`.
+    layout: MatrixLayout,
+    /// Stride between batches (0 for a broadcast batch).
+    batch_stride: usize,
+    /// First element, in elements.
+    offset: usize,
+}
+
+/// The geometry of a candle layout, or why one GEMM operand cannot describe it.
+fn geometry(l: &Layout) -> Result<Geometry, String> {
+    let dims = l.dims();
+    let strides = l.stride();
+    let r = dims.len();
+    if r < 2 {
+        return Err(format!(
+            "a matmul operand needs at least 2 dimensions, this one has {r}"
+        ));
+    }
+    let (rows, cols) = (dims[r - 2], dims[r - 1]);
+    let (sr, sc) = (strides[r - 2], strides[r - 1]);
+    let layout = if sc == 1 || cols == 1 {
+        let ld = if rows == 1 { cols } else { sr };
+        if ld < cols {
+            return Err(format!("rows overlap (row stride {sr} < {cols} columns)"));
+        }
+        MatrixLayout::row_major().with_ld(ld)
+    } else if sr == 1 || rows == 1 {
+        let ld = if cols == 1 { rows } else { sc };
+        if ld < rows {
+            return Err(format!(
+                "columns overlap (column stride {sc} < {rows} rows)"
+            ));
+        }
+        MatrixLayout::col_major().with_ld(ld)
+    } else {
+        return Err(format!(
+            "neither the rows nor the columns are contiguous (strides {sr}, {sc})"
+        ));
+    };
+    // Batch dimensions: one stride must describe them (dimensions of size 1 do not count).
+    let mut batch = 1usize;
+    let mut batch_stride = None::<usize>;
+    let mut expect = None::<usize>;
+    for i in (0..r - 2).rev() {
+        batch *= dims[i];
+        if dims[i] == 1 {
+            continue;
+        }
+        match expect {
+            None => {
+                batch_stride = Some(strides[i]);
+                expect = Some(strides[i] * dims[i]);
+            }
+            Some(e) if strides[i] == e => expect = Some(e * dims[i]),
+            Some(_) => {
+                return Err(format!(
+                    "the batch dimensions {:?} with strides {:?} are not one strided batch",
+                    &dims[..r - 2],
+                    &strides[..r - 2]
+                ))
+            }
+        }
+    }
+    Ok(Geometry {
+        batch,
+        rows,
+        cols,
+        layout,
+        batch_stride: batch_stride.unwrap_or(0),
+        offset: l.start_offset(),
+    })
+}
+
+/// The GEMM of `a (…, m, k) · b (…, k, n)` with a packed row-major D, and the output dims.
+fn problem_of(la: &Layout, lb: &Layout) -> Result<(GemmProblem, Vec<usize>), String> {
+    let (da, db) = (la.dims(), lb.dims());
+    let (ra, rb) = (da.len(), db.len());
+    if ra < 2 || rb < 2 || da[..ra - 2] != db[..rb - 2] || da[ra - 1] != db[rb - 2] {
+        return Err(format!(
+            "matmul shapes {da:?} x {db:?} do not match (…, m, k) x (…, k, n) with equal batch dimensions"
+        ));
+    }
+    let (a, b) = (geometry(la)?, geometry(lb)?);
+    let (m, k, n) = (a.rows, a.cols, b.cols);
+    let mut out_dims = da[..ra - 2].to_vec();
+    out_dims.extend([m, n]);
+    let batch = a.batch;
+    if batch == 1 {
+        let p = GemmProblem::new(m, n, k).with_a(a.layout).with_b(b.layout);
+        return Ok((p, out_dims));
+    }
+    if b.batch_stride == 0 {
+        // b broadcast over the batch: fold the batch into M when a's batches follow each other.
+        let a_ld = a.layout.ld.unwrap_or(k);
+        if a.layout.layout == crate::Layout::RowMajor && a.batch_stride == m * a_ld {
+            let p = GemmProblem::new(batch * m, n, k)
+                .with_a(a.layout)
+                .with_b(b.layout);
+            return Ok((p, out_dims));
+        }
+        return Err("b is broadcast over the batch and a's batches are not contiguous".into());
+    }
+    if a.batch_stride == 0 {
+        return Err("a is broadcast over the batch".into());
+    }
+    let p = GemmProblem::new(m, n, k)
+        .with_batch(batch)
+        .with_a(a.layout.with_batch_stride(a.batch_stride))
+        .with_b(b.layout.with_batch_stride(b.batch_stride));
+    Ok((p, out_dims))
+}
+
+/// A plan for one device, element types and problem, planned once per process.
+fn plan<TA: Element, TB: Element, TD: Element>(
+    stream: &Arc<CudaStream>,
+    problem: &GemmProblem,
+) -> crate::Result<Arc<Gemm<TA, TB, TD>>> {
+    cached(stream, problem, "gemm", |info, p| Gemm::plan(info, p, None))
+}
+
+type PlanCache = Mutex<HashMap<(usize, &'static str, String), Arc<dyn Any + Send + Sync>>>;
+
+/// The process-wide cache of plans (and of device descriptions), keyed by device, plan kind and
+/// element types, and the problem.
+fn cached<P: Any + Send + Sync>(
+    stream: &Arc<CudaStream>,
+    problem: &GemmProblem,
+    kind: &'static str,
+    make: impl FnOnce(DeviceInfo, &GemmProblem) -> crate::Result<P>,
+) -> crate::Result<Arc<P>> {
+    static PLANS: OnceLock<PlanCache> = OnceLock::new();
+    static DEVICES: OnceLock<Mutex<HashMap<usize, DeviceInfo>>> = OnceLock::new();
+    let ctx = stream.context();
+    let ordinal = ctx.ordinal();
+    let info = {
+        let mut devices = DEVICES.get_or_init(Default::default).lock().unwrap();
+        match devices.get(&ordinal) {
+            Some(i) => *i,
+            None => {
+                let i = DeviceInfo::query(ctx)?;
+                devices.insert(ordinal, i);
+                i
+            }
+        }
+    };
+    // The problem's Debug form names every field (alpha and beta included).
+    let key = (
+        ordinal,
+        kind,
+        format!("{}{problem:?}", std::any::type_name::<P>()),
+    );
+    let plans = PLANS.get_or_init(Default::default);
+    if let Some(p) = plans.lock().unwrap().get(&key) {
+        if let Ok(p) = p.clone().downcast::<P>() {
+            return Ok(p);
+        }
+    }
+    let p = Arc::new(make(info, problem)?);
+    plans.lock().unwrap().insert(key, p.clone());
+    Ok(p)
+}
+
+fn cuda_device(t: &Tensor) -> candle_core::Result<&candle_core::CudaDevice> {
+    match t.device() {
+        candle_core::Device::Cuda(d) => Ok(d),
+        other => Err(msg(format!(
+            "cutlass GEMMs run on CUDA tensors; this tensor is on {:?}",
+            other.location()
+        ))),
+    }
+}
+
+/// Whether the plan for these layouts exists and the offsets are 16-byte aligned.
+fn servable<T: Element>(stream: &Arc<CudaStream>, la: &Layout, lb: &Layout) -> bool {
+    let aligned = |l: &Layout| (l.start_offset() * std::mem::size_of::<T>()) % 16 == 0;
+    aligned(la)
+        && aligned(lb)
+        && problem_of(la, lb).is_ok_and(|(p, _)| plan::<T, T, T>(stream, &p).is_ok())
+}
+
+/// candle's `a.matmul(b)` through this crate, for bf16 and f16 CUDA tensors: `(…, m, k) x (…,
+/// k, n) -> (…, m, n)`, f32 accumulation. Operands it cannot serve as they are get copied with
+/// `contiguous()` (see the module docs); if even that cannot be served, the error says why.
+pub fn matmul(a: &Tensor, b: &Tensor) -> candle_core::Result<Tensor> {
+    let stream = cuda_device(a)?.cuda_stream();
+    cuda_device(b)?;
+    let ok = match (a.dtype(), b.dtype()) {
+        (DType::BF16, DType::BF16) => servable::<bf16>(&stream, a.layout(), b.layout()),
+        (DType::F16, DType::F16) => servable::<f16>(&stream, a.layout(), b.layout()),
+        (x, y) => {
+            return Err(msg(format!(
+                "cutlass_gemm::candle::matmul takes bf16 x bf16 or f16 x f16, not {x:?} x {y:?} \
+                 (FP8: matmul_fp8)"
+            )))
+        }
+    };
+    if ok {
+        return a.apply_op2_no_bwd(b, &Matmul);
+    }
+    // Copy what the kernels cannot read as it is; errors then come from the op itself.
+    packed(a)?.apply_op2_no_bwd(&packed(b)?, &Matmul)
+}
+
+/// A contiguous copy at offset 0 (the tensor itself when it is one already).
+fn packed(t: &Tensor) -> candle_core::Result<Tensor> {
+    if t.is_contiguous() && t.layout().start_offset() == 0 {
+        Ok(t.clone())
+    } else {
+        t.force_contiguous()
+    }
+}
+
+/// candle's `a.broadcast_matmul(b)` through [`matmul`]: the batch dimensions of `a` and `b`
+/// broadcast against each other (a rank-2 weight against a batch of activations, for example).
+pub fn broadcast_matmul(a: &Tensor, b: &Tensor) -> candle_core::Result<Tensor> {
+    let (da, db) = (a.dims(), b.dims());
+    if da.len() < 2 || db.len() < 2 {
+        return Err(msg(format!(
+            "matmul operands need at least 2 dimensions, got {da:?} x {db:?}"
+        )));
+    }
+    let batch_a = Shape::from(&da[..da.len() - 2]);
+    let batch_b = Shape::from(&db[..db.len() - 2]);
+    let batch = batch_a.broadcast_shape_binary_op(&batch_b, "broadcast_matmul")?;
+    let with = |t: &Tensor, d: &[usize]| -> candle_core::Result<Tensor> {
+        let mut dims = batch.dims().to_vec();
+        dims.extend_from_slice(&d[d.len() - 2..]);
+        t.broadcast_as(dims)
+    };
+    matmul(&with(a, da)?, &with(b, db)?)
+}
+
+/// candle's matmul on bf16/f16 CUDA tensors as a `CustomOp2` (no copies: a layout the kernels
+/// cannot read is an error; [`matmul`] copies instead). Forward only.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Matmul;
+
+impl CustomOp2 for Matmul {
+    fn name(&self) -> &'static str {
+        "cutlass-matmul"
+    }
+
+    fn cpu_fwd(
+        &self,
+        _: &CpuStorage,
+        _: &Layout,
+        _: &CpuStorage,
+        _: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        Err(msg("cutlass-matmul runs on CUDA tensors only"))
+    }
+
+    fn cuda_fwd(
+        &self,
+        s1: &CudaStorage,
+        l1: &Layout,
+        s2: &CudaStorage,
+        l2: &Layout,
+    ) -> candle_core::Result<(CudaStorage, Shape)> {
+        let (problem, dims) = problem_of(l1, l2).map_err(|e| {
+            msg(format!("cutlass-matmul cannot read these operands: {e} (cutlass_gemm::candle::matmul copies them)"))
+        })?;
+        match (&s1.slice, &s2.slice) {
+            (CudaStorageSlice::BF16(a), CudaStorageSlice::BF16(b)) => {
+                run_same::<bf16>(s1, a, l1, b, l2, &problem, dims)
+            }
+            (CudaStorageSlice::F16(a), CudaStorageSlice::F16(b)) => {
+                run_same::<f16>(s1, a, l1, b, l2, &problem, dims)
+            }
+            _ => Err(msg(format!(
+                "cutlass-matmul takes bf16 x bf16 or f16 x f16, not {:?} x {:?}",
+                s1.dtype(),
+                s2.dtype()
+            ))),
+        }
+    }
+}
+
+fn run_same<T: Element + candle_core::cuda_backend::CudaDType>(
+    s1: &CudaStorage,
+    a: &CudaSlice<T>,
+    la: &Layout,
+    b: &CudaSlice<T>,
+    lb: &Layout,
+    problem: &GemmProblem,
+    dims: Vec<usize>,
+) -> candle_core::Result<(CudaStorage, Shape)> {
+    let stream = s1.device.cuda_stream();
+    let gemm = plan::<T, T, T>(&stream, problem).map_err(cerr)?;
+    let len = dims.iter().product::<usize>();
+    // SAFETY: the GEMM writes every element of D (beta is 0) before anything reads it.
+    let mut d = unsafe { stream.alloc::<T>(len) }.map_err(|e| cerr(e.into()))?;
+    let av = a.slice(la.start_offset()..);
+    let bv = b.slice(lb.start_offset()..);
+    gemm.run(&stream, &av, &bv, None, &mut d, Workspace::Managed)
+        .map_err(cerr)?;
+    Ok((
+        CudaStorage::wrap_cuda_slice(d, s1.device.clone()),
+        Shape::from(dims),
+    ))
+}
+
+/// `scale_a * scale_b * (a · b)` for F8E4M3 CUDA tensors, to bf16 (tensor-wise scaled FP8, f32
+/// accumulation). Hopper's FP8 kernels read both operands K-contiguous: `a (…, m, k)` row-major
+/// and `b (…, k, n)` column-major, i.e. `b = w.t()` for a contiguous `w (…, n, k)`. Other layouts
+/// are refused rather than copied: candle 0.11.1 cannot copy strided F8E4M3 tensors on CUDA (it
+/// asks for a kernel `ucopy_f8e4m3` that its kernels name `ucopy_f8_e4m3`), so transpose in
+/// another type before converting to FP8.
+pub fn matmul_fp8(
+    a: &Tensor,
+    b: &Tensor,
+    scale_a: f32,
+    scale_b: f32,
+) -> candle_core::Result<Tensor> {
+    cuda_device(a)?;
+    cuda_device(b)?;
+    if a.dtype() != DType::F8E4M3 || b.dtype() != DType::F8E4M3 {
+        return Err(msg(format!(
+            "matmul_fp8 takes F8E4M3 x F8E4M3, not {:?} x {:?}",
+            a.dtype(),
+            b.dtype()
+        )));
+    }
+    let major = |t: &Tensor| geometry(t.layout()).map(|g| g.layout.layout);
+    if major(a) != Ok(crate::Layout::RowMajor) || major(b) != Ok(crate::Layout::ColumnMajor) {
+        return Err(msg(
+            "matmul_fp8 needs a (…, m, k) row-major and b (…, k, n) column-major (b = w.t() of a \
+             contiguous w (…, n, k)): Hopper's FP8 kernels read both operands K-contiguous",
+        ));
+    }
+    a.apply_op2_no_bwd(b, &MatmulFp8 { scale_a, scale_b })
+}
+
+/// [`matmul_fp8`] as a `CustomOp2` (no copies). Forward only.
+#[derive(Clone, Copy, Debug)]
+pub struct MatmulFp8 {
+    /// Scale of A (its elements times this are the values).
+    pub scale_a: f32,
+    /// Scale of B.
+    pub scale_b: f32,
+}
+
+impl CustomOp2 for MatmulFp8 {
+    fn name(&self) -> &'static str {
+        "cutlass-matmul-fp8"
+    }
+
+    fn cpu_fwd(
+        &self,
+        _: &CpuStorage,
+        _: &Layout,
+        _: &CpuStorage,
+        _: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        Err(msg("cutlass-matmul-fp8 runs on CUDA tensors only"))
+    }
+
+    fn cuda_fwd(
+        &self,
+        s1: &CudaStorage,
+        l1: &Layout,
+        s2: &CudaStorage,
+        l2: &Layout,
+    ) -> candle_core::Result<(CudaStorage, Shape)> {
+        let (CudaStorageSlice::F8E4M3(a), CudaStorageSlice::F8E4M3(b)) = (&s1.slice, &s2.slice)
+        else {
+            return Err(msg("cutlass-matmul-fp8 takes F8E4M3 x F8E4M3"));
+        };
+        let (problem, dims) = problem_of(l1, l2).map_err(|e| {
+            msg(format!(
+                "cutlass-matmul-fp8 cannot read these operands: {e}"
+            ))
+        })?;
+        let problem = problem.with_tensor_scales(self.scale_a, self.scale_b);
+        let stream = s1.device.cuda_stream();
+        let gemm = plan::<E4M3, E4M3, bf16>(&stream, &problem).map_err(cerr)?;
+        let len = dims.iter().product::<usize>();
+        let (oa, ob) = (l1.start_offset(), l2.start_offset());
+        gemm.check_lengths(a.len() - oa, b.len() - ob, None, len)
+            .map_err(cerr)?;
+        // SAFETY: the GEMM writes every element of D before anything reads it.
+        let mut d = unsafe { stream.alloc::<bf16>(len) }.map_err(|e| cerr(e.into()))?;
+        let mut ws = stream
+            .alloc_zeros::<u8>(gemm.workspace_size().max(1))
+            .map_err(|e| cerr(e.into()))?;
+        stream
+            .context()
+            .bind_to_thread()
+            .map_err(|e| cerr(e.into()))?;
+        {
+            // candle's F8E4M3 and this crate's E4M3 are the same bytes; the raw entry point takes
+            // addresses, with the lengths checked above.
+            let (pa, _ga) = a.device_ptr(&stream);
+            let (pb, _gb) = b.device_ptr(&stream);
+            let (pd, _gd) = d.device_ptr_mut(&stream);
+            let (pw, _gw) = ws.device_ptr_mut(&stream);
+            // SAFETY: pointers of live allocations on this stream's device holding the checked
+            // lengths; d and the workspace are fresh and unaliased.
+            unsafe {
+                gemm.run_raw(
+                    pa + oa as u64,
+                    pb + ob as u64,
+                    None,
+                    pd,
+                    pw,
+                    gemm.workspace_size().max(1),
+                    stream.cu_stream(),
+                )
+            }
+            .map_err(cerr)?;
+        }
+        Ok((
+            CudaStorage::wrap_cuda_slice(d, s1.device.clone()),
+            Shape::from(dims),
+        ))
+    }
+}
+
+/// The input of a quantized linear layer as `(m, k)`, contiguous.
+fn rows_of(x: &Tensor, k: usize) -> candle_core::Result<(Tensor, usize)> {
+    let dims = x.dims();
+    if dims.last() != Some(&k) {
+        return Err(msg(format!(
+            "the layer takes (…, {k}) inputs, this one is {dims:?}"
+        )));
+    }
+    Ok((packed(x)?, dims.iter().product::<usize>() / k))
+}
+
+/// Evaluates `$body` with `$x` bound to a view of the weight's elements (its contiguous storage),
+/// for bf16, f16 and f32 weights; other types are an error naming `$what`.
+macro_rules! with_weight_elements {
+    ($what:expr, $weight:expr, |$x:ident| $body:expr) => {{
+        let w = $weight.contiguous()?;
+        let (storage, layout) = w.storage_and_layout();
+        let candle_core::Storage::Cuda(s) = &*storage else {
+            return Err(msg(format!("{} needs a CUDA weight", $what)));
+        };
+        let off = layout.start_offset();
+        match &s.slice {
+            CudaStorageSlice::BF16(x) => {
+                let $x = x.slice(off..);
+                $body
+            }
+            CudaStorageSlice::F16(x) => {
+                let $x = x.slice(off..);
+                $body
+            }
+            CudaStorageSlice::F32(x) => {
+                let $x = x.slice(off..);
+                $body
+            }
+            _ => {
+                return Err(msg(format!(
+                    "{} takes bf16, f16 or f32 weights, not {:?}",
+                    $what,
+                    $weight.dtype()
+                )))
+            }
+        }
+    }};
+}
+
+/// The forward pass of the quantized layers: `x (…, k)` bf16 flattened to `(m, k)` rows (M padded
+/// with zero rows to a multiple of `m_multiple`, the padding dropped from the output), `op` applied
+/// to give `(m, n)`, the shape restored and `bias` added.
+fn linear_forward<C: CustomOp1>(
+    what: &str,
+    op: &C,
+    (n, k): (usize, usize),
+    m_multiple: usize,
+    bias: Option<&Tensor>,
+    x: &Tensor,
+) -> candle_core::Result<Tensor> {
+    if x.dtype() != DType::BF16 {
+        return Err(msg(format!(
+            "{what} takes bf16 inputs, not {:?}",
+            x.dtype()
+        )));
+    }
+    let dims = x.dims().to_vec();
+    let (x2, m) = rows_of(x, k)?;
+    let padded = m.div_ceil(m_multiple) * m_multiple;
+    let x2 = x2.reshape((m, k))?;
+    let x2 = if padded == m {
+        x2
+    } else {
+        x2.pad_with_zeros(0, 0, padded - m)?
+    };
+    let y = x2.apply_op1_no_bwd(op)?;
+    let y = if padded == m { y } else { y.narrow(0, 0, m)? };
+    let mut out = dims;
+    *out.last_mut().unwrap() = n;
+    let y = y.reshape(out)?;
+    match bias {
+        Some(b) => y.broadcast_add(b),
+        None => Ok(y),
+    }
+}
+
+/// A linear layer `y = x · Wᵀ (+ bias)` whose weight `W (out_features, in_features)` is quantized
+/// once to FP8 e4m3 with one f32 scale per 128x128 block (on the GPU, [`quantize`]); each call
+/// quantizes `x` in 1x128 groups and runs the SM90 FP8 blockwise GEMM (Hopper), bf16 out.
+pub struct Fp8Linear {
+    op: Fp8LinearOp,
+    bias: Option<Tensor>,
+}
+
+struct Fp8LinearOp {
+    weight: Arc<Fp8BlockwiseTensor>,
+}
+
+impl Fp8Linear {
+    /// Quantizes `weight` (`(out_features, in_features)`, bf16, f16 or f32, on a CUDA device).
+    /// `bias` (`(out_features,)`) is added in the input's type after the GEMM.
+    pub fn new(weight: &Tensor, bias: Option<Tensor>) -> candle_core::Result<Self> {
+        let stream = cuda_device(weight)?.cuda_stream();
+        let (n, k) = weight.dims2()?;
+        let q = with_weight_elements!("Fp8Linear", weight, |x| {
+            quantize::quantize_fp8_blockwise(
+                &stream,
+                &x,
+                n,
+                k,
+                Fp8Block::Block128x128,
+                ScaleMajor::MN,
+            )
+        })
+        .map_err(cerr)?;
+        Ok(Fp8Linear {
+            op: Fp8LinearOp {
+                weight: Arc::new(q),
+            },
+            bias,
+        })
+    }
+
+    /// `(out_features, in_features)`.
+    pub fn shape(&self) -> (usize, usize) {
+        (self.op.weight.rows, self.op.weight.cols)
+    }
+
+    /// The quantized weight (e4m3 elements, 128x128 block scales in [`ScaleMajor::MN`] order).
+    pub fn weight(&self) -> &Fp8BlockwiseTensor {
+        &self.op.weight
+    }
+}
+
+impl Module for Fp8Linear {
+    /// `x (…, in_features)` bf16 → `(…, out_features)` bf16.
+    fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        // The kernel reads A's scales as M-major rows of m floats through TMA (16-byte multiples):
+        // M is padded to a multiple of 4.
+        linear_forward(
+            "Fp8Linear",
+            &self.op,
+            self.shape(),
+            4,
+            self.bias.as_ref(),
+            x,
+        )
+    }
+}
+
+impl CustomOp1 for Fp8LinearOp {
+    fn name(&self) -> &'static str {
+        "cutlass-fp8-linear"
+    }
+
+    fn cpu_fwd(&self, _: &CpuStorage, _: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
+        Err(msg("cutlass-fp8-linear runs on CUDA tensors only"))
+    }
+
+    fn cuda_fwd(&self, s: &CudaStorage, l: &Layout) -> candle_core::Result<(CudaStorage, Shape)> {
+        let (x, m, k) = linear_input(self.name(), s, l)?;
+        let n = self.weight.rows;
+        let stream = s.device.cuda_stream();
+        let xq = quantize::quantize_fp8_blockwise(
+            &stream,
+            &x,
+            m,
+            k,
+            Fp8Block::Group1x128,
+            ScaleMajor::MN,
+        )
+        .map_err(cerr)?;
+        let gemm = cached(
+            &stream,
+            &GemmProblem::new(m, n, k),
+            "fp8-blockwise",
+            |info, p| BlockwiseGemm::<E4M3, E4M3, bf16>::plan(info, p, None),
+        )
+        .map_err(cerr)?;
+        let mut d = linear_output(&stream, m, n)?;
+        gemm.run_tensors(&stream, &xq, &self.weight, None, &mut d, Workspace::Managed)
+            .map_err(cerr)?;
+        Ok(wrap_output(s, d, m, n))
+    }
+}
+
+/// A linear layer with NVFP4 weights (e2m1 with ue4m3 scales per 16 and a per-tensor scale,
+/// quantized once on the GPU) and NVFP4 activations (quantized per call), bf16 out. The GEMM
+/// runs on SM100/SM120 GPUs only (Hopper has no FP4 tensor cores): [`Nvfp4Linear::new`] plans it
+/// for the weight's device and returns the planner's error elsewhere.
+pub struct Nvfp4Linear {
+    op: Nvfp4LinearOp,
+    bias: Option<Tensor>,
+}
+
+struct Nvfp4LinearOp {
+    weight: Arc<Nvfp4Tensor>,
+    n: usize,
+    k: usize,
+}
+
+impl Nvfp4Linear {
+    /// Quantizes `weight` (`(out_features, in_features)`, bf16, f16 or f32, on a CUDA device)
+    /// and checks that this device has an NVFP4 kernel for the layer.
+    pub fn new(weight: &Tensor, bias: Option<Tensor>) -> candle_core::Result<Self> {
+        let stream = cuda_device(weight)?.cuda_stream();
+        let (n, k) = weight.dims2()?;
+        // Plan first: on a GPU without an NVFP4 kernel nothing is quantized.
+        cached(&stream, &GemmProblem::new(128, n, k), "nvfp4", |info, p| {
+            BlockScaledGemm::<E2M1, E2M1, bf16>::plan_nvfp4(info, p, None)
+        })
+        .map_err(cerr)?;
+        let q = with_weight_elements!("Nvfp4Linear", weight, |x| {
+            quantize::quantize_nvfp4(&stream, &x, n, k)
+        })
+        .map_err(cerr)?;
+        Ok(Nvfp4Linear {
+            op: Nvfp4LinearOp {
+                weight: Arc::new(q),
+                n,
+                k,
+            },
+            bias,
+        })
+    }
+}
+
+impl Module for Nvfp4Linear {
+    /// `x (…, in_features)` bf16 → `(…, out_features)` bf16.
+    fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        let shape = (self.op.n, self.op.k);
+        linear_forward("Nvfp4Linear", &self.op, shape, 1, self.bias.as_ref(), x)
+    }
+}
+
+impl CustomOp1 for Nvfp4LinearOp {
+    fn name(&self) -> &'static str {
+        "cutlass-nvfp4-linear"
+    }
+
+    fn cpu_fwd(&self, _: &CpuStorage, _: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
+        Err(msg("cutlass-nvfp4-linear runs on CUDA tensors only"))
+    }
+
+    fn cuda_fwd(&self, s: &CudaStorage, l: &Layout) -> candle_core::Result<(CudaStorage, Shape)> {
+        let (x, m, k) = linear_input(self.name(), s, l)?;
+        let n = self.n;
+        let stream = s.device.cuda_stream();
+        let gemm = cached(&stream, &GemmProblem::new(m, n, k), "nvfp4", |info, p| {
+            BlockScaledGemm::<E2M1, E2M1, bf16>::plan_nvfp4(info, p, None)
+        })
+        .map_err(cerr)?;
+        let xq = quantize::quantize_nvfp4(&stream, &x, m, k).map_err(cerr)?;
+        let mut d = linear_output(&stream, m, n)?;
+        gemm.run(
+            &stream,
+            &xq,
+            &*self.weight,
+            None,
+            &mut d,
+            Workspace::Managed,
+        )
+        .map_err(cerr)?;
+        Ok(wrap_output(s, d, m, n))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn layout(dims: &[usize], strides: &[usize], offset: usize) -> Layout {
+        Layout::new(Shape::from(dims.to_vec()), strides.to_vec(), offset)
+    }
+
+    #[test]
+    fn geometry_of_views() {
+        // Contiguous (2, 3, 4, 8): row-major, ld 8, batch 6 with stride 32.
+        let g = geometry(&layout(&[2, 3, 4, 8], &[96, 32, 8, 1], 0)).unwrap();
+        assert_eq!((g.batch, g.rows, g.cols, g.batch_stride), (6, 4, 8, 32));
+        assert_eq!(g.layout, MatrixLayout::row_major().with_ld(8));
+        // Its transpose of the last two dims: column-major (8 x 4) with ld 8.
+        let g = geometry(&layout(&[2, 3, 8, 4], &[96, 32, 1, 8], 0)).unwrap();
+        assert_eq!(g.layout, MatrixLayout::col_major().with_ld(8));
+        // A column slice: row-major with the parent's row stride, offset kept.
+        let g = geometry(&layout(&[4, 16], &[64, 1], 8)).unwrap();
+        assert_eq!(
+            (g.layout, g.offset),
+            (MatrixLayout::row_major().with_ld(64), 8)
+        );
+        // Neither rows nor columns contiguous.
+        assert!(geometry(&layout(&[4, 8], &[16, 2], 0)).is_err());
+        // Batch dims not describable by one stride (a slice of the outer batch dim).
+        assert!(geometry(&layout(&[2, 3, 4, 8], &[200, 32, 8, 1], 0)).is_err());
+        // Broadcast batch: stride 0.
+        let g = geometry(&layout(&[5, 4, 8], &[0, 8, 1], 0)).unwrap();
+        assert_eq!((g.batch, g.batch_stride), (5, 0));
+    }
+
+    #[test]
+    fn problems_from_layouts() {
+        // (2, 16, 32) x (2, 32, 64): batched, both row-major.
+        let (p, dims) = problem_of(
+            &layout(&[2, 16, 32], &[512, 32, 1], 0),
+            &layout(&[2, 32, 64], &[2048, 64, 1], 0),
+        )
+        .unwrap();
+        assert_eq!((p.m, p.n, p.k, p.batch), (16, 64, 32, 2));
+        assert_eq!(
+            p.a,
+            MatrixLayout::row_major().with_ld(32).with_batch_stride(512)
+        );
+        assert_eq!(
+            p.b,
+            MatrixLayout::row_major()
+                .with_ld(64)
+                .with_batch_stride(2048)
+        );
+        assert_eq!(dims, vec![2, 16, 64]);
+        // x (3, 16, 32) · W broadcast (3, 32, 64) with stride 0: folded into M = 48.
+        let (p, dims) = problem_of(
+            &layout(&[3, 16, 32], &[512, 32, 1], 0),
+            &layout(&[3, 32, 64], &[0, 1, 32], 0),
+        )
+        .unwrap();
+        assert_eq!((p.m, p.n, p.k, p.batch), (48, 64, 32, 1));
+        assert_eq!(p.b, MatrixLayout::col_major().with_ld(32));
+        assert_eq!(dims, vec![3, 16, 64]);
+        // Mismatched k, mismatched batch dims.
+        assert!(problem_of(
+            &layout(&[16, 32], &[32, 1], 0),
+            &layout(&[31, 8], &[8, 1], 0)
+        )
+        .is_err());
+        assert!(problem_of(
+            &layout(&[2, 16, 32], &[512, 32, 1], 0),
+            &layout(&[3, 32, 8], &[256, 8, 1], 0)
+        )
+        .is_err());
+    }
+}

@@ -1,0 +1,341 @@
+//! The one path to the C ABI: a kernel's entry points, [`RawArgs`] to the C argument struct, and
+//! C statuses to [`crate::Error`].
+
+use cudarc::driver::{sys, CudaContext};
+use cutlass_gemm_catalog::KernelSpec;
+use cutlass_gemm_sys::{cutlass_rs_gemm_args, cutlass_rs_kernel_entry};
+
+use crate::error::Result;
+
+/// One compiled kernel: its catalog spec and its C entry points.
+#[derive(Clone, Copy)]
+pub struct Kernel {
+    /// What the kernel is (types, layouts, tile, schedule, architecture).
+    pub spec: KernelSpec,
+    /// The procedural name.
+    pub name: &'static str,
+    pub(crate) entry: Entry,
+}
+
+/// The C entry points of one kernel.
+#[derive(Clone, Copy)]
+pub(crate) struct Entry {
+    pub(crate) workspace_size: unsafe extern "C" fn(*const cutlass_rs_gemm_args, *mut usize) -> i32,
+    pub(crate) run: unsafe extern "C" fn(
+        *const cutlass_rs_gemm_args,
+        *mut std::ffi::c_void,
+        usize,
+        *mut std::ffi::c_void,
+    ) -> i32,
+    pub(crate) prepare:
+        unsafe extern "C" fn(*const cutlass_rs_gemm_args, *mut std::ffi::c_void, usize) -> i32,
+    pub(crate) relaunch: unsafe extern "C" fn(*mut std::ffi::c_void) -> i32,
+}
+
+impl Entry {
+    pub(crate) fn new(e: &cutlass_rs_kernel_entry) -> Entry {
+        Entry {
+            workspace_size: e.workspace_size.expect("registry entry has workspace_size"),
+            run: e.run.expect("registry entry has run"),
+            prepare: e.prepare.expect("registry entry has prepare"),
+            relaunch: e.relaunch.expect("registry entry has relaunch"),
+        }
+    }
+}
+
+impl std::fmt::Debug for Kernel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Kernel").field("name", &self.name).finish()
+    }
+}
+
+/// The device facts that kernel selection and launches need.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeviceInfo {
+    /// CUDA device ordinal.
+    pub ordinal: usize,
+    /// Compute capability (major, minor).
+    pub compute_capability: (i32, i32),
+    /// Number of streaming multiprocessors.
+    pub sm_count: i32,
+}
+
+impl DeviceInfo {
+    /// Queries a context's device.
+    pub fn query(ctx: &CudaContext) -> Result<DeviceInfo> {
+        Ok(DeviceInfo {
+            ordinal: ctx.ordinal(),
+            compute_capability: ctx.compute_capability()?,
+            sm_count: ctx
+                .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?,
+        })
+    }
+}
+
+/// A kernel's arguments as raw device pointers, in the kernel's own view (no transposition):
+/// what [`Kernel::prepare_raw`] and [`Kernel::run_raw`] pass through the C ABI. Leading dimensions
+/// and batch strides are in elements; scale pointers are for block-scaled and blockwise kernels,
+/// null otherwise.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RawArgs {
+    /// Rows of A, C, D.
+    pub m: usize,
+    /// Columns of B, C, D.
+    pub n: usize,
+    /// The reduction extent.
+    pub k: usize,
+    /// Batch count (at least 1).
+    pub batch: usize,
+    /// A, B, C, D and their leading dimensions and batch strides.
+    pub a: sys::CUdeviceptr,
+    /// Leading dimension of A.
+    pub lda: usize,
+    /// Batch stride of A.
+    pub batch_stride_a: usize,
+    /// B.
+    pub b: sys::CUdeviceptr,
+    /// Leading dimension of B.
+    pub ldb: usize,
+    /// Batch stride of B.
+    pub batch_stride_b: usize,
+    /// C.
+    pub c: sys::CUdeviceptr,
+    /// Leading dimension of C.
+    pub ldc: usize,
+    /// Batch stride of C.
+    pub batch_stride_c: usize,
+    /// D.
+    pub d: sys::CUdeviceptr,
+    /// Leading dimension of D.
+    pub ldd: usize,
+    /// Batch stride of D.
+    pub batch_stride_d: usize,
+    /// Scale factors of A (block-scaled: `Sm1xxBlockScaledConfig` layout; blockwise: M-major).
+    pub sfa: sys::CUdeviceptr,
+    /// Scale factors of B.
+    pub sfb: sys::CUdeviceptr,
+    /// Scale factors of a block-scaled D (written by `LinCombBlockScaleFactor` kernels).
+    pub sfd: sys::CUdeviceptr,
+    /// Device f32 the block-scaled epilogue normalizes by (`norm_constant`).
+    pub norm_constant: sys::CUdeviceptr,
+    /// `alpha`.
+    pub alpha: f32,
+    /// `beta`.
+    pub beta: f32,
+    /// Tile-scheduler hints (0: CUTLASS's defaults).
+    pub schedule: ScheduleHints,
+    /// Launch with programmatic dependent launch (CUDA's programmatic stream serialization): the
+    /// kernel may start while the kernel before it in the stream finishes, and waits for that
+    /// kernel's completion and memory before its first global memory access. Ignored by kernels
+    /// without it ([`KernelSpec::supports_programmatic_dependent_launch`]). Off by default here;
+    /// [`crate::Gemm`] plans turn it on.
+    pub programmatic_dependent_launch: bool,
+}
+
+/// Tile-scheduler hints a launch passes to the kernel; zeros keep CUTLASS's defaults.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct ScheduleHints {
+    /// Raster swizzle: 1, 2, 4 or 8 CTAs (0: CUTLASS's default, 1).
+    pub swizzle: u8,
+    /// Raster order: 0 CUTLASS's heuristic, 1 along M, 2 along N.
+    pub raster: u8,
+    /// Split-K factor for stream-K kernels (0 or 1: the stream-K decomposition).
+    pub splits: u16,
+}
+
+impl Kernel {
+    pub(crate) fn abi_args(&self, device: &DeviceInfo, r: &RawArgs) -> cutlass_rs_gemm_args {
+        cutlass_rs_gemm_args {
+            m: r.m as i64,
+            n: r.n as i64,
+            k: r.k as i64,
+            batch: r.batch as i64,
+            a: r.a as *const _,
+            lda: r.lda as i64,
+            batch_stride_a: r.batch_stride_a as i64,
+            b: r.b as *const _,
+            ldb: r.ldb as i64,
+            batch_stride_b: r.batch_stride_b as i64,
+            c: r.c as *const _,
+            ldc: r.ldc as i64,
+            batch_stride_c: r.batch_stride_c as i64,
+            d: r.d as *mut _,
+            ldd: r.ldd as i64,
+            batch_stride_d: r.batch_stride_d as i64,
+            alpha: r.alpha,
+            beta: r.beta,
+            sfa: r.sfa as *const _,
+            sfb: r.sfb as *const _,
+            e: std::ptr::null(),
+            sfd: r.sfd as *mut _,
+            norm_constant: r.norm_constant as *const f32,
+            device_id: device.ordinal as i32,
+            sm_count: device.sm_count,
+            swizzle: r.schedule.swizzle as i32,
+            raster: r.schedule.raster as i32,
+            splits: r.schedule.splits as i32,
+            launch_flags: if r.programmatic_dependent_launch {
+                cutlass_gemm_sys::CUTLASS_RS_LAUNCH_PDL
+            } else {
+                0
+            },
+        }
+    }
+
+    /// This kernel's C status as a `Result`.
+    pub(crate) fn status(&self, status: i32) -> Result<()> {
+        check_status(self.name, status)
+    }
+
+    /// The workspace size for C arguments (it depends on the shape only).
+    pub(crate) fn workspace_size_of(&self, abi: &cutlass_rs_gemm_args) -> Result<usize> {
+        let mut bytes = 0usize;
+        // SAFETY: workspace_size reads the arguments and writes `bytes`; no pointer is dereferenced.
+        self.status(unsafe { (self.entry.workspace_size)(abi, &mut bytes) })?;
+        Ok(bytes)
+    }
+
+    /// Launches on C arguments (the entry point runs CUTLASS's `can_implement` itself, once per
+    /// distinct arguments).
+    ///
+    /// # Safety
+    /// As [`Kernel::run_raw`], for the pointers of `abi`.
+    pub(crate) unsafe fn launch_abi(
+        &self,
+        abi: &cutlass_rs_gemm_args,
+        workspace: sys::CUdeviceptr,
+        workspace_bytes: usize,
+        stream: sys::CUstream,
+    ) -> Result<()> {
+        self.status((self.entry.run)(
+            abi,
+            workspace as *mut std::ffi::c_void,
+            workspace_bytes,
+            stream as *mut std::ffi::c_void,
+        ))
+    }
+
+    /// The workspace size for these arguments (depends on the shape only).
+    pub(crate) fn workspace_bytes(&self, device: &DeviceInfo, args: &RawArgs) -> Result<usize> {
+        self.workspace_size_of(&self.abi_args(device, args))
+    }
+
+    /// Everything a launch does on the host, for any architecture on any device: CUTLASS's
+    /// `can_implement`, the workspace size, and the kernel parameters with their TMA descriptors
+    /// (encoded by the driver for these pointers). Launches nothing. Returns the workspace size.
+    /// This is how SM100 and SM120 kernels' host paths are exercised on a Hopper GPU.
+    ///
+    /// # Safety
+    /// The pointers must be device allocations of `device` large enough for the extents the
+    /// arguments describe (TMA descriptors encode them; nothing is read or written), and the
+    /// device's context must be current on this thread.
+    pub unsafe fn prepare_raw(&self, device: &DeviceInfo, args: &RawArgs) -> Result<usize> {
+        let abi = self.abi_args(device, args);
+        let mut bytes = 0usize;
+        self.status((self.entry.workspace_size)(&abi, &mut bytes))?;
+        self.status((self.entry.prepare)(&abi, std::ptr::null_mut(), usize::MAX))?;
+        Ok(bytes)
+    }
+
+    /// Launches on raw pointers after checking that the device can run the kernel: a kernel of
+    /// another architecture returns [`crate::Error::ArchMismatch`] before any call into it.
+    ///
+    /// # Safety
+    /// As [`Kernel::prepare_raw`], and the buffers must hold valid data for the kernel, the
+    /// workspace at least the size [`Kernel::prepare_raw`] returned, `stream` a live stream of the
+    /// device; nothing else may write the buffers until the kernel completes.
+    pub unsafe fn run_raw(
+        &self,
+        device: &DeviceInfo,
+        args: &RawArgs,
+        workspace: sys::CUdeviceptr,
+        workspace_bytes: usize,
+        stream: sys::CUstream,
+    ) -> Result<()> {
+        if !self.spec.arch.runs_on(device.compute_capability) {
+            return Err(crate::Error::ArchMismatch {
+                kernel: self.name.into(),
+                arch: self.spec.arch,
+                device: device.compute_capability,
+            });
+        }
+        self.launch_abi(
+            &self.abi_args(device, args),
+            workspace,
+            workspace_bytes,
+            stream,
+        )
+    }
+
+    /// Launches the kernel again exactly as this thread's last successful launch of it (any plan's
+    /// [`crate::Gemm::run`] or `run_raw` that chose this kernel): the same arguments, buffers,
+    /// workspace and kernel parameters, without any check or argument handling. A bare launch of
+    /// the kernel, for measuring what the checked entry points add to it
+    /// (`cutlass-profiler overhead`); [`crate::Error::Cutlass`] with `CUTLASS_RS_ERROR_INVALID` when
+    /// this thread has not launched the kernel.
+    ///
+    /// # Safety
+    /// Every buffer of that last launch must still be allocated (nothing checks), `stream` must be
+    /// a live stream of the same device with its context current on this thread, and nothing else
+    /// may write those buffers until the kernel completes.
+    pub unsafe fn relaunch_raw(&self, stream: sys::CUstream) -> Result<()> {
+        match (self.entry.relaunch)(stream as *mut std::ffi::c_void) {
+            cutlass_gemm_sys::CUTLASS_RS_ERROR_INVALID => Err(crate::Error::Cutlass {
+                kernel: self.name.into(),
+                status: cutlass_gemm_sys::CUTLASS_RS_ERROR_INVALID,
+                message: "nothing to relaunch: this thread has not launched the kernel (or its \
+                          last launch failed)"
+                    .into(),
+            }),
+            status => self.status(status),
+        }
+    }
+}
+
+/// A C status as a `Result`: [`crate::Error::Cutlass`] naming `what` (a kernel or an entry point)
+/// unless it is `CUTLASS_RS_OK`. The one place statuses become errors.
+pub(crate) fn check_status(what: &str, status: i32) -> Result<()> {
+    if status == cutlass_gemm_sys::CUTLASS_RS_OK {
+        Ok(())
+    } else {
+        Err(crate::Error::Cutlass {
+            kernel: what.into(),
+            status,
+            message: status_message(status),
+        })
+    }
+}
+
+/// Words for a C ABI status.
+pub fn status_message(status: i32) -> String {
+    use cutlass_gemm_sys as s;
+    match status {
+        s::CUTLASS_RS_OK => "success".into(),
+        s::CUTLASS_RS_ERROR_MISALIGNED_OPERAND => "operand fails alignment requirements".into(),
+        s::CUTLASS_RS_ERROR_INVALID_DATA_TYPE => "invalid data type".into(),
+        s::CUTLASS_RS_ERROR_INVALID_LAYOUT => "invalid layout".into(),
+        s::CUTLASS_RS_ERROR_INVALID_PROBLEM => "problem size not supported by the kernel".into(),
+        s::CUTLASS_RS_ERROR_NOT_SUPPORTED => "not supported on this device".into(),
+        s::CUTLASS_RS_ERROR_WORKSPACE_NULL => "workspace is required but null".into(),
+        s::CUTLASS_RS_ERROR_INTERNAL => "internal CUTLASS error".into(),
+        s::CUTLASS_RS_ERROR_ARCH_MISMATCH => "kernel not compiled for this device".into(),
+        s::CUTLASS_RS_ERROR_INSUFFICIENT_DRIVER => "driver too old".into(),
+        s::CUTLASS_RS_ERROR_MEMORY_ALLOCATION => "insufficient device memory".into(),
+        s::CUTLASS_RS_ERROR_INVALID => "unspecified status".into(),
+        s::CUTLASS_RS_ERROR_EXCEPTION => "C++ exception in the kernel shim".into(),
+        s::CUTLASS_RS_ERROR_NULL_ARGUMENT => "null argument".into(),
+        s::CUTLASS_RS_ERROR_WORKSPACE_TOO_SMALL => "workspace too small".into(),
+        s::CUTLASS_RS_ERROR_NOT_BUILT => {
+            "these kernels are not in this build (built with CUTLASS_RS_KERNELS=none?)".into()
+        }
+        s::CUTLASS_RS_ERROR_TMA_DESCRIPTOR => {
+            "the driver refused a TMA descriptor of the kernel (cuTensorMapEncodeTiled failed; \
+             sub-byte TMA types need an SM100 device)"
+                .into()
+        }
+        x if x >= s::CUTLASS_RS_ERROR_CUDA_BASE => {
+            format!("CUDA runtime error {}", x - s::CUTLASS_RS_ERROR_CUDA_BASE)
+        }
+        x => format!("unknown status {x}"),
+    }
+}

@@ -1,0 +1,1014 @@
+//! Planned GEMMs: resolve once ([`Gemm::new`]), launch many times ([`Gemm::run`]).
+
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use cudarc::driver::{sys, CudaContext, CudaStream, DevicePtr, DevicePtrMut};
+use cutlass_gemm_catalog::{KernelSpec, Layout};
+use cutlass_gemm_sys::cutlass_rs_gemm_args;
+
+use crate::error::{require_len, Error, OperandName, Result};
+use crate::ffi::{DeviceInfo, Kernel, ScheduleHints};
+use crate::formats::element::Element;
+use crate::plans::problem::{GemmProblem, ResolvedMatrix};
+use crate::selection::heuristic;
+use crate::selection::{select, ArchPolicy};
+
+/// TMA needs 16-byte aligned global addresses.
+const POINTER_ALIGNMENT: u64 = 16;
+/// TMA strides must stay below 2^40 bytes.
+const MAX_STRIDE_BYTES: u128 = 1 << 40;
+
+/// Where the kernel's scratch memory comes from.
+pub enum Workspace<'a> {
+    /// Allocated on the stream for each launch that needs it (most kernels need none).
+    Managed,
+    /// A caller-owned buffer of at least [`Gemm::workspace_size`] bytes.
+    Buffer(&'a mut dyn DevicePtrMut<u8>),
+}
+
+/// How A and B are scaled beyond alpha.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Scaling {
+    /// Plain or tensor-wise (folded into alpha).
+    None,
+    /// Blockwise f32 scales of A and B (SM90 FP8 blockwise kernels).
+    Blockwise,
+}
+
+/// Where C comes from.
+enum Source<'a, T> {
+    None,
+    Buffer(&'a dyn DevicePtr<T>),
+    D,
+}
+
+impl<'a, T> From<Option<&'a dyn DevicePtr<T>>> for Source<'a, T> {
+    fn from(c: Option<&'a dyn DevicePtr<T>>) -> Self {
+        c.map_or(Source::None, Source::Buffer)
+    }
+}
+
+/// One operand as the kernel sees it, and which user operand it is.
+#[derive(Clone, Copy, Debug)]
+struct KernelOperand {
+    user: OperandName,
+    m: ResolvedMatrix,
+}
+
+/// A GEMM resolved for one device, problem and element types: the kernel is chosen and every
+/// shape-level rule is checked. [`Gemm::run`] then checks the buffers and launches.
+///
+/// `TA` and `TB` are the input element types, `TD` the type of C and D.
+pub struct Gemm<TA: Element, TB: Element, TD: Element> {
+    problem: GemmProblem,
+    device: DeviceInfo,
+    kernel: Kernel,
+    /// The user's D is column-major: the kernel computes Dᵀ = Bᵀ·Aᵀ with A and B exchanged.
+    swapped: bool,
+    /// Kernel-side A, B, C, D.
+    ops: [KernelOperand; 4],
+    /// User-side geometry of A, B, C, D.
+    user: [ResolvedMatrix; 4],
+    workspace_size: usize,
+    scaling: Scaling,
+    schedule: ScheduleHints,
+    /// Launch with programmatic dependent launch where the kernel supports it.
+    dependent_launch: bool,
+    _types: PhantomData<(TA, TB, TD)>,
+}
+
+// A plan is plain data (no device resources): cloning it is cheap, e.g. to try other
+// tile-scheduler hints with [`Gemm::with_schedule`].
+impl<TA: Element, TB: Element, TD: Element> Clone for Gemm<TA, TB, TD> {
+    fn clone(&self) -> Self {
+        Gemm {
+            problem: self.problem,
+            device: self.device,
+            kernel: self.kernel,
+            swapped: self.swapped,
+            ops: self.ops,
+            user: self.user,
+            workspace_size: self.workspace_size,
+            scaling: self.scaling,
+            schedule: self.schedule,
+            dependent_launch: self.dependent_launch,
+            _types: PhantomData,
+        }
+    }
+}
+
+impl<TA: Element, TB: Element, TD: Element> std::fmt::Debug for Gemm<TA, TB, TD> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gemm")
+            .field("kernel", &self.kernel.name)
+            .field("problem", &self.problem)
+            .field("swapped", &self.swapped)
+            .finish()
+    }
+}
+
+impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
+    /// Plans a GEMM on `ctx`'s device, choosing among the kernels of this build.
+    pub fn new(ctx: &CudaContext, problem: &GemmProblem) -> Result<Self> {
+        Self::plan(DeviceInfo::query(ctx)?, problem, None)
+    }
+
+    /// Plans a GEMM with the kernel of this name (a `cutlass_library` procedural name).
+    pub fn with_kernel(ctx: &CudaContext, problem: &GemmProblem, name: &str) -> Result<Self> {
+        Self::plan(DeviceInfo::query(ctx)?, problem, Some(name))
+    }
+
+    /// Plans a GEMM for a described device without touching it: every check that does not need
+    /// the buffers runs here, so this is how to validate a problem on a machine without the GPU.
+    pub fn plan(device: DeviceInfo, problem: &GemmProblem, kernel: Option<&str>) -> Result<Self> {
+        Self::plan_with(device, problem, kernel, Scaling::None)
+    }
+
+    pub(crate) fn plan_with(
+        device: DeviceInfo,
+        problem: &GemmProblem,
+        kernel: Option<&str>,
+        scaling: Scaling,
+    ) -> Result<Self> {
+        problem.check()?;
+        let user = [
+            problem.resolve(OperandName::A)?,
+            problem.resolve(OperandName::B)?,
+            problem.resolve(OperandName::C)?,
+            problem.resolve(OperandName::D)?,
+        ];
+        // Two orientations: the kernel computes D as the user lays it out ("direct"), or Dᵀ =
+        // Bᵀ·Aᵀ with A and B exchanged ("swapped"). A kernel's D layout says which one it serves.
+        // The primary orientation gives the kernel a row-major D (every catalog kernel has one);
+        // the other serves the menu's column-major-output kernels, which put a small M on the
+        // kernel's N side.
+        let primary = problem.d.layout == Layout::ColumnMajor;
+        let orient = |swapped: bool| orientation::<TA, TB>(&user, swapped);
+        let (ops_p, ta_p, tb_p) = orient(primary);
+        let (ops_s, ta_s, tb_s) = orient(!primary);
+        check_layout_rules(&device, ta_p, tb_p, &ops_p)?;
+        let secondary_ok = check_layout_rules(&device, ta_s, tb_s, &ops_s).is_ok();
+        let serves_in = |s: &KernelSpec,
+                         ops: &[KernelOperand; 4],
+                         ta: cutlass_gemm_catalog::DataType,
+                         tb: cutlass_gemm_catalog::DataType|
+         -> std::result::Result<(), String> {
+            if s.block_scale.is_some() {
+                return Err(
+                    "the kernel takes mx/nv block-scaled operands (use BlockScaledGemm)".into(),
+                );
+            }
+            if s.op_class.is_sparse() {
+                return Err("the kernel takes a structured-sparse A".into());
+            }
+            if s.blockwise.is_some() != (scaling == Scaling::Blockwise) {
+                return Err(if scaling == Scaling::Blockwise {
+                    "the kernel has no blockwise scales".into()
+                } else {
+                    "the kernel takes blockwise scales (use BlockwiseGemm)".into()
+                });
+            }
+            let want = [
+                (ta, ops[0].m.layout),
+                (tb, ops[1].m.layout),
+                (TD::DATA_TYPE, ops[2].m.layout),
+                (TD::DATA_TYPE, ops[3].m.layout),
+            ];
+            let have = [s.a, s.b, s.c, s.d];
+            for (i, ((ty, layout), o)) in want.iter().zip(have.iter()).enumerate() {
+                let name = ["A", "B", "C", "D"][i];
+                if o.ty != *ty || o.layout != *layout {
+                    return Err(format!(
+                        "kernel operand {name} is {} {:?}, the problem needs {} {:?}",
+                        o.ty, o.layout, ty, layout
+                    ));
+                }
+            }
+            Ok(())
+        };
+        // Which orientation a kernel serves (primary first), or why it serves none.
+        let serving = |s: &KernelSpec| -> std::result::Result<bool, String> {
+            match serves_in(s, &ops_p, ta_p, tb_p) {
+                Ok(()) => Ok(primary),
+                Err(_) if secondary_ok && serves_in(s, &ops_s, ta_s, tb_s).is_ok() => Ok(!primary),
+                Err(e) => Err(e),
+            }
+        };
+        let request = format!(
+            "A {} {:?} x B {} {:?} -> D {} {:?}",
+            TA::DATA_TYPE,
+            problem.a.layout,
+            TB::DATA_TYPE,
+            problem.b.layout,
+            TD::DATA_TYPE,
+            problem.d.layout
+        );
+        let shape = |swapped: bool| {
+            let od = if swapped == primary { &ops_p } else { &ops_s }[3].m;
+            (od.rows, od.cols)
+        };
+        let kernel = select(
+            &device,
+            kernel,
+            ArchPolicy::Runnable,
+            &|s: &KernelSpec| serving(s).map(|_| ()),
+            &request,
+            &|runnable: &[Kernel]| {
+                heuristic::choose(runnable, problem.k, problem.batch, device.sm_count, &|s| {
+                    shape(serving(s).unwrap_or(primary))
+                })
+            },
+        )?;
+        let swapped = serving(&kernel.spec).map_err(|reason| Error::KernelMismatch {
+            name: kernel.name.into(),
+            reason,
+        })?;
+        let ops = if swapped == primary { ops_p } else { ops_s };
+
+        check_alignment(&kernel.spec, &ops, swapped, problem.batch)?;
+        let (kernel_m, kernel_n) = shape(swapped);
+        let schedule = crate::selection::heuristic::default_schedule(
+            &kernel.spec,
+            (kernel_m, kernel_n, problem.k),
+            device.sm_count,
+        );
+
+        let mut gemm = Gemm {
+            problem: *problem,
+            device,
+            kernel,
+            swapped,
+            ops,
+            user,
+            workspace_size: 0,
+            scaling,
+            schedule,
+            dependent_launch: true,
+            _types: PhantomData,
+        };
+        // Aligned stand-in addresses: the workspace size depends on the shape only.
+        let args = gemm.args(16, 16, None, 16, Some((16, 16)));
+        gemm.workspace_size = kernel.workspace_size_of(&args)?;
+        Ok(gemm)
+    }
+
+    /// The chosen kernel's name.
+    pub fn kernel_name(&self) -> &'static str {
+        self.kernel.name
+    }
+
+    /// The chosen kernel's spec.
+    pub fn kernel_spec(&self) -> &KernelSpec {
+        &self.kernel.spec
+    }
+
+    /// The problem.
+    pub fn problem(&self) -> &GemmProblem {
+        &self.problem
+    }
+
+    /// Bytes of workspace the kernel needs.
+    pub fn workspace_size(&self) -> usize {
+        self.workspace_size
+    }
+
+    /// The plan with these tile-scheduler hints (raster swizzle and order; split-K for stream-K
+    /// kernels). The workspace size is recomputed: split-K needs more.
+    pub fn with_schedule(mut self, schedule: ScheduleHints) -> Result<Self> {
+        if !matches!(schedule.swizzle, 0 | 1 | 2 | 4 | 8) || schedule.raster > 2 {
+            return Err(Error::InvalidProblem {
+                reason: format!(
+                    "tile schedule {schedule:?}: swizzle is 0, 1, 2, 4 or 8 and raster 0 (heuristic), 1 (along M) or 2 (along N)"
+                ),
+            });
+        }
+        if schedule.splits > 1
+            && self.kernel.spec.tile_scheduler != cutlass_gemm_catalog::TileScheduler::StreamK
+        {
+            return Err(Error::KernelMismatch {
+                name: self.kernel.name.into(),
+                reason: format!(
+                    "split-K ({} splits) needs a stream-K kernel",
+                    schedule.splits
+                ),
+            });
+        }
+        self.schedule = schedule;
+        let args = self.args(16, 16, None, 16, Some((16, 16)));
+        self.workspace_size = self.kernel.workspace_size_of(&args)?;
+        Ok(self)
+    }
+
+    /// The tile-scheduler hints of this plan: the library's choice for the kernel and problem
+    /// (`heuristic::default_schedule`: for the overlapped FP8 cooperative kernels with a two-CTA
+    /// cluster, raster across the cluster and the swizzle of a DRAM-traffic model; CUTLASS's
+    /// defaults otherwise) until [`Gemm::with_schedule`] replaces them.
+    pub fn schedule(&self) -> ScheduleHints {
+        self.schedule
+    }
+
+    /// The plan launching with programmatic dependent launch (`true`, the default) or without.
+    ///
+    /// With it (CUDA's programmatic stream serialization), the kernel may be scheduled while the
+    /// kernel before it in the stream finishes: it sets up (barriers, TMA descriptor prefetch) and
+    /// then waits (`griddepcontrol.wait`) for that kernel's completion and memory before its first
+    /// global memory access, so results are the same; and it lets a kernel after it that was
+    /// launched the same way start once its last tile's main loop is done. What it saves is the
+    /// launch gap and prologue between back-to-back kernels (a microsecond or two: noticeable on
+    /// decode-size GEMMs). Kernels without it (SM100/SM120, stream-K, blockwise scales:
+    /// [`KernelSpec::supports_programmatic_dependent_launch`]) launch as before either way.
+    /// Turn it off to keep each kernel from overlapping its predecessor's tail, e.g. when
+    /// profiling kernels one by one.
+    pub fn with_programmatic_dependent_launch(mut self, on: bool) -> Self {
+        self.dependent_launch = on;
+        self
+    }
+
+    /// Whether launches of this plan use programmatic dependent launch: asked for
+    /// ([`Gemm::with_programmatic_dependent_launch`], on by default) and supported by the kernel.
+    pub fn programmatic_dependent_launch(&self) -> bool {
+        self.dependent_launch && self.kernel.spec.supports_programmatic_dependent_launch()
+    }
+
+    /// Whether the kernel computes Dᵀ = Bᵀ·Aᵀ (column-major D).
+    pub fn is_swapped(&self) -> bool {
+        self.swapped
+    }
+
+    /// Checks the buffers and launches the GEMM on `stream`. C may be `None` when beta is 0. To
+    /// accumulate into D (C = D), use [`Gemm::run_in_place`].
+    pub fn run(
+        &self,
+        stream: &Arc<CudaStream>,
+        a: &dyn DevicePtr<TA>,
+        b: &dyn DevicePtr<TB>,
+        c: Option<&dyn DevicePtr<TD>>,
+        d: &mut dyn DevicePtrMut<TD>,
+        workspace: Workspace<'_>,
+    ) -> Result<()> {
+        self.run_checked(stream, a, b, None, Source::from(c), d, workspace)
+    }
+
+    /// `D = alpha * A·B + beta * D`: C is D itself, with D's geometry.
+    pub fn run_in_place(
+        &self,
+        stream: &Arc<CudaStream>,
+        a: &dyn DevicePtr<TA>,
+        b: &dyn DevicePtr<TB>,
+        d: &mut dyn DevicePtrMut<TD>,
+        workspace: Workspace<'_>,
+    ) -> Result<()> {
+        if self.user[2].ld != self.user[3].ld
+            || (self.problem.batch > 1 && self.user[2].batch_stride != self.user[3].batch_stride)
+        {
+            return Err(Error::InvalidProblem {
+                reason: "in-place GEMM needs C and D to have the same leading dimension and batch stride"
+                    .into(),
+            });
+        }
+        self.run_checked(stream, a, b, None, Source::D, d, workspace)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn run_scaled(
+        &self,
+        stream: &Arc<CudaStream>,
+        a: &dyn DevicePtr<TA>,
+        b: &dyn DevicePtr<TB>,
+        scales: (&dyn DevicePtr<f32>, &dyn DevicePtr<f32>),
+        c: Option<&dyn DevicePtr<TD>>,
+        d: &mut dyn DevicePtrMut<TD>,
+        workspace: Workspace<'_>,
+    ) -> Result<()> {
+        self.run_checked(stream, a, b, Some(scales), Source::from(c), d, workspace)
+    }
+
+    /// [`Gemm::run_raw`] with blockwise scales.
+    ///
+    /// # Safety
+    /// As [`Gemm::run_raw`]; the scale pointers must hold [`Gemm::scale_lens`] f32 values.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) unsafe fn run_raw_scaled(
+        &self,
+        a: sys::CUdeviceptr,
+        b: sys::CUdeviceptr,
+        scales: (sys::CUdeviceptr, sys::CUdeviceptr),
+        c: Option<sys::CUdeviceptr>,
+        d: sys::CUdeviceptr,
+        workspace: sys::CUdeviceptr,
+        workspace_bytes: usize,
+        stream: sys::CUstream,
+    ) -> Result<()> {
+        self.raw_checked(a, b, Some(scales), c, d, workspace, workspace_bytes, stream)
+    }
+
+    /// The checks of the raw entry points, then the launch.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn raw_checked(
+        &self,
+        a: sys::CUdeviceptr,
+        b: sys::CUdeviceptr,
+        scales: Option<(sys::CUdeviceptr, sys::CUdeviceptr)>,
+        c: Option<sys::CUdeviceptr>,
+        d: sys::CUdeviceptr,
+        workspace: sys::CUdeviceptr,
+        workspace_bytes: usize,
+        stream: sys::CUstream,
+    ) -> Result<()> {
+        if c.is_none() && self.problem.beta != 0.0 {
+            return Err(Error::InvalidProblem {
+                reason: format!("beta is {} but no C was given", self.problem.beta),
+            });
+        }
+        if (self.scaling == Scaling::Blockwise) != scales.is_some() {
+            return Err(Error::InvalidProblem {
+                reason: if scales.is_some() {
+                    "this plan takes no scales".into()
+                } else {
+                    "this plan takes scales: use BlockwiseGemm::run_raw".into()
+                },
+            });
+        }
+        self.check_pointers(a, b, c, d)?;
+        if let Some(sf) = scales {
+            self.check_scale_pointers(sf)?;
+        }
+        require_len(OperandName::Workspace, workspace_bytes, self.workspace_size)?;
+        self.launch(a, b, c, d, scales, workspace, workspace_bytes, stream)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn run_checked(
+        &self,
+        stream: &Arc<CudaStream>,
+        a: &dyn DevicePtr<TA>,
+        b: &dyn DevicePtr<TB>,
+        scales: Option<(&dyn DevicePtr<f32>, &dyn DevicePtr<f32>)>,
+        c: Source<'_, TD>,
+        d: &mut dyn DevicePtrMut<TD>,
+        workspace: Workspace<'_>,
+    ) -> Result<()> {
+        self.check_stream(stream)?;
+        self.check_len(OperandName::A, a.len())?;
+        self.check_len(OperandName::B, b.len())?;
+        self.check_len(OperandName::D, d.len())?;
+        match &c {
+            Source::Buffer(c) => self.check_len(OperandName::C, c.len())?,
+            Source::None if self.problem.beta != 0.0 => {
+                return Err(Error::InvalidProblem {
+                    reason: format!("beta is {} but no C was given", self.problem.beta),
+                })
+            }
+            _ => {}
+        }
+        if (self.scaling == Scaling::Blockwise) != scales.is_some() {
+            return Err(Error::InvalidProblem {
+                reason: "blockwise kernels take scales and other kernels none".into(),
+            });
+        }
+        if let Some((sa, sb)) = scales {
+            self.check_scale_lens(sa.len(), sb.len())?;
+        }
+        let (pa, _ga) = a.device_ptr(stream);
+        let (pb, _gb) = b.device_ptr(stream);
+        let (psf, _gsa, _gsb) = match scales {
+            Some((sa, sb)) => {
+                let (p1, g1) = sa.device_ptr(stream);
+                let (p2, g2) = sb.device_ptr(stream);
+                (Some((p1, p2)), Some(g1), Some(g2))
+            }
+            None => (None, None, None),
+        };
+        let (pc, _gc) = match c {
+            Source::Buffer(c) => {
+                let (p, g) = c.device_ptr(stream);
+                (Some(p), Some(g))
+            }
+            _ => (None, None),
+        };
+        let (pd, _gd) = d.device_ptr_mut(stream);
+        let pc = if matches!(c, Source::D) { Some(pd) } else { pc };
+        self.check_pointers(pa, pb, pc, pd)?;
+        if let Some(sf) = psf {
+            self.check_scale_pointers(sf)?;
+        }
+        let mut managed = None;
+        let (pw, _gw) = workspace_ptr(stream, workspace, self.workspace_size, &mut managed)?;
+        // SAFETY: every pointer was checked against the extent the problem reaches, its alignment
+        // and aliasing; the guards keep the buffers' stream ordering until the launch is queued.
+        unsafe {
+            self.launch(
+                pa,
+                pb,
+                pc,
+                pd,
+                psf,
+                pw,
+                self.workspace_size,
+                stream.cu_stream(),
+            )
+        }
+    }
+
+    /// Launches on raw device pointers, for callers that manage memory themselves (FFI,
+    /// benchmarks). Checks pointer alignment and aliasing of the extents the problem reaches.
+    ///
+    /// # Safety
+    /// `a`, `b`, `c` (when given) and `d` must be device pointers of the planned device holding at
+    /// least the extents the problem reaches ([`ResolvedMatrix::required_len`] elements of their
+    /// types); `workspace` must hold `workspace_bytes >= self.workspace_size()` bytes (or be 0 when
+    /// the size is 0); `stream` must be a live stream of the device's current context, which must
+    /// be bound to this thread; nothing else may write these buffers until the kernel completes.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn run_raw(
+        &self,
+        a: sys::CUdeviceptr,
+        b: sys::CUdeviceptr,
+        c: Option<sys::CUdeviceptr>,
+        d: sys::CUdeviceptr,
+        workspace: sys::CUdeviceptr,
+        workspace_bytes: usize,
+        stream: sys::CUstream,
+    ) -> Result<()> {
+        self.raw_checked(a, b, None, c, d, workspace, workspace_bytes, stream)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) unsafe fn launch(
+        &self,
+        a: u64,
+        b: u64,
+        c: Option<u64>,
+        d: u64,
+        scales: Option<(u64, u64)>,
+        workspace: u64,
+        workspace_bytes: usize,
+        stream: sys::CUstream,
+    ) -> Result<()> {
+        let args = self.args(a, b, c, d, scales);
+        self.kernel
+            .launch_abi(&args, workspace, workspace_bytes, stream)
+    }
+
+    /// The C ABI arguments in the kernel's view (A and B exchanged when swapped). Without C, C is D.
+    /// `scales` (of A, of B) are passed to blockwise kernels only.
+    fn args(
+        &self,
+        a: u64,
+        b: u64,
+        c: Option<u64>,
+        d: u64,
+        scales: Option<(u64, u64)>,
+    ) -> cutlass_rs_gemm_args {
+        let (sfa, sfb) = match (self.scaling, scales) {
+            (Scaling::Blockwise, Some(sf)) => sf,
+            _ => (0, 0),
+        };
+        let (ka, kb) = if self.swapped { (b, a) } else { (a, b) };
+        let [oa, ob, oc, od] = self.ops;
+        let (pc, c_geom) = match c {
+            Some(c) => (c, oc.m),
+            None => (d, od.m),
+        };
+        let raw = crate::ffi::RawArgs {
+            m: od.m.rows,
+            n: od.m.cols,
+            k: oa.m.cols,
+            batch: self.problem.batch,
+            a: ka,
+            lda: oa.m.ld,
+            batch_stride_a: oa.m.batch_stride,
+            b: kb,
+            ldb: ob.m.ld,
+            batch_stride_b: ob.m.batch_stride,
+            c: pc,
+            ldc: c_geom.ld,
+            batch_stride_c: c_geom.batch_stride,
+            d,
+            ldd: od.m.ld,
+            batch_stride_d: od.m.batch_stride,
+            sfa,
+            sfb,
+            alpha: self.problem.alpha,
+            beta: self.problem.beta,
+            schedule: self.schedule,
+            programmatic_dependent_launch: self.programmatic_dependent_launch(),
+            ..Default::default()
+        };
+        self.kernel.abi_args(&self.device, &raw)
+    }
+
+    fn check_stream(&self, stream: &CudaStream) -> Result<()> {
+        let found = stream.context().ordinal();
+        if found != self.device.ordinal {
+            return Err(Error::DeviceMismatch {
+                what: "stream".into(),
+                expected: self.device.ordinal,
+                found,
+            });
+        }
+        stream.context().bind_to_thread()?;
+        Ok(())
+    }
+
+    /// Checks buffer lengths (in elements) against the extents the problem reaches, as
+    /// [`Gemm::run`] does before launching: A, B, C (when given) and D.
+    pub fn check_lengths(&self, a: usize, b: usize, c: Option<usize>, d: usize) -> Result<()> {
+        self.check_len(OperandName::A, a)?;
+        self.check_len(OperandName::B, b)?;
+        if let Some(c) = c {
+            self.check_len(OperandName::C, c)?;
+        }
+        self.check_len(OperandName::D, d)
+    }
+
+    /// The geometry of a user operand (A, B, C or D) as planned.
+    pub fn operand(&self, op: OperandName) -> ResolvedMatrix {
+        self.user[op_index(op)]
+    }
+
+    fn check_len(&self, op: OperandName, len: usize) -> Result<()> {
+        require_len(op, len, self.user[op_index(op)].required_len())
+    }
+
+    fn check_pointers(&self, a: u64, b: u64, c: Option<u64>, d: u64) -> Result<()> {
+        let mut ptrs = vec![
+            (OperandName::A, a),
+            (OperandName::B, b),
+            (OperandName::D, d),
+        ];
+        if let Some(c) = c {
+            ptrs.push((OperandName::C, c));
+        }
+        for (op, p) in &ptrs {
+            if p % POINTER_ALIGNMENT != 0 {
+                return Err(Error::Misaligned {
+                    operand: *op,
+                    what: "pointer".into(),
+                    value: *p,
+                    required: POINTER_ALIGNMENT,
+                });
+            }
+        }
+        let bytes = |op: OperandName| -> u64 {
+            let size = match op {
+                OperandName::A => std::mem::size_of::<TA>(),
+                OperandName::B => std::mem::size_of::<TB>(),
+                _ => std::mem::size_of::<TD>(),
+            };
+            (self.user[op_index(op)].required_len() * size) as u64
+        };
+        let range = |op: OperandName, p: u64| (p, p + bytes(op));
+        let overlaps = |x: (u64, u64), y: (u64, u64)| x.0 < y.1 && y.0 < x.1;
+        let dr = range(OperandName::D, d);
+        for (op, p) in [(OperandName::A, a), (OperandName::B, b)] {
+            if overlaps(dr, range(op, p)) {
+                return Err(Error::Aliasing {
+                    output: OperandName::D,
+                    input: op,
+                });
+            }
+        }
+        if let Some(c) = c {
+            let same_geometry = c == d
+                && self.user[2].ld == self.user[3].ld
+                && self.user[2].batch_stride == self.user[3].batch_stride;
+            if !same_geometry && overlaps(dr, range(OperandName::C, c)) {
+                return Err(Error::Aliasing {
+                    output: OperandName::D,
+                    input: OperandName::C,
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
+    /// Blockwise scales: `ceil(m / 1) * ceil(k / 128) * batch` for A, `ceil(n / 128) *
+    /// ceil(k / 128) * batch` for B (the kernel's M- and N-major layouts, batch after batch).
+    pub(crate) fn scale_lens(&self) -> (usize, usize) {
+        let bw = self
+            .kernel
+            .spec
+            .blockwise
+            .unwrap_or(cutlass_gemm_catalog::Blockwise {
+                m: 1,
+                n: 128,
+                k: 128,
+            });
+        let p = &self.problem;
+        let kb = p.k.div_ceil(bw.k as usize);
+        (
+            p.m.div_ceil(bw.m as usize) * kb * p.batch,
+            p.n.div_ceil(bw.n as usize) * kb * p.batch,
+        )
+    }
+
+    pub(crate) fn check_scale_lens(&self, a: usize, b: usize) -> Result<()> {
+        let (ra, rb) = self.scale_lens();
+        require_len(OperandName::ScalesA, a, ra)?;
+        require_len(OperandName::ScalesB, b, rb)
+    }
+
+    fn check_scale_pointers(&self, (sa, sb): (u64, u64)) -> Result<()> {
+        for (op, p) in [(OperandName::ScalesA, sa), (OperandName::ScalesB, sb)] {
+            if p % POINTER_ALIGNMENT != 0 {
+                return Err(Error::Misaligned {
+                    operand: op,
+                    what: "pointer".into(),
+                    value: p,
+                    required: POINTER_ALIGNMENT,
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The layouts the catalog's kernels for these types on the device's architecture read (one source
+/// of truth: the catalog, not this build). A layout no entry has is an error that names the
+/// operand, its layout and the layouts there are, in the user's view, before any kernel is looked
+/// up.
+/// The kernel's view of the user's operands in one orientation, and the kernel's A and B types.
+fn orientation<TA: Element, TB: Element>(
+    user: &[ResolvedMatrix; 4],
+    swapped: bool,
+) -> (
+    [KernelOperand; 4],
+    cutlass_gemm_catalog::DataType,
+    cutlass_gemm_catalog::DataType,
+) {
+    let op = |user: OperandName, m: ResolvedMatrix| KernelOperand { user, m };
+    if swapped {
+        (
+            [
+                op(OperandName::B, user[1].transposed()),
+                op(OperandName::A, user[0].transposed()),
+                op(OperandName::C, user[2].transposed()),
+                op(OperandName::D, user[3].transposed()),
+            ],
+            TB::DATA_TYPE,
+            TA::DATA_TYPE,
+        )
+    } else {
+        (
+            [
+                op(OperandName::A, user[0]),
+                op(OperandName::B, user[1]),
+                op(OperandName::C, user[2]),
+                op(OperandName::D, user[3]),
+            ],
+            TA::DATA_TYPE,
+            TB::DATA_TYPE,
+        )
+    }
+}
+
+fn check_layout_rules(
+    device: &DeviceInfo,
+    ta: cutlass_gemm_catalog::DataType,
+    tb: cutlass_gemm_catalog::DataType,
+    ops: &[KernelOperand; 4],
+) -> Result<()> {
+    let arch_specs: Vec<KernelSpec> = cutlass_gemm_catalog::catalog::all()
+        .into_iter()
+        .filter(|s| s.arch.runs_on(device.compute_capability))
+        .filter(|s| s.a.ty == ta && s.b.ty == tb && !s.op_class.is_sparse())
+        .collect();
+    let Some(arch) = arch_specs.first().map(|s| s.arch) else {
+        // No kernel for these types on this architecture at all: kernel lookup reports it.
+        return Ok(());
+    };
+    let (la, lb) = (ops[0].m.layout, ops[1].m.layout);
+    if arch_specs
+        .iter()
+        .any(|s| s.a.layout == la && s.b.layout == lb)
+    {
+        return Ok(());
+    }
+    // In the user's view: with a column-major D the kernel computes Dᵀ = Bᵀ·Aᵀ, so its A is the
+    // user's B transposed and its B the user's A transposed.
+    let swapped = ops[0].user == OperandName::B;
+    let user = |ka: Layout, kb: Layout| {
+        if swapped {
+            (kb.transposed(), ka.transposed())
+        } else {
+            (ka, kb)
+        }
+    };
+    let name = |(a, b): (Layout, Layout)| {
+        let t = |l: Layout, row: char, col: char| if l == Layout::RowMajor { row } else { col };
+        format!("{}{}", t(a, 'T', 'N'), t(b, 'T', 'N'))
+    };
+    let mut allowed: Vec<String> = arch_specs
+        .iter()
+        .map(|s| name(user(s.a.layout, s.b.layout)))
+        .collect();
+    allowed.sort();
+    allowed.dedup();
+    let (ua, ub) = user(la, lb);
+    // Blame A when no allowed pair has A's layout, else B.
+    let a_ok = arch_specs
+        .iter()
+        .any(|s| user(s.a.layout, s.b.layout).0 == ua);
+    let (op, layout) = if a_ok {
+        (OperandName::B, ub)
+    } else {
+        (OperandName::A, ua)
+    };
+    let words = |l: Layout| match l {
+        Layout::RowMajor => "row-major",
+        Layout::ColumnMajor => "column-major",
+    };
+    Err(Error::UnsupportedLayout {
+        operand: op,
+        rule: format!(
+            "{op} is {} but the {ta} x {tb} kernels for {arch} with a {} D take {} only \
+             (A's letter, then B's: T row-major, N column-major){}",
+            words(layout),
+            words(if swapped {
+                ops[3].m.layout.transposed()
+            } else {
+                ops[3].m.layout
+            }),
+            allowed.join(", "),
+            if arch == cutlass_gemm_catalog::Arch::Sm90a && ta.bits() == 8 {
+                "; Hopper's wgmma reads 8-bit operands K-major only"
+            } else {
+                ""
+            }
+        ),
+    })
+}
+
+/// The device address of a launch's workspace (0 when the kernel needs none), allocating it on
+/// `stream` into `managed` for [`Workspace::Managed`]; a caller's buffer must hold `size` bytes and
+/// be 16-byte aligned. The guard keeps the buffer's stream ordering until the launch is queued.
+pub(crate) fn workspace_ptr<'g, 'w: 'g>(
+    stream: &'g Arc<CudaStream>,
+    workspace: Workspace<'w>,
+    size: usize,
+    managed: &'g mut Option<cudarc::driver::CudaSlice<u8>>,
+) -> Result<(u64, Option<cudarc::driver::SyncOnDrop<'g>>)> {
+    Ok(match workspace {
+        _ if size == 0 => (0, None),
+        Workspace::Managed => {
+            // SAFETY: the kernel writes the workspace before reading it.
+            let buf = unsafe { stream.alloc::<u8>(size) }?;
+            let (p, g) = managed.insert(buf).device_ptr(stream);
+            (p, Some(g))
+        }
+        Workspace::Buffer(w) => {
+            require_len(OperandName::Workspace, w.len(), size)?;
+            let (p, g) = w.device_ptr_mut(stream);
+            if p % POINTER_ALIGNMENT != 0 {
+                return Err(Error::Misaligned {
+                    operand: OperandName::Workspace,
+                    what: "pointer".into(),
+                    value: p,
+                    required: POINTER_ALIGNMENT,
+                });
+            }
+            (p, Some(g))
+        }
+    })
+}
+
+fn op_index(op: OperandName) -> usize {
+    match op {
+        OperandName::A => 0,
+        OperandName::B => 1,
+        OperandName::C => 2,
+        _ => 3,
+    }
+}
+
+/// Alignment rules of the chosen kernel, in the kernel's view of each operand; errors name the
+/// user's operand.
+fn check_alignment(
+    spec: &KernelSpec,
+    ops: &[KernelOperand; 4],
+    swapped: bool,
+    batch: usize,
+) -> Result<()> {
+    let kernel_ops = [spec.a, spec.b, spec.c, spec.d];
+    // In the user's order (A, B, then D before C: C is optional, and its rules are D's), whichever
+    // orientation the kernel computes: the first error names the same operand either way.
+    let order = if swapped { [1, 0, 3, 2] } else { [0, 1, 3, 2] };
+    for i in order {
+        let (o, k) = (&ops[i], &kernel_ops[i]);
+        let align = k.align as usize;
+        let size = (k.ty.bits() / 8) as u128;
+        let contiguous = o.m.contiguous();
+        // In the user's view of this operand the contiguous dimension is the same extent.
+        let dim = match (o.user, o.m.layout, swapped) {
+            (OperandName::A, Layout::RowMajor, false)
+            | (OperandName::A, Layout::ColumnMajor, true) => "k",
+            (OperandName::A, _, _) => "m",
+            (OperandName::B, Layout::ColumnMajor, false)
+            | (OperandName::B, Layout::RowMajor, true) => "k",
+            (OperandName::B, _, _) => "n",
+            (_, Layout::RowMajor, false) | (_, Layout::ColumnMajor, true) => "n",
+            _ => "m",
+        };
+        if contiguous % align != 0 {
+            return Err(Error::Misaligned {
+                operand: o.user,
+                what: format!("contiguous extent {dim} ="),
+                value: contiguous as u64,
+                required: align as u64,
+            });
+        }
+        if o.m.ld % align != 0 {
+            return Err(Error::Misaligned {
+                operand: o.user,
+                what: "leading dimension".into(),
+                value: o.m.ld as u64,
+                required: align as u64,
+            });
+        }
+        if batch > 1 && o.m.batch_stride % align != 0 {
+            return Err(Error::Misaligned {
+                operand: o.user,
+                what: "batch stride".into(),
+                value: o.m.batch_stride as u64,
+                required: align as u64,
+            });
+        }
+        if o.m.ld as u128 * size >= MAX_STRIDE_BYTES
+            || o.m.batch_stride as u128 * size >= MAX_STRIDE_BYTES
+        {
+            return Err(Error::InvalidProblem {
+                reason: format!(
+                    "operand {}: strides must stay below 2^40 bytes (TMA)",
+                    o.user
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Convenience: plan and run once, with a managed workspace.
+pub fn gemm<TA: Element, TB: Element, TD: Element>(
+    stream: &Arc<CudaStream>,
+    problem: &GemmProblem,
+    a: &dyn DevicePtr<TA>,
+    b: &dyn DevicePtr<TB>,
+    c: Option<&dyn DevicePtr<TD>>,
+    d: &mut dyn DevicePtrMut<TD>,
+) -> Result<()> {
+    let plan = Gemm::<TA, TB, TD>::new(stream.context(), problem)?;
+    plan.run(stream, a, b, c, d, Workspace::Managed)
+}
+
+/// The device facts of a context, for [`Gemm::plan`].
+pub fn device_info(ctx: &CudaContext) -> Result<DeviceInfo> {
+    DeviceInfo::query(ctx)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const H100: DeviceInfo = DeviceInfo {
+        ordinal: 0,
+        compute_capability: (9, 0),
+        sm_count: 132,
+    };
+
+    /// What reaches the C ABI: the launch flag follows the plan's setting and the kernel's support.
+    #[test]
+    fn programmatic_dependent_launch_reaches_the_abi_where_the_kernel_has_it() {
+        let p = GemmProblem::new(256, 256, 256);
+        let mut seen = [false; 2];
+        for k in crate::built_kernels()
+            .iter()
+            .filter(|k| k.spec.arch == cutlass_gemm_catalog::Arch::Sm90a)
+        {
+            let Ok(g) = Gemm::<half::bf16, half::bf16, half::bf16>::plan(H100, &p, Some(k.name))
+            else {
+                continue;
+            };
+            let supported = k.spec.supports_programmatic_dependent_launch();
+            seen[usize::from(supported)] = true;
+            assert_eq!(g.programmatic_dependent_launch(), supported, "{}", k.name);
+            let flags = |g: &Gemm<half::bf16, half::bf16, half::bf16>| {
+                g.args(16, 16, None, 16, None).launch_flags
+            };
+            let on = if supported {
+                cutlass_gemm_sys::CUTLASS_RS_LAUNCH_PDL
+            } else {
+                0
+            };
+            assert_eq!(flags(&g), on, "{}", k.name);
+            let off = g.with_programmatic_dependent_launch(false);
+            assert!(!off.programmatic_dependent_launch());
+            assert_eq!(flags(&off), 0, "{}", k.name);
+        }
+        // The default build has both: persistent bf16 kernels and a swapped stream-K one.
+        assert_eq!(seen, [true, true]);
+    }
+}

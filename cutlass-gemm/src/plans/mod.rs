@@ -1,0 +1,10 @@
+//! GEMM plans: a problem's geometry ([`problem`]), checked against a chosen kernel's rules once, then
+//! launched many times: [`Gemm`](gemm::Gemm) (16-bit, tf32, s8, FP8 tensor-wise),
+//! [`BlockwiseGemm`](blockwise::BlockwiseGemm) (FP8 with blockwise scales) and
+//! [`BlockScaledGemm`](block_scaled::BlockScaledGemm) (SM100/SM120 MX, NVFP4 and plain narrow
+//! types).
+
+pub mod block_scaled;
+pub mod blockwise;
+pub mod gemm;
+pub mod problem;

@@ -1,0 +1,577 @@
+//! Host reference GEMM with f64 accumulation, and a tolerance check against it.
+//!
+//! Independent of the kernels: it reads the operands through the same geometry rules
+//! ([`GemmProblem::resolve`]) but does its own arithmetic in f64, so it is the yardstick GPU results
+//! are compared with.
+
+use crate::error::{Error, OperandName, Result};
+use crate::formats::element::Element;
+pub use crate::formats::HostValue;
+use crate::plans::problem::{GemmProblem, ResolvedMatrix};
+
+/// The exact-as-f64 result of a GEMM, with the magnitudes that bound its rounding error.
+#[derive(Clone, Debug)]
+pub struct Reference {
+    /// `alpha * A·B + beta * C` per element, batch-major then row-major: index
+    /// `(l * m + i) * n + j`.
+    pub value: Vec<f64>,
+    /// `|alpha| * sum_k |A_ik B_kj| + |beta * C_ij|` per element, in the same order.
+    pub magnitude: Vec<f64>,
+    /// m, n, k, batch.
+    pub shape: (usize, usize, usize, usize),
+}
+
+/// A host matrix whose every element has an exact value: the operands of the reference.
+pub trait HostMatrix: Sync {
+    /// Rows.
+    fn rows(&self) -> usize;
+    /// Columns.
+    fn cols(&self) -> usize;
+    /// Value of element (row, col) of batch l.
+    fn value(&self, l: usize, row: usize, col: usize) -> f64;
+}
+
+/// A strided host matrix of one element type.
+pub struct Strided<'a, T> {
+    data: &'a [T],
+    geometry: ResolvedMatrix,
+}
+
+impl<'a, T: HostValue> Strided<'a, T> {
+    /// A view; fails when `data` is shorter than the geometry reaches.
+    pub fn new(data: &'a [T], geometry: ResolvedMatrix, operand: OperandName) -> Result<Self> {
+        if data.len() < geometry.required_len() {
+            return Err(Error::BufferTooSmall {
+                operand,
+                len: data.len(),
+                required: geometry.required_len(),
+            });
+        }
+        Ok(Strided { data, geometry })
+    }
+}
+
+impl<T: HostValue> HostMatrix for Strided<'_, T> {
+    fn rows(&self) -> usize {
+        self.geometry.rows
+    }
+    fn cols(&self) -> usize {
+        self.geometry.cols
+    }
+    fn value(&self, l: usize, row: usize, col: usize) -> f64 {
+        self.data[self.geometry.offset(l, row, col)].host_value()
+    }
+}
+
+/// A strided matrix of packed sub-byte elements.
+pub struct PackedStrided<'a, T: crate::formats::packed::SubByte> {
+    data: crate::formats::packed::PackedSlice<'a, T>,
+    geometry: ResolvedMatrix,
+}
+
+impl<'a, T: crate::formats::packed::SubByte + HostValue> PackedStrided<'a, T> {
+    /// A view; fails when `data` is shorter than the geometry reaches.
+    pub fn new(
+        data: crate::formats::packed::PackedSlice<'a, T>,
+        geometry: ResolvedMatrix,
+        operand: OperandName,
+    ) -> Result<Self> {
+        if data.len() < geometry.required_len() {
+            return Err(Error::BufferTooSmall {
+                operand,
+                len: data.len(),
+                required: geometry.required_len(),
+            });
+        }
+        Ok(PackedStrided { data, geometry })
+    }
+}
+
+impl<T: crate::formats::packed::SubByte + HostValue> HostMatrix for PackedStrided<'_, T> {
+    fn rows(&self) -> usize {
+        self.geometry.rows
+    }
+    fn cols(&self) -> usize {
+        self.geometry.cols
+    }
+    fn value(&self, l: usize, row: usize, col: usize) -> f64 {
+        self.data
+            .get(self.geometry.offset(l, row, col))
+            .host_value()
+    }
+}
+
+/// A block-scaled operand: elements times their scale factor (from the `Sm1xxBlockScaledConfig`
+/// layout) times a global factor. For A (m x k) the scale of (row, col) is at (row, col) of the
+/// scale layout; for B (k x n) at (col, row).
+pub struct Scaled<'a> {
+    inner: &'a dyn HostMatrix,
+    scales: Vec<f64>,
+    layout: crate::formats::scale_layout::ScaleFactorLayout,
+    is_b: bool,
+    global: f64,
+}
+
+impl<'a> Scaled<'a> {
+    /// Scales `inner` (A when `operand` is A, B when B) by swizzled scale factors.
+    pub fn new<S: HostValue>(
+        inner: &'a dyn HostMatrix,
+        operand: OperandName,
+        scales: &[S],
+        layout: crate::formats::scale_layout::ScaleFactorLayout,
+        global: f32,
+    ) -> Result<Self> {
+        let is_b = operand == OperandName::B;
+        let (rows, k) = if is_b {
+            (inner.cols(), inner.rows())
+        } else {
+            (inner.rows(), inner.cols())
+        };
+        if layout.rows != rows || layout.k != k {
+            return Err(Error::InvalidProblem {
+                reason: format!(
+                    "scale layout is for {} x {} but operand {operand} is {rows} x {k} (rows x K)",
+                    layout.rows, layout.k
+                ),
+            });
+        }
+        if scales.len() < layout.size() {
+            return Err(Error::BufferTooSmall {
+                operand,
+                len: scales.len(),
+                required: layout.size(),
+            });
+        }
+        Ok(Scaled {
+            inner,
+            scales: scales[..layout.size()]
+                .iter()
+                .map(|s| s.host_value())
+                .collect(),
+            layout,
+            is_b,
+            global: global as f64,
+        })
+    }
+}
+
+impl HostMatrix for Scaled<'_> {
+    fn rows(&self) -> usize {
+        self.inner.rows()
+    }
+    fn cols(&self) -> usize {
+        self.inner.cols()
+    }
+    fn value(&self, l: usize, row: usize, col: usize) -> f64 {
+        let (r, k) = if self.is_b { (col, row) } else { (row, col) };
+        self.inner.value(l, row, col) * self.scales[self.layout.offset(r, k, l)] * self.global
+    }
+}
+
+/// Computes the reference on host slices laid out as `problem` says. Uses all available cores.
+pub fn gemm<TA: HostValue, TB: HostValue, TC: HostValue>(
+    problem: &GemmProblem,
+    a: &[TA],
+    b: &[TB],
+    c: Option<&[TC]>,
+) -> Result<Reference> {
+    problem.check()?;
+    let a = Strided::new(a, problem.resolve(OperandName::A)?, OperandName::A)?;
+    let b = Strided::new(b, problem.resolve(OperandName::B)?, OperandName::B)?;
+    let c = match c {
+        Some(c) => Some(Strided::new(
+            c,
+            problem.resolve(OperandName::C)?,
+            OperandName::C,
+        )?),
+        None => None,
+    };
+    gemm_values(problem, &a, &b, c.as_ref().map(|c| c as &dyn HostMatrix))
+}
+
+/// The reference over any host operands: `alpha * A·B + beta * C` in f64, for `problem.batch`
+/// batches (the operands' shapes must be A m x k, B k x n, C m x n).
+pub fn gemm_values(
+    problem: &GemmProblem,
+    a: &dyn HostMatrix,
+    b: &dyn HostMatrix,
+    c: Option<&dyn HostMatrix>,
+) -> Result<Reference> {
+    problem.check()?;
+    let (m, n, k, batch) = (problem.m, problem.n, problem.k, problem.batch);
+    for (op, x, want) in [(OperandName::A, a, (m, k)), (OperandName::B, b, (k, n))] {
+        if (x.rows(), x.cols()) != want {
+            return Err(Error::InvalidProblem {
+                reason: format!(
+                    "operand {op} is {} x {}, the problem needs {} x {}",
+                    x.rows(),
+                    x.cols(),
+                    want.0,
+                    want.1
+                ),
+            });
+        }
+    }
+    if c.is_none() && problem.beta != 0.0 {
+        return Err(Error::InvalidProblem {
+            reason: "beta is nonzero but no C was given".into(),
+        });
+    }
+    let alpha = problem.alpha as f64;
+    let beta = problem.beta as f64;
+    let mut value = vec![0.0f64; batch * m * n];
+    let mut magnitude = vec![0.0f64; batch * m * n];
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |t| t.get())
+        .min(64);
+    let chunk_rows = (batch * m).div_ceil(threads).max(1);
+    std::thread::scope(|s| {
+        for (chunk, (vals, mags)) in value
+            .chunks_mut(chunk_rows * n)
+            .zip(magnitude.chunks_mut(chunk_rows * n))
+            .enumerate()
+        {
+            s.spawn(move || {
+                let mut arow = vec![0.0f64; k];
+                let mut bcol = vec![0.0f64; k];
+                for (r, (vrow, mrow)) in vals.chunks_mut(n).zip(mags.chunks_mut(n)).enumerate() {
+                    let global = chunk * chunk_rows + r;
+                    let (l, i) = (global / m, global % m);
+                    for (p, x) in arow.iter_mut().enumerate() {
+                        *x = a.value(l, i, p);
+                    }
+                    for j in 0..n {
+                        for (p, x) in bcol.iter_mut().enumerate() {
+                            *x = b.value(l, p, j);
+                        }
+                        let (mut acc, mut mag) = (0.0f64, 0.0f64);
+                        for (x, y) in arow.iter().zip(bcol.iter()) {
+                            acc += x * y;
+                            mag += (x * y).abs();
+                        }
+                        let cv = match c {
+                            Some(c) if beta != 0.0 => beta * c.value(l, i, j),
+                            _ => 0.0,
+                        };
+                        vrow[j] = alpha * acc + cv;
+                        mrow[j] = alpha.abs() * mag + cv.abs();
+                    }
+                }
+            });
+        }
+    });
+    Ok(Reference {
+        value,
+        magnitude,
+        shape: (m, n, k, batch),
+    })
+}
+
+impl Reference {
+    /// The values converted to an output type the way CUTLASS's epilogue does: computed in f32,
+    /// then converted (`convert` is e.g. `E4M3::from_f32`, saturating RNE).
+    pub fn to_output<T>(&self, convert: impl Fn(f32) -> T) -> Vec<T> {
+        self.value.iter().map(|&v| convert(v as f32)).collect()
+    }
+
+    /// Block-scaled output as CUTLASS's `LinCombBlockScaleFactor` epilogue makes it, for a
+    /// row-major D with `vec` elements of N per scale: per block, `sf = convert_sf(amax *
+    /// norm_constant / E::MAX)`, then `d = E(v * min(norm_constant / sf, f32::MAX))`. Returns
+    /// elements (row-major, batch-major) and a plain row-major `[batch][m][ceil(n/vec)]` scale
+    /// matrix. The device uses approximate reciprocals (`rcp.approx.ftz`); this uses exact ones,
+    /// so a device result may differ from it by one code where a value sits at a rounding boundary.
+    pub fn to_block_scaled<E, S>(
+        &self,
+        vec: usize,
+        norm_constant: f32,
+        convert_sf: impl Fn(f32) -> S,
+    ) -> (Vec<E>, Vec<S>)
+    where
+        E: crate::quantize::host::ScaledElement,
+        S: Copy + HostValue,
+    {
+        let (m, n, _, batch) = self.shape;
+        let cols = n.div_ceil(vec);
+        let mut elements = Vec::with_capacity(batch * m * n);
+        let mut scales = Vec::with_capacity(batch * m * cols);
+        let scale_down = norm_constant / E::MAX as f32;
+        for row in self.value.chunks(n) {
+            for block in row.chunks(vec) {
+                let vals: Vec<f32> = block.iter().map(|&v| v as f32).collect();
+                let amax = vals.iter().fold(0.0f32, |a, v| {
+                    if v.is_nan() || a.is_nan() {
+                        f32::NAN
+                    } else {
+                        a.max(v.abs())
+                    }
+                });
+                let sf = convert_sf(amax * scale_down);
+                let sf_value = sf.host_value() as f32;
+                let acc_scale = (norm_constant / sf_value).min(f32::MAX);
+                for v in vals {
+                    elements.push(E::quantize(v * acc_scale));
+                }
+                scales.push(sf);
+            }
+        }
+        (elements, scales)
+    }
+}
+
+/// The outcome of comparing a result with the reference.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Comparison {
+    /// Elements compared.
+    pub checked: usize,
+    /// Elements outside the tolerance (NaN counts as outside).
+    pub failures: usize,
+    /// Largest `|d - ref|`.
+    pub max_abs_error: f64,
+    /// Largest `|d - ref| / bound`: at most 1 when everything passes.
+    pub max_error_ratio: f64,
+    /// The first failure: (batch, row, column, got, expected, bound).
+    pub first_failure: Option<(usize, usize, usize, f64, f64, f64)>,
+}
+
+impl Comparison {
+    /// Whether every element is within tolerance.
+    pub fn passed(&self) -> bool {
+        self.failures == 0 && self.checked > 0
+    }
+}
+
+/// The error bound of one output element: rounding the output to `TD`
+/// (`2 u_out |ref|`) plus fp32 accumulation over `k` terms (`2 k u_f32 * magnitude`), plus the
+/// smallest normal of the output type for results near zero.
+///
+/// Integer outputs come from an exact s32 accumulator and an f32 epilogue (`alpha * acc + beta *
+/// c`, three roundings at most, each within `u_f32` of the magnitude) rounded to the nearest
+/// integer: `0.5 + 3 u_f32 * magnitude`, against the reference saturated to the output's range
+/// (see [`compare`]). Below a magnitude of 2^23 / 3 that admits no off-by-one result.
+pub fn tolerance<TD: Element>(reference: f64, magnitude: f64, k: usize) -> f64 {
+    let u32_ = f32::UNIT_ROUNDOFF;
+    if is_integer::<TD>() {
+        return 0.5 + 3.0 * u32_ * magnitude;
+    }
+    let tiny = match TD::DATA_TYPE {
+        cutlass_gemm_catalog::DataType::F16 => 6.2e-5,
+        cutlass_gemm_catalog::DataType::Bf16 => 1.2e-38,
+        _ => 1.2e-38,
+    };
+    2.0 * TD::UNIT_ROUNDOFF * reference.abs() + 2.0 * k as f64 * u32_ * magnitude + tiny
+}
+
+fn is_integer<T: Element>() -> bool {
+    T::DATA_TYPE.is_integer()
+}
+
+/// The reference value an output of type `T` should hold before rounding: saturated to `T`'s
+/// range for the integer types (the epilogue's conversion saturates), unchanged otherwise.
+fn saturated<T: Element>(v: f64) -> f64 {
+    if is_integer::<T>() {
+        v.clamp(
+            T::from_f64(f64::MIN).to_f64(),
+            T::from_f64(f64::MAX).to_f64(),
+        )
+    } else {
+        v
+    }
+}
+
+/// Compares D (read through `d`'s geometry) with the reference, element by element.
+pub fn compare<TD: Element>(
+    d: &[TD],
+    d_geometry: &ResolvedMatrix,
+    reference: &Reference,
+) -> Comparison {
+    let (m, n, k, batch) = reference.shape;
+    let mut out = Comparison {
+        checked: 0,
+        failures: 0,
+        max_abs_error: 0.0,
+        max_error_ratio: 0.0,
+        first_failure: None,
+    };
+    for l in 0..batch {
+        for i in 0..m {
+            for j in 0..n {
+                let idx = (l * m + i) * n + j;
+                let want = saturated::<TD>(reference.value[idx]);
+                let got = d[d_geometry.offset(l, i, j)].to_f64();
+                let bound = tolerance::<TD>(want, reference.magnitude[idx], k);
+                let err = (got - want).abs();
+                out.checked += 1;
+                let within = err <= bound; // false for NaN
+                if !within {
+                    out.failures += 1;
+                    if out.first_failure.is_none() {
+                        out.first_failure = Some((l, i, j, got, want, bound));
+                    }
+                }
+                if err.is_finite() {
+                    out.max_abs_error = out.max_abs_error.max(err);
+                    out.max_error_ratio = out.max_error_ratio.max(err / bound);
+                } else {
+                    out.max_abs_error = f64::INFINITY;
+                    out.max_error_ratio = f64::INFINITY;
+                }
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plans::problem::MatrixLayout;
+    use half::bf16;
+
+    #[test]
+    fn integer_outputs_saturate_and_admit_no_off_by_one() {
+        assert_eq!(saturated::<i8>(300.0), 127.0);
+        assert_eq!(saturated::<i8>(-300.5), -128.0);
+        assert_eq!(saturated::<u8>(-3.0), 0.0);
+        assert_eq!(saturated::<i32>(1e12), i32::MAX as f64);
+        assert_eq!(saturated::<f32>(1e12), 1e12);
+        // Rounding to an integer is allowed, an off-by-one is not, up to a magnitude of 2^23 / 3.
+        let bound = tolerance::<i8>(127.0, 2f64.powi(23) / 3.0 * 0.99, 4096);
+        assert!((0.5..1.0).contains(&bound), "{bound}");
+        assert!(tolerance::<i32>(5.0, 1e6, 4096) < 1.0);
+        // Floating-point outputs keep the accumulation term.
+        assert!(tolerance::<f32>(1.0, 1e6, 4096) > 0.4);
+    }
+
+    /// The textbook triple loop over row-major copies: an independent check of the strided reader.
+    fn naive(m: usize, n: usize, k: usize, a: &[f64], b: &[f64]) -> Vec<f64> {
+        let mut d = vec![0.0; m * n];
+        for i in 0..m {
+            for j in 0..n {
+                for p in 0..k {
+                    d[i * n + j] += a[i * k + p] * b[p * n + j];
+                }
+            }
+        }
+        d
+    }
+
+    fn lcg(seed: &mut u64) -> f64 {
+        *seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((*seed >> 11) as f64 / (1u64 << 53) as f64) * 2.0 - 1.0
+    }
+
+    #[test]
+    fn strided_layouts_agree_with_the_textbook_loop() {
+        let (m, n, k, batch) = (5, 7, 3, 2);
+        let mut seed = 42;
+        // Plain row-major values per batch.
+        let av: Vec<f64> = (0..batch * m * k)
+            .map(|_| (lcg(&mut seed) * 8.0).round())
+            .collect();
+        let bv: Vec<f64> = (0..batch * k * n)
+            .map(|_| (lcg(&mut seed) * 8.0).round())
+            .collect();
+        for (la, lb) in [
+            (MatrixLayout::row_major(), MatrixLayout::col_major()),
+            (MatrixLayout::col_major(), MatrixLayout::row_major()),
+            (MatrixLayout::col_major(), MatrixLayout::col_major()),
+            (MatrixLayout::row_major(), MatrixLayout::row_major()),
+        ] {
+            let p = GemmProblem::new(m, n, k)
+                .with_batch(batch)
+                .with_a(
+                    la.with_ld(if la.layout == cutlass_gemm_catalog::Layout::RowMajor {
+                        k + 2
+                    } else {
+                        m + 3
+                    })
+                    .with_batch_stride(100),
+                )
+                .with_b(
+                    lb.with_ld(if lb.layout == cutlass_gemm_catalog::Layout::RowMajor {
+                        n + 1
+                    } else {
+                        k + 5
+                    })
+                    .with_batch_stride(90),
+                );
+            let ra = p.resolve(OperandName::A).unwrap();
+            let rb = p.resolve(OperandName::B).unwrap();
+            let mut a = vec![bf16::from_f64(f64::NAN); ra.required_len()];
+            let mut b = vec![bf16::from_f64(f64::NAN); rb.required_len()];
+            for l in 0..batch {
+                for i in 0..m {
+                    for q in 0..k {
+                        a[ra.offset(l, i, q)] = bf16::from_f64(av[(l * m + i) * k + q]);
+                    }
+                }
+                for q in 0..k {
+                    for j in 0..n {
+                        b[rb.offset(l, q, j)] = bf16::from_f64(bv[(l * k + q) * n + j]);
+                    }
+                }
+            }
+            let r = gemm::<bf16, bf16, bf16>(&p, &a, &b, None).unwrap();
+            for l in 0..batch {
+                let want = naive(
+                    m,
+                    n,
+                    k,
+                    &av[l * m * k..(l + 1) * m * k],
+                    &bv[l * k * n..(l + 1) * k * n],
+                );
+                assert_eq!(
+                    &r.value[l * m * n..(l + 1) * m * n],
+                    &want[..],
+                    "{la:?} {lb:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn alpha_beta_and_c_are_applied() {
+        let p = GemmProblem::new(2, 2, 1).with_scalars(2.0, -1.0);
+        let a = [1.0f32, 2.0];
+        let b = [3.0f32, 4.0];
+        let c = [1.0f32, 1.0, 1.0, 1.0];
+        let r = gemm::<f32, f32, f32>(&p, &a, &b, Some(&c)).unwrap();
+        // D = 2 * [[3,4],[6,8]] - 1
+        assert_eq!(r.value, vec![5.0, 7.0, 11.0, 15.0]);
+        assert!(gemm::<f32, f32, f32>(&p, &a, &b, None).is_err());
+    }
+
+    #[test]
+    fn compare_flags_nan_and_wrong_values_but_accepts_rounding() {
+        let p = GemmProblem::new(1, 3, 4);
+        let a = [0.3f32, -0.7, 0.11, 0.9];
+        let b: Vec<f32> = (0..12).map(|i| (i as f32 - 5.5) / 7.0).collect();
+        let r = gemm::<f32, f32, f32>(&p, &a, &b, None).unwrap();
+        let d_geom = p.resolve(OperandName::D).unwrap();
+        let rounded: Vec<bf16> = r.value.iter().map(|&v| bf16::from_f64(v)).collect();
+        assert!(compare(&rounded, &d_geom, &r).passed());
+        let mut wrong = rounded.clone();
+        wrong[1] = bf16::from_f64(r.value[1] * 1.05 + 0.01);
+        let cmp = compare(&wrong, &d_geom, &r);
+        assert_eq!(cmp.failures, 1);
+        let mut nan = rounded;
+        nan[2] = bf16::from_bits(0x7fff);
+        assert_eq!(compare(&nan, &d_geom, &r).failures, 1);
+    }
+
+    #[test]
+    fn short_host_buffers_are_rejected() {
+        let p = GemmProblem::new(4, 4, 4);
+        let err = gemm::<f32, f32, f32>(&p, &[0.0; 15], &[0.0; 16], None).unwrap_err();
+        assert!(matches!(
+            err,
+            Error::BufferTooSmall {
+                operand: OperandName::A,
+                len: 15,
+                required: 16
+            }
+        ));
+    }
+}

@@ -1,0 +1,164 @@
+//! Kernel selection: the kernels of this build (the C registry joined with the catalog's specs),
+//! the choice among them ([`heuristic`], [`tune`]), and the rules a named kernel must meet.
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use cutlass_gemm_catalog::families::families_of;
+use cutlass_gemm_catalog::{catalog, KernelSpec};
+
+use crate::error::{BuildHint, Result};
+use crate::ffi::{DeviceInfo, Entry, Kernel};
+
+pub mod heuristic;
+pub mod tune;
+
+/// The kernels compiled into this build, in registry order.
+///
+/// Each registry name is looked up among the catalog's specs by computing the specs' names; a
+/// name the catalog does not produce is a build bug and panics.
+pub fn built_kernels() -> &'static [Kernel] {
+    static KERNELS: OnceLock<Vec<Kernel>> = OnceLock::new();
+    KERNELS.get_or_init(|| {
+        let by_name: HashMap<String, KernelSpec> =
+            catalog::all().into_iter().map(|s| (s.name(), s)).collect();
+        cutlass_gemm_sys::kernels()
+            .iter()
+            .map(|entry| {
+                let name = cutlass_gemm_sys::entry_name(entry);
+                let spec = *by_name.get(name).unwrap_or_else(|| {
+                    panic!("kernel {name} of the registry is not in the catalog (stale build?)")
+                });
+                Kernel {
+                    spec,
+                    name,
+                    entry: Entry::new(entry),
+                }
+            })
+            .collect()
+    })
+}
+
+/// How [`select`] treats a kernel the device cannot run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ArchPolicy {
+    /// Refuse it ([`crate::Error::ArchMismatch`]).
+    Runnable,
+    /// Accept it: the plan only drives the kernel's host path (launches check again).
+    AnyArch,
+}
+
+/// Chooses a kernel of this build: the one named (it must be built, runnable unless `arch` says
+/// otherwise, and serve the plan), or, without a name, `choose` among the runnable kernels that
+/// serve it. `serves` explains why a kernel does not fit; `request` describes the plan for errors.
+pub(crate) fn select(
+    device: &DeviceInfo,
+    name: Option<&str>,
+    arch: ArchPolicy,
+    serves: &dyn Fn(&KernelSpec) -> std::result::Result<(), String>,
+    request: &str,
+    choose: &dyn Fn(&[Kernel]) -> Kernel,
+) -> Result<Kernel> {
+    let cc = device.compute_capability;
+    let arch_error = |name: &str, arch| crate::Error::ArchMismatch {
+        kernel: name.into(),
+        arch,
+        device: cc,
+    };
+    match name {
+        Some(name) => {
+            let Some(k) = built_kernels().iter().find(|k| k.name == name).copied() else {
+                // A catalog kernel of another architecture: say that, rather than "not built".
+                if let Some(spec) = catalog::find(name) {
+                    if arch == ArchPolicy::Runnable && !spec.arch.runs_on(cc) {
+                        return Err(arch_error(name, spec.arch));
+                    }
+                }
+                return Err(crate::Error::KernelNotBuilt {
+                    name: name.into(),
+                    build_with: build_hint(name),
+                });
+            };
+            if arch == ArchPolicy::Runnable && !k.spec.arch.runs_on(cc) {
+                return Err(arch_error(k.name, k.spec.arch));
+            }
+            serves(&k.spec).map_err(|reason| crate::Error::KernelMismatch {
+                name: k.name.into(),
+                reason: format!("{reason} ({request})"),
+            })?;
+            Ok(k)
+        }
+        None => {
+            let candidates: Vec<Kernel> = built_kernels()
+                .iter()
+                .filter(|k| serves(&k.spec).is_ok())
+                .copied()
+                .collect();
+            let Some(first) = candidates.first().copied() else {
+                return Err(no_kernel(request, serves, cc));
+            };
+            let runnable: Vec<Kernel> = candidates
+                .iter()
+                .copied()
+                .filter(|k| k.spec.arch.runs_on(cc))
+                .collect();
+            match (runnable.is_empty(), arch) {
+                (false, _) => Ok(choose(&runnable)),
+                (true, ArchPolicy::AnyArch) => Ok(choose(&candidates)),
+                (true, ArchPolicy::Runnable) => Err(arch_error(first.name, first.spec.arch)),
+            }
+        }
+    }
+}
+
+/// How to build the catalog entry `name`: the cargo feature whose family holds it, else the
+/// kernel filter that adds it.
+pub(crate) fn build_hint(name: &str) -> BuildHint {
+    match catalog::find(name) {
+        None => BuildHint::NotInCatalog,
+        Some(spec) => match families_of(&spec).first() {
+            Some(&family) => BuildHint::Feature(family),
+            None => BuildHint::Kernels(name.to_string()),
+        },
+    }
+}
+
+/// The error for a request no built kernel serves: up to three built kernels nearest to it (same
+/// input types first, then output type, layouts and architecture), and how to build a catalog
+/// entry that serves it (one that runs on the device if there is one).
+fn no_kernel(
+    request: &str,
+    serves: &dyn Fn(&KernelSpec) -> std::result::Result<(), String>,
+    cc: (i32, i32),
+) -> crate::Error {
+    let serving: Vec<KernelSpec> = catalog::all()
+        .into_iter()
+        .filter(|s| serves(s).is_ok())
+        .collect();
+    let pick = serving
+        .iter()
+        .filter(|s| s.arch.runs_on(cc))
+        .min_by_key(|s| families_of(s).is_empty())
+        .or_else(|| serving.iter().min_by_key(|s| families_of(s).is_empty()));
+    let build_with = pick.map_or(BuildHint::NotInCatalog, |s| build_hint(&s.name()));
+    let target = pick.copied();
+    let closeness = |k: &Kernel| -> u32 {
+        let Some(t) = &target else {
+            return 0;
+        };
+        let s = &k.spec;
+        4 * u32::from((s.a.ty, s.b.ty) == (t.a.ty, t.b.ty))
+            + 2 * u32::from(s.d.ty == t.d.ty)
+            + u32::from(
+                (s.a.layout, s.b.layout, s.d.layout) == (t.a.layout, t.b.layout, t.d.layout),
+            )
+            + u32::from(s.arch == t.arch)
+    };
+    let mut built: Vec<&Kernel> = built_kernels().iter().collect();
+    built.sort_by_key(|k| std::cmp::Reverse(closeness(k)));
+    crate::Error::NoKernel {
+        request: request.into(),
+        nearest: built.iter().take(3).map(|k| k.name.to_string()).collect(),
+        build_with,
+    }
+}

@@ -1,0 +1,396 @@
+//! The candle integration (feature `candle`) on a GPU, against candle's own matmul.
+//!
+//! Build and run: `cargo test --release --features candle --test gpu_candle -- --include-ignored`
+//! (README "From candle" says how to build it on a machine without the CUDA libraries). Every test
+//! is `#[ignore = "needs a CUDA GPU"]`, and fails rather than passing when asked to run without one.
+//!
+//! Bounds (elementwise, from rounding analysis; each test also prints the observed errors):
+//! - bf16/f16 `matmul` vs candle's (cuBLAS): both accumulate in f32 and round once, so
+//!   `|ours - candle| <= 2u |candle| + 2 k 2^-24 (|a|·|b|)` with u the output's unit roundoff.
+//! - FP8 `matmul_fp8` vs the f32 product of the same e4m3 values: `2 u_bf16 |ref| + 2 k 2^-24 (|a|·|b|)`
+//!   (the bound of `cutlass_gemm::reference::tolerance`, which the FP8 kernel tests use).
+//! - `Fp8Linear` vs the bf16 layer in f32: each product term carries at most (1 + 2^-4)^2 - 1 <
+//!   0.13 relative error from e4m3 rounding of x and W, so `|y_q - y| <= 0.13 (|x|·|W|ᵀ) + 2^-8 |y|`.
+
+use crate::common;
+
+use candle_core::{DType, Device, Module, Tensor, D};
+use cutlass_gemm::candle::{broadcast_matmul, matmul, matmul_fp8, Fp8Linear, Matmul, Nvfp4Linear};
+
+fn gpu() -> Device {
+    common::gemm_device(); // asserts a GPU is there
+    Device::new_cuda(0).expect("candle CUDA device")
+}
+
+fn rand(dev: &Device, shape: &[usize], dtype: DType) -> Tensor {
+    Tensor::rand(-1f32, 1f32, shape, dev)
+        .and_then(|t| t.to_dtype(dtype))
+        .unwrap()
+}
+
+/// Elementwise `|ours - reference| <= rel |reference| + abs_scale * magnitude`, with `magnitude`
+/// the product of absolute values. Returns (violations, max |diff|, rms(diff) / rms(reference)).
+fn compare(
+    ours: &Tensor,
+    reference: &Tensor,
+    magnitude: &Tensor,
+    rel: f64,
+    abs_scale: f64,
+) -> (f32, f32, f32) {
+    let ours = ours.to_dtype(DType::F32).unwrap();
+    let reference = reference.to_dtype(DType::F32).unwrap();
+    let magnitude = magnitude.to_dtype(DType::F32).unwrap();
+    assert_eq!(ours.dims(), reference.dims());
+    let diff = (&ours - &reference).unwrap().abs().unwrap();
+    let bound =
+        ((reference.abs().unwrap() * rel).unwrap() + (magnitude * abs_scale).unwrap()).unwrap();
+    let violations = diff
+        .gt(&bound)
+        .unwrap()
+        .to_dtype(DType::F32)
+        .unwrap()
+        .sum_all()
+        .unwrap()
+        .to_scalar::<f32>()
+        .unwrap();
+    let max = diff
+        .flatten_all()
+        .unwrap()
+        .max(0)
+        .unwrap()
+        .to_scalar::<f32>()
+        .unwrap();
+    let rms = |t: &Tensor| {
+        t.sqr()
+            .unwrap()
+            .mean_all()
+            .unwrap()
+            .to_scalar::<f32>()
+            .unwrap()
+            .sqrt()
+    };
+    (violations, max, rms(&diff) / rms(&reference))
+}
+
+/// |a|·|b| in f32 (for the accumulation-error term).
+fn magnitude(a: &Tensor, b: &Tensor) -> Tensor {
+    let a = a.abs().unwrap().to_dtype(DType::F32).unwrap();
+    let b = b.abs().unwrap().to_dtype(DType::F32).unwrap();
+    a.contiguous()
+        .unwrap()
+        .matmul(&b.contiguous().unwrap())
+        .unwrap()
+}
+
+fn unit_roundoff(dtype: DType) -> f64 {
+    match dtype {
+        DType::BF16 => 2f64.powi(-8),
+        DType::F16 => 2f64.powi(-11),
+        _ => unreachable!(),
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn matmul_matches_candle_across_layouts() {
+    let dev = gpu();
+    let mut cases = 0;
+    for dtype in [DType::BF16, DType::F16] {
+        let u = unit_roundoff(dtype);
+        // (name, a, b): every pair is (…, m, k) x (…, k, n).
+        let big = rand(&dev, &[4, 3, 64, 320], dtype);
+        let w = rand(&dev, &[256, 128], dtype); // a weight (n, k)
+        let x3 = rand(&dev, &[3, 48, 128], dtype);
+        let pairs: Vec<(&str, Tensor, Tensor)> = vec![
+            (
+                "2d",
+                rand(&dev, &[64, 128], dtype),
+                rand(&dev, &[128, 256], dtype),
+            ),
+            (
+                "decode m=1",
+                rand(&dev, &[1, 512], dtype),
+                rand(&dev, &[512, 1024], dtype),
+            ),
+            (
+                "odd m, n",
+                rand(&dev, &[300, 520], dtype),
+                rand(&dev, &[520, 136], dtype),
+            ),
+            (
+                "batched 2x3",
+                rand(&dev, &[2, 3, 40, 64], dtype),
+                rand(&dev, &[2, 3, 64, 96], dtype),
+            ),
+            ("b = w.t()", rand(&dev, &[80, 128], dtype), w.t().unwrap()),
+            (
+                "a transposed",
+                rand(&dev, &[128, 72], dtype).t().unwrap(),
+                rand(&dev, &[128, 64], dtype),
+            ),
+            (
+                "both transposed",
+                rand(&dev, &[128, 72], dtype).t().unwrap(),
+                w.t().unwrap().t().unwrap().t().unwrap(),
+            ),
+            // A column slice of a wider matrix: row stride 320, offset 64 elements (128 bytes).
+            (
+                "column slice",
+                big.get(0)
+                    .unwrap()
+                    .get(0)
+                    .unwrap()
+                    .narrow(1, 64, 128)
+                    .unwrap(),
+                rand(&dev, &[128, 64], dtype),
+            ),
+            // Batch dims (2, 3) out of (4, 3) slices... strides (3*64*320, 64*320): one strided batch.
+            (
+                "outer batch slice",
+                big.narrow(0, 1, 2).unwrap().narrow(3, 0, 128).unwrap(),
+                rand(&dev, &[2, 3, 128, 32], dtype),
+            ),
+            // Batch dims (4, 2) of (4, 3): not one stride, copied.
+            (
+                "strided batch (copied)",
+                big.narrow(1, 0, 2).unwrap().narrow(3, 0, 64).unwrap(),
+                rand(&dev, &[4, 2, 64, 48], dtype),
+            ),
+            // x · W with W broadcast over the batch: folded into M.
+            (
+                "broadcast b",
+                x3.clone(),
+                w.t().unwrap().broadcast_as((3, 128, 256)).unwrap(),
+            ),
+        ];
+        for (name, a, b) in pairs {
+            let ours = matmul(&a, &b).unwrap_or_else(|e| panic!("{dtype:?} {name}: {e}"));
+            let reference = a
+                .contiguous()
+                .unwrap()
+                .matmul(&b.contiguous().unwrap())
+                .unwrap();
+            let k = a.dim(D::Minus1).unwrap() as f64;
+            let mag = magnitude(&a, &b);
+            let (bad, max, rel_rms) =
+                compare(&ours, &reference, &mag, 2.0 * u, 2.0 * k * 2f64.powi(-24));
+            println!(
+                "{dtype:?} {name:<24} {:?} x {:?}: max |diff| {max:.3e}, rms diff / rms {rel_rms:.2e}, {bad} outside the bound",
+                a.dims(),
+                b.dims()
+            );
+            assert_eq!(bad, 0.0, "{dtype:?} {name}");
+            assert!(
+                rel_rms < 2.0 * u as f32,
+                "{dtype:?} {name}: rms error {rel_rms}"
+            );
+            cases += 1;
+        }
+    }
+    assert_eq!(cases, 22);
+    // broadcast_matmul: a rank-2 weight against a batch.
+    let x = rand(&dev, &[3, 48, 128], DType::BF16);
+    let w = rand(&dev, &[256, 128], DType::BF16);
+    let ours = broadcast_matmul(&x, &w.t().unwrap()).unwrap();
+    let reference = x.broadcast_matmul(&w.t().unwrap()).unwrap();
+    let mag = magnitude(&x, &w.t().unwrap().broadcast_as((3, 128, 256)).unwrap());
+    let (bad, max, rel_rms) = compare(
+        &ours,
+        &reference,
+        &mag,
+        2.0 * 2f64.powi(-8),
+        2.0 * 128.0 * 2f64.powi(-24),
+    );
+    println!("BF16 broadcast_matmul [3, 48, 128] x [128, 256]: max |diff| {max:.3e}, rms {rel_rms:.2e}, {bad} outside the bound");
+    assert_eq!(bad, 0.0);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn unservable_operands_get_clear_errors() {
+    let dev = gpu();
+    // k = 100: no 16-bit kernel reads rows of 200 bytes (16-byte alignment), even after a copy.
+    let a = rand(&dev, &[32, 100], DType::BF16);
+    let b = rand(&dev, &[100, 64], DType::BF16);
+    let e = matmul(&a, &b).unwrap_err().to_string();
+    println!("k = 100: {e}");
+    assert!(e.to_lowercase().contains("align"), "{e}");
+    // Mixed types and CPU tensors are refused before any launch.
+    let e = matmul(&a, &b.to_dtype(DType::F16).unwrap())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("bf16 x bf16"), "{e}");
+    let cpu = Tensor::zeros((4, 8), DType::BF16, &Device::Cpu).unwrap();
+    let e = matmul(&cpu, &cpu).unwrap_err().to_string();
+    assert!(e.contains("CUDA"), "{e}");
+    // The custom op does not copy: a layout it cannot read is an error naming the reason.
+    let big = rand(&dev, &[4, 3, 16, 64], DType::BF16);
+    let strided = big.narrow(1, 0, 2).unwrap();
+    let e = strided
+        .apply_op2_no_bwd(&rand(&dev, &[4, 2, 64, 16], DType::BF16), &Matmul)
+        .unwrap_err()
+        .to_string();
+    println!("custom op on a strided batch: {e}");
+    assert!(e.contains("not one strided batch"), "{e}");
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn custom_op_composes_with_candle_ops() {
+    let dev = gpu();
+    let x = rand(&dev, &[2, 64, 256], DType::BF16);
+    let w1 = rand(&dev, &[512, 256], DType::BF16);
+    let w2 = rand(&dev, &[256, 512], DType::BF16);
+    // y = relu(x · W1ᵀ) · W2ᵀ, through the op and through candle.
+    let step =
+        |what: &str, r: candle_core::Result<Tensor>| r.unwrap_or_else(|e| panic!("{what}: {e}"));
+    let w1b = step(
+        "broadcast W1",
+        w1.t().and_then(|t| t.broadcast_as((2, 256, 512))),
+    );
+    let h_ours = step("x · W1ᵀ (op)", x.apply_op2_no_bwd(&w1b, &Matmul));
+    let h_ours = step("relu (ours)", h_ours.relu());
+    let ours = step(
+        "h · W2ᵀ (broadcast_matmul)",
+        w2.t().and_then(|t| broadcast_matmul(&h_ours, &t)),
+    );
+    let h = step(
+        "x · W1ᵀ (candle)",
+        w1.t().and_then(|t| x.broadcast_matmul(&t)),
+    );
+    let h = step("relu (candle)", h.relu());
+    let reference = step(
+        "h · W2ᵀ (candle)",
+        w2.t().and_then(|t| h.broadcast_matmul(&t)),
+    );
+    // Two roundings to bf16 (the hidden layer and the output), each amplified at most by the
+    // second GEMM's |W2|: compare in RMS.
+    let (_, max, rel_rms) = compare(
+        &ours,
+        &reference,
+        &reference.zeros_like().unwrap(),
+        0.0,
+        0.0,
+    );
+    println!("relu MLP through the op: max |diff| {max:.3e}, rms diff / rms {rel_rms:.2e}");
+    assert!(rel_rms < 4.0 * 2f32.powi(-8), "{rel_rms}");
+}
+
+/// An F8E4M3 tensor of values uniform in [-8, 8), converted on the host (candle 0.11.1 lacks some of
+/// its CUDA F8 kernels), and the same values as f32 on the GPU.
+fn fp8_pair(dev: &Device, shape: &[usize]) -> (Tensor, Tensor) {
+    let host = Tensor::rand(-8f32, 8f32, shape, &Device::Cpu)
+        .unwrap()
+        .to_dtype(DType::F8E4M3)
+        .unwrap();
+    let values = host.to_dtype(DType::F32).unwrap().to_device(dev).unwrap();
+    (host.to_device(dev).unwrap(), values)
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn fp8_matmul_matches_f32_product_of_the_same_values() {
+    let dev = gpu();
+    for (m, n, k) in [
+        (128, 256, 512),
+        (1, 512, 1024),
+        (200, 136, 256),
+        (64, 4096, 4096),
+    ] {
+        let (a, af) = fp8_pair(&dev, &[m, k]);
+        let (w, wf) = fp8_pair(&dev, &[n, k]);
+        let (sa, sb) = (0.125f32, 0.25f32);
+        let ours = matmul_fp8(&a, &w.t().unwrap(), sa, sb).unwrap();
+        assert_eq!(ours.dtype(), DType::BF16);
+        let reference = (af.matmul(&wf.t().unwrap()).unwrap() * (sa * sb) as f64).unwrap();
+        let mag = (magnitude(&af, &wf.t().unwrap()) * (sa * sb) as f64).unwrap();
+        // The crate's bound (cutlass_gemm::reference::tolerance): 2 u_out |ref| + 2 k u_f32 |a|·|b|.
+        let (bad, max, rel_rms) = compare(
+            &ours,
+            &reference,
+            &mag,
+            2f64.powi(-7),
+            2.0 * k as f64 * 2f64.powi(-24),
+        );
+        println!("fp8 {m}x{n}x{k}: max |diff| {max:.3e}, rms diff / rms {rel_rms:.2e}, {bad} outside the bound");
+        assert_eq!(bad, 0.0);
+    }
+    // A row-major b is refused with the rule (the kernels read K-contiguous operands).
+    let (a, _) = fp8_pair(&dev, &[64, 256]);
+    let (b, _) = fp8_pair(&dev, &[256, 128]);
+    let e = matmul_fp8(&a, &b, 1.0, 1.0).unwrap_err().to_string();
+    println!("row-major b: {e}");
+    assert!(e.contains("column-major"), "{e}");
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn fp8_linear_is_within_its_documented_error() {
+    let dev = gpu();
+    for (shape, n, k, with_bias) in [
+        (vec![256, 1024], 512, 1024, false),
+        (vec![2, 16, 4096], 1024, 4096, true),
+        (vec![1, 4096], 14336, 4096, false),
+    ] {
+        let x = rand(&dev, &shape, DType::BF16);
+        let w = (rand(&dev, &[n, k], DType::F32) * 0.05)
+            .unwrap()
+            .to_dtype(DType::BF16)
+            .unwrap();
+        let bias = with_bias.then(|| rand(&dev, &[n], DType::BF16));
+        let layer = Fp8Linear::new(&w, bias.clone()).unwrap();
+        let ours = layer.forward(&x).unwrap();
+        let mut out_shape = shape.clone();
+        *out_shape.last_mut().unwrap() = n;
+        assert_eq!(ours.dims(), &out_shape[..]);
+        // The bf16 layer, in f32.
+        let xf = x.to_dtype(DType::F32).unwrap();
+        let wf = w.to_dtype(DType::F32).unwrap();
+        let mut reference = xf.broadcast_matmul(&wf.t().unwrap()).unwrap();
+        if let Some(b) = &bias {
+            reference = reference
+                .broadcast_add(&b.to_dtype(DType::F32).unwrap())
+                .unwrap();
+        }
+        let mag = xf
+            .abs()
+            .unwrap()
+            .broadcast_matmul(&wf.abs().unwrap().t().unwrap())
+            .unwrap();
+        let (bad, max, rel_rms) = compare(&ours, &reference, &mag, 2f64.powi(-7), 0.13);
+        println!(
+            "Fp8Linear x {shape:?} · W ({n}, {k}){}: max |diff| {max:.3e}, rms diff / rms {rel_rms:.2e}, {bad} outside the bound",
+            if with_bias { " + bias" } else { "" }
+        );
+        assert_eq!(bad, 0.0);
+        assert!(rel_rms < 0.06, "{rel_rms}");
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn nvfp4_linear_needs_blackwell() {
+    let dev = gpu();
+    let (ctx, _) = common::gemm_device();
+    let cc = cutlass_gemm::DeviceInfo::query(&ctx)
+        .unwrap()
+        .compute_capability;
+    let w = rand(&dev, &[256, 512], DType::BF16);
+    match Nvfp4Linear::new(&w, None) {
+        Ok(layer) => {
+            assert!(
+                cc.0 >= 10,
+                "an NVFP4 layer was planned on sm_{}{}",
+                cc.0,
+                cc.1
+            );
+            let x = rand(&dev, &[64, 512], DType::BF16);
+            let y = layer.forward(&x).unwrap();
+            assert_eq!(y.dims(), &[64, 256]);
+        }
+        Err(e) => {
+            println!("sm_{}{}: Nvfp4Linear::new refused: {e}", cc.0, cc.1);
+            assert!(cc.0 < 10, "refused on a Blackwell GPU: {e}");
+        }
+    }
+}

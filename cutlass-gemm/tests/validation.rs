@@ -1,0 +1,448 @@
+//! Validation rules, checked on any machine: every input error is caught before a kernel is
+//! called. Plans are made for described devices (`DeviceInfo`), which is the same code path
+//! `Gemm::new` takes after querying the real device.
+
+use cutlass_gemm::numeric::{Tf32, E5M2};
+use cutlass_gemm::{
+    built_kernels, BuildHint, DeviceInfo, Error, Family, Gemm, GemmProblem, Layout, MatrixLayout,
+    OperandName,
+};
+use half::{bf16, f16};
+
+const H100: DeviceInfo = DeviceInfo {
+    ordinal: 0,
+    compute_capability: (9, 0),
+    sm_count: 132,
+};
+const B200: DeviceInfo = DeviceInfo {
+    ordinal: 0,
+    compute_capability: (10, 0),
+    sm_count: 148,
+};
+const RTX5090: DeviceInfo = DeviceInfo {
+    ordinal: 0,
+    compute_capability: (12, 0),
+    sm_count: 170,
+};
+
+fn plan(p: &GemmProblem) -> cutlass_gemm::Result<Gemm<bf16, bf16, bf16>> {
+    Gemm::plan(H100, p, None)
+}
+
+fn cutlass_kernels_default() -> Vec<cutlass_gemm::KernelSpec> {
+    cutlass_gemm_catalog::catalog::select(
+        &[cutlass_gemm::Arch::Sm90a],
+        &cutlass_gemm_catalog::catalog::NameFilter::parse(""),
+    )
+}
+
+#[test]
+fn the_default_build_contains_sm90_kernels() {
+    let k = built_kernels();
+    assert!(
+        k.len() >= 8,
+        "the tests need the default kernel set; this build has {}",
+        k.len()
+    );
+    // The default kernels are there (builds for GPU tests add others, SM100/SM120 ones too).
+    for spec in cutlass_kernels_default() {
+        assert!(
+            k.iter().any(|k| k.spec == spec),
+            "default kernel {} missing",
+            spec.name()
+        );
+    }
+}
+
+#[test]
+fn a_valid_problem_plans_in_every_layout_and_output_order() {
+    for (a, b) in [
+        (MatrixLayout::row_major(), MatrixLayout::col_major()),
+        (MatrixLayout::col_major(), MatrixLayout::row_major()),
+        (MatrixLayout::col_major(), MatrixLayout::col_major()),
+        (MatrixLayout::row_major(), MatrixLayout::row_major()),
+    ] {
+        for d in [MatrixLayout::row_major(), MatrixLayout::col_major()] {
+            let p = GemmProblem::new(1000, 504, 1032)
+                .with_a(a)
+                .with_b(b)
+                .with_d(d);
+            let g = plan(&p).unwrap();
+            assert_eq!(g.is_swapped(), d.layout == Layout::ColumnMajor);
+            // The kernel's A/B layouts: swapped problems exchange and transpose A and B.
+            let spec = g.kernel_spec();
+            let (ka, kb) = if g.is_swapped() {
+                (b.layout.transposed(), a.layout.transposed())
+            } else {
+                (a.layout, b.layout)
+            };
+            assert_eq!((spec.a.layout, spec.b.layout), (ka, kb), "{p:?}");
+            let f = Gemm::<f16, f16, f16>::plan(H100, &p, None).unwrap();
+            assert_eq!(f.kernel_spec().a.ty, cutlass_gemm::DataType::F16);
+        }
+    }
+}
+
+#[test]
+fn ld_smaller_than_the_row_is_rejected() {
+    let p = GemmProblem::new(64, 64, 128).with_a(MatrixLayout::row_major().with_ld(120));
+    match plan(&p).unwrap_err() {
+        Error::LeadingDimension {
+            operand: OperandName::A,
+            ld: 120,
+            min: 128,
+            ..
+        } => {}
+        e => panic!("unexpected {e:?}"),
+    }
+    let p = GemmProblem::new(64, 64, 128).with_b(MatrixLayout::row_major().with_ld(63));
+    assert!(matches!(
+        plan(&p).unwrap_err(),
+        Error::LeadingDimension {
+            operand: OperandName::B,
+            ld: 63,
+            min: 64,
+            ..
+        }
+    ));
+    let p = GemmProblem::new(64, 64, 128).with_d(MatrixLayout::col_major().with_ld(32));
+    assert!(matches!(
+        plan(&p).unwrap_err(),
+        Error::LeadingDimension {
+            operand: OperandName::D,
+            min: 64,
+            ..
+        }
+    ));
+}
+
+#[test]
+fn misaligned_leading_dimensions_extents_and_batch_strides_are_rejected() {
+    // ld not a multiple of 8 bf16 elements (16 bytes).
+    let p = GemmProblem::new(64, 64, 128).with_a(MatrixLayout::row_major().with_ld(130));
+    match plan(&p).unwrap_err() {
+        Error::Misaligned {
+            operand: OperandName::A,
+            what,
+            value: 130,
+            required: 8,
+        } => {
+            assert_eq!(what, "leading dimension")
+        }
+        e => panic!("unexpected {e:?}"),
+    }
+    // Contiguous extent (k for row-major A) not a multiple of 8.
+    let p = GemmProblem::new(64, 64, 100);
+    assert!(matches!(
+        plan(&p).unwrap_err(),
+        Error::Misaligned {
+            operand: OperandName::A,
+            value: 100,
+            ..
+        }
+    ));
+    // n not a multiple of 8 with row-major D.
+    let p = GemmProblem::new(64, 60, 128);
+    assert!(matches!(
+        plan(&p).unwrap_err(),
+        Error::Misaligned {
+            operand: OperandName::D,
+            value: 60,
+            ..
+        }
+    ));
+    // The same n is fine for column-major D when m is aligned... but B (column-major) has k
+    // contiguous, and D's contiguous extent is then m.
+    let p = GemmProblem::new(64, 60, 128).with_d(MatrixLayout::col_major());
+    assert!(plan(&p).is_ok());
+    // Batch stride not a multiple of 8.
+    let p = GemmProblem::new(64, 64, 128)
+        .with_batch(2)
+        .with_b(MatrixLayout::col_major().with_batch_stride(64 * 128 + 4));
+    assert!(matches!(
+        plan(&p).unwrap_err(),
+        Error::Misaligned {
+            operand: OperandName::B,
+            value: 8196,
+            ..
+        }
+    ));
+    // Overlapping batches.
+    let p = GemmProblem::new(64, 64, 128)
+        .with_batch(2)
+        .with_d(MatrixLayout::row_major().with_batch_stride(64));
+    assert!(matches!(
+        plan(&p).unwrap_err(),
+        Error::BatchStride {
+            operand: OperandName::D,
+            stride: 64,
+            min: 4096
+        }
+    ));
+}
+
+#[test]
+fn malformed_problems_are_rejected() {
+    assert!(matches!(
+        plan(&GemmProblem::new(0, 64, 64)).unwrap_err(),
+        Error::InvalidProblem { .. }
+    ));
+    assert!(matches!(
+        plan(&GemmProblem::new(64, 64, 1 << 31)).unwrap_err(),
+        Error::InvalidProblem { .. }
+    ));
+    assert!(matches!(
+        plan(&GemmProblem::new(64, 64, 64).with_scalars(f32::NAN, 0.0)).unwrap_err(),
+        Error::InvalidProblem { .. }
+    ));
+    let p = GemmProblem::new(64, 64, 64).with_c(MatrixLayout::col_major());
+    assert!(matches!(
+        plan(&p).unwrap_err(),
+        Error::InvalidProblem { .. }
+    ));
+}
+
+#[test]
+fn kernels_for_another_architecture_are_refused() {
+    let p = GemmProblem::new(256, 256, 256);
+    for dev in [B200, RTX5090] {
+        match Gemm::<bf16, bf16, bf16>::plan(dev, &p, None).unwrap_err() {
+            Error::ArchMismatch { arch, device, .. } => {
+                assert_eq!(arch, cutlass_gemm::Arch::Sm90a);
+                assert_eq!(device, dev.compute_capability);
+            }
+            e => panic!("unexpected {e:?}"),
+        }
+        let name = built_kernels()[0].name;
+        assert!(matches!(
+            Gemm::<bf16, bf16, bf16>::plan(dev, &p, Some(name)).unwrap_err(),
+            Error::ArchMismatch { .. }
+        ));
+    }
+    let e = Gemm::<bf16, bf16, bf16>::plan(B200, &p, None)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("sm90a") && e.contains("10.0"), "{e}");
+}
+
+#[test]
+fn kernel_choice_by_name_and_type_is_checked() {
+    let p = GemmProblem::new(256, 256, 256);
+    assert!(matches!(
+        Gemm::<bf16, bf16, bf16>::plan(H100, &p, Some("cutlass3x_sm90_no_such_kernel"))
+            .unwrap_err(),
+        Error::KernelNotBuilt { .. }
+    ));
+    // A TN bf16 kernel cannot serve an NN problem.
+    let tn = built_kernels()
+        .iter()
+        .find(|k| {
+            k.spec.layout_name() == "TN"
+                && k.spec.a.ty == cutlass_gemm::DataType::Bf16
+                && k.spec.d.ty == cutlass_gemm::DataType::Bf16
+        })
+        .unwrap();
+    let nn = p.with_a(MatrixLayout::col_major());
+    assert!(matches!(
+        Gemm::<bf16, bf16, bf16>::plan(H100, &nn, Some(tn.name)).unwrap_err(),
+        Error::KernelMismatch { .. }
+    ));
+    assert_eq!(
+        Gemm::<bf16, bf16, bf16>::plan(H100, &p, Some(tn.name))
+            .unwrap()
+            .kernel_name(),
+        tn.name
+    );
+    // f32 inputs have no SM90 kernel in this catalog.
+    let e = Gemm::<f32, f32, f32>::plan(H100, &p, None).unwrap_err();
+    assert!(
+        matches!(
+            &e,
+            Error::NoKernel {
+                build_with: BuildHint::NotInCatalog,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    // Mixed f16 x bf16 neither.
+    assert!(matches!(
+        Gemm::<f16, bf16, f32>::plan(H100, &p, None).unwrap_err(),
+        Error::NoKernel { .. }
+    ));
+}
+
+/// A request that the catalog serves but the build lacks names the feature that builds it and the
+/// nearest built kernels, in a line or two.
+#[test]
+fn missing_kernels_name_the_feature_that_builds_them() {
+    let p = GemmProblem::new(256, 256, 256);
+    let tf32_built = built_kernels()
+        .iter()
+        .any(|k| k.spec.a.ty == cutlass_gemm::DataType::Tf32);
+    match Gemm::<Tf32, Tf32, f32>::plan(H100, &p, None) {
+        Ok(_) => assert!(tf32_built),
+        Err(e) => {
+            assert!(!tf32_built);
+            let Error::NoKernel {
+                nearest,
+                build_with,
+                ..
+            } = &e
+            else {
+                panic!("{e}");
+            };
+            assert_eq!(*build_with, BuildHint::Feature(Family::Tf32));
+            assert_eq!(nearest.len(), built_kernels().len().min(3));
+            let text = e.to_string();
+            assert!(text.contains("`tf32`") && !text.contains('\n'), "{text}");
+        }
+    }
+    // By name: the feature of the kernel's family, or the filter that adds it.
+    let tf32 = cutlass_gemm_catalog::catalog::all()
+        .into_iter()
+        .find(|s| s.a.ty == cutlass_gemm::DataType::Tf32)
+        .unwrap();
+    if !tf32_built {
+        let e = Gemm::<Tf32, Tf32, f32>::plan(H100, &p, Some(&tf32.name())).unwrap_err();
+        assert!(
+            matches!(
+                &e,
+                Error::KernelNotBuilt {
+                    build_with: BuildHint::Feature(Family::Tf32),
+                    ..
+                }
+            ),
+            "{e}"
+        );
+    }
+    let e5m2 = "cutlass3x_sm90_tensorop_gemm_e5m2_e5m2_f32_f16_f16_128x128x128_1x2x1_0_tnt_align16_warpspecialized_cooperative_epi_tma";
+    if !built_kernels().iter().any(|k| k.name == e5m2) {
+        let e = Gemm::<E5M2, E5M2, f16>::plan(H100, &p, Some(e5m2)).unwrap_err();
+        assert!(
+            matches!(&e, Error::KernelNotBuilt { build_with: BuildHint::Kernels(n), .. } if n == e5m2),
+            "{e}"
+        );
+        assert!(e
+            .to_string()
+            .contains(&format!("CUTLASS_RS_KERNELS=default,{e5m2}")));
+    }
+}
+
+#[test]
+fn too_short_buffers_are_rejected() {
+    let p = GemmProblem::new(128, 64, 256).with_batch(3).with_a(
+        MatrixLayout::row_major()
+            .with_ld(264)
+            .with_batch_stride(128 * 264 + 8),
+    );
+    let g = plan(&p).unwrap();
+    // A reaches (3-1) * (128*264+8) + 127*264 + 256 elements.
+    let need_a = 2 * (128 * 264 + 8) + 127 * 264 + 256;
+    assert_eq!(g.operand(OperandName::A).required_len(), need_a);
+    assert!(g
+        .check_lengths(need_a, 3 * 64 * 256, None, 3 * 128 * 64)
+        .is_ok());
+    match g
+        .check_lengths(need_a - 1, 3 * 64 * 256, None, 3 * 128 * 64)
+        .unwrap_err()
+    {
+        Error::BufferTooSmall {
+            operand: OperandName::A,
+            len,
+            required,
+        } => {
+            assert_eq!((len, required), (need_a - 1, need_a))
+        }
+        e => panic!("unexpected {e:?}"),
+    }
+    assert!(matches!(
+        g.check_lengths(need_a, 3 * 64 * 256, Some(10), 3 * 128 * 64)
+            .unwrap_err(),
+        Error::BufferTooSmall {
+            operand: OperandName::C,
+            ..
+        }
+    ));
+    assert!(matches!(
+        g.check_lengths(need_a, 3 * 64 * 256, None, 3 * 128 * 64 - 1)
+            .unwrap_err(),
+        Error::BufferTooSmall {
+            operand: OperandName::D,
+            ..
+        }
+    ));
+}
+
+#[test]
+fn misaligned_and_aliased_pointers_are_rejected_before_the_kernel() {
+    let g = plan(&GemmProblem::new(128, 128, 128)).unwrap();
+    let (a, b, d) = (0x1000_0000u64, 0x2000_0000u64, 0x3000_0000u64);
+    let null_stream = std::ptr::null_mut();
+    // SAFETY: every call below fails its checks before any pointer is used.
+    unsafe {
+        match g.run_raw(a + 2, b, None, d, 0, 0, null_stream).unwrap_err() {
+            Error::Misaligned {
+                operand: OperandName::A,
+                what,
+                value,
+                required: 16,
+            } => {
+                assert_eq!((what.as_str(), value), ("pointer", a + 2))
+            }
+            e => panic!("unexpected {e:?}"),
+        }
+        assert!(matches!(
+            g.run_raw(a, b, None, d + 8, 0, 0, null_stream).unwrap_err(),
+            Error::Misaligned {
+                operand: OperandName::D,
+                ..
+            }
+        ));
+        // D overlapping the end of A.
+        assert!(matches!(
+            g.run_raw(a, b, None, a + 128 * 128 * 2 - 16, 0, 0, null_stream)
+                .unwrap_err(),
+            Error::Aliasing {
+                output: OperandName::D,
+                input: OperandName::A
+            }
+        ));
+        // Beta without C.
+        let gb = plan(&GemmProblem::new(128, 128, 128).with_scalars(1.0, 0.5)).unwrap();
+        assert!(matches!(
+            gb.run_raw(a, b, None, d, 0, 0, null_stream).unwrap_err(),
+            Error::InvalidProblem { .. }
+        ));
+    }
+}
+
+#[test]
+fn errors_name_the_operand_and_the_rule() {
+    let e = plan(&GemmProblem::new(64, 64, 128).with_a(MatrixLayout::row_major().with_ld(120)))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("operand A") && e.contains("at least 128"), "{e}");
+    let e = plan(&GemmProblem::new(64, 64, 100))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("operand A") && e.contains("16-byte"), "{e}");
+}
+
+#[test]
+fn relaunch_without_a_launch_is_refused_before_any_cuda_call() {
+    // The relaunch entry point checks this thread's launch state first: no launch, no CUDA call
+    // (this runs without a GPU).
+    let k = &built_kernels()[0];
+    // SAFETY: nothing is launched (the kernel has no launch state on this thread).
+    let e = unsafe { k.relaunch_raw(std::ptr::null_mut()) }.unwrap_err();
+    match e {
+        Error::Cutlass {
+            status, message, ..
+        } => {
+            assert_eq!(status, cutlass_gemm::sys::CUTLASS_RS_ERROR_INVALID);
+            assert!(message.contains("nothing to relaunch"), "{message}");
+        }
+        e => panic!("unexpected {e:?}"),
+    }
+}
