@@ -103,6 +103,8 @@ struct Config {
     extra_nvcc_flags: Vec<String>,
     manifest_dir: PathBuf,
     workspace_root: PathBuf,
+    /// Built from this project's repository (which `scripts/bootstrap.sh` equips), not a package.
+    in_repository: bool,
 }
 
 /// Which entries to build: the families of the enabled features, or `CUTLASS_RS_KERNELS`.
@@ -179,6 +181,9 @@ impl Config {
                 .map(|s| s.split_whitespace().map(str::to_owned).collect())
                 .unwrap_or_default(),
             workspace_root: manifest_dir.parent().unwrap_or(&manifest_dir).to_path_buf(),
+            in_repository: manifest_dir
+                .parent()
+                .is_some_and(|root| root.join("scripts/bootstrap.sh").is_file()),
             manifest_dir,
         }
     }
@@ -496,13 +501,14 @@ fn locate_cuda(config: &Config, python: &PythonPackages) -> (PathBuf, PathBuf, P
             format!("python3's nvidia wheels ({})", dir.display()),
         ));
     }
-    let third_party = config
-        .workspace_root
-        .join("third_party/toolchain/nvidia/cu13");
-    candidates.push((
-        third_party,
-        "this repository's third_party/ (scripts/bootstrap.sh)".into(),
-    ));
+    if config.in_repository {
+        candidates.push((
+            config
+                .workspace_root
+                .join("third_party/toolchain/nvidia/cu13"),
+            "this repository's third_party/ (scripts/bootstrap.sh)".into(),
+        ));
+    }
     for (root, place) in candidates {
         if let Some(found) = check(&root, place, &mut tried) {
             return found;
@@ -548,12 +554,14 @@ fn locate_cutlass(config: &Config, python: &PythonPackages) -> (PathBuf, String)
         config.manifest_dir.join("cutlass"),
         "the headers shipped in this package".into(),
     ));
-    candidates.push((
-        config
-            .workspace_root
-            .join("third_party/toolchain/cutlass_library/source"),
-        "this repository's third_party/ (scripts/bootstrap.sh)".into(),
-    ));
+    if config.in_repository {
+        candidates.push((
+            config
+                .workspace_root
+                .join("third_party/toolchain/cutlass_library/source"),
+            "this repository's third_party/ (scripts/bootstrap.sh)".into(),
+        ));
+    }
     for (dir, place) in candidates {
         if let Some(found) = check(&dir, place, &mut tried) {
             return found;
@@ -568,7 +576,7 @@ fn fail_discovery(what: &str, tried: &[Tried], variable: &str) -> ! {
         .map(|t| format!("  - {}: {}", t.place, t.outcome))
         .collect();
     fail(&format!(
-        "{what} not found ({variable} overrides). Tried, in order:\n{}\nTo fix: {HOW_TO_GET_TOOLCHAIN}",
+        "no {what} found ({variable} names one). Tried, in order:\n{}\nTo fix: {HOW_TO_GET_TOOLCHAIN}",
         list.join("\n")
     ))
 }

@@ -92,13 +92,13 @@ def parse(seed):
 def emit(tables):
     o = []
     o.append("// generated, do not edit: tools/seed_tables.py from shared/seeds/cutlass-blackwell-sm100-gemms.txt")
-    o.append("//! Tables 4-13 (SM100) and 16-20 (SM120) of the seed: valid MMA tile shapes, layouts and")
+    o.append("//! Tables 4-13 (SM100) and 16-20 (SM120) of CUTLASS's Blackwell GEMM documentation: valid MMA tile shapes, layouts and")
     o.append("//! dispatch policies, and the type rows each table serves.")
     o.append("")
     o.append("use crate::tables::{TileK, TileRow, TileTable};")
     o.append("use crate::types::Arch;")
     o.append("")
-    o.append("/// The tile tables, in the seed's order.")
+    o.append("/// The tile tables, in the documentation's order.")
     o.append("pub const TILE_TABLES: &[TileTable] = &[")
     for t, title, sm100, serves, rows in tables:
         o.append("    TileTable {")

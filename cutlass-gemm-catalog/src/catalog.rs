@@ -277,7 +277,7 @@ const PERSISTENT: TileScheduler = TileScheduler::Persistent;
 
 /// The blockwise scale blocks of the SM90 FP8 blockwise entries: 1x128 for A (activations, one
 /// scale per row and 128 elements of K) and 128x128 for B (weights), as in
-/// `shared/seeds/triton-2d-block-fp8-gemm.md` and DeepSeek-V3.
+/// Triton's 2D-block FP8 GEMM tutorial and DeepSeek-V3.
 pub const SM90_BLOCKWISE: Blockwise = Blockwise {
     m: 1,
     n: 128,
@@ -302,7 +302,7 @@ pub const SM90_FP8_PAIRS: [(DataType, DataType); 4] = [
 /// The outputs (C = D) of the SM90 FP8 entries.
 pub const SM90_FP8_OUTPUTS: [DataType; 3] = [DataType::Bf16, DataType::F16, DataType::F32];
 
-/// The four A/B layouts, in the seed's order: TN, NT, NN, TT.
+/// The four A/B layouts, in the tables' order: TN, NT, NN, TT.
 pub const AB_LAYOUTS: [(Layout, Layout); 4] = [
     (Layout::RowMajor, Layout::ColumnMajor),
     (Layout::ColumnMajor, Layout::RowMajor),
@@ -390,7 +390,7 @@ fn compute(row: &TypeRow) -> DataType {
     }
 }
 
-/// Every SM100 and SM120 entry the seed allows: for each tile table, each of its tile rows, each
+/// Every SM100 and SM120 entry CUTLASS's tables allow: for each tile table, each of its tile rows, each
 /// type row it serves with the same density (dense tile rows take dense type rows, sparse tile
 /// rows sparse ones), each concrete type pair, each layout both allow and each dispatch policy.
 /// Cluster 1x1x1 for 1SM MMAs and SM120, 2x1x1 for 2SM MMAs. Dense entries come first, then the
@@ -478,7 +478,7 @@ fn sm1xx_with(sparse: bool) -> Vec<KernelSpec> {
     out
 }
 
-/// Every entry of the catalog, in a stable order: SM90, then SM100 and SM120 from the seed's tables.
+/// Every entry of the catalog, in a stable order: SM90, then SM100 and SM120 from CUTLASS's tables.
 pub fn all() -> Vec<KernelSpec> {
     let mut out = sm90();
     out.extend(sm1xx());
@@ -489,7 +489,7 @@ pub fn all() -> Vec<KernelSpec> {
 /// Entries whose D is itself block-scaled (`LinCombBlockScaleFactor`: FP4 elements plus their
 /// scale factors), built on rows of the tables with a non-default output and cluster:
 ///
-/// 1. The seed's walkthrough (Blackwell narrow-precision GEMM section): `mx_float4_t` x
+/// 1. The Blackwell narrow-precision walkthrough (Blackwell narrow-precision GEMM section): `mx_float4_t` x
 ///    `mx_float4_t`, NT (Table 3's `kind::mxf8f6f4` row), 256x256x128 MMA tile with
 ///    `KernelTmaWarpSpecialized2SmMxf8f6f4Sm100`, cluster 4x4x1, C f16, D e2m1 with ue4m3 scale
 ///    factors per 16 (`SFDVectorSize = 16`).

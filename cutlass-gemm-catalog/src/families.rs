@@ -40,7 +40,7 @@ pub enum Family {
 }
 
 /// The SM100 kernels of the `sm100` family: NVFP4 and MXFP4 to f16, block-scaled NVFP4 outputs
-/// from NVFP4 and MXFP4 inputs, and plain e2m1 x e4m3 (the seed's walkthrough among them).
+/// from NVFP4 and MXFP4 inputs, and plain e2m1 x e4m3 (CUTLASS's Blackwell narrow-precision walkthrough among them).
 pub const SM100_STARTER: &[&str] = &[
     "cutlass3x_sm100_bstensorop_gemm_ue4m3xe2m1_ue4m3xe2m1_f32_f16_f16_128x128x256_1x1x1_0_tnt_align32_o_vs16_1sm",
     "cutlass3x_sm100_bstensorop_gemm_ue4m3xe2m1_ue4m3xe2m1_f32_f16_ue4m3xe2m1_256x256x256_2x1x1_0_tnt_align32_o_vs16_2sm_epi_tma_epiVs16t",

@@ -3,7 +3,7 @@
 //! This crate is the one source of truth about kernels: the element types, layouts, tiles and
 //! schedules of every kernel the project can instantiate ([`catalog`]), their procedural names
 //! (compatible with CUTLASS's `cutlass_library`), and the C++ code generated for them
-//! ([`codegen`]). `cutlass-sys`'s build script uses it to generate and compile the selected kernels;
+//! ([`codegen`]). `cutlass-gemm-sys`'s build script uses it to generate and compile the selected kernels;
 //! the safe `cutlass` crate uses it to validate problems and pick kernels.
 //!
 //! It has no dependencies and does no I/O.

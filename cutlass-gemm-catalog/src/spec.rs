@@ -25,7 +25,7 @@ impl Operand {
     }
 }
 
-/// The mainloop schedule (`KernelSchedule` in CUTLASS), as the seed's dispatch policies name it.
+/// The mainloop schedule (`KernelSchedule` in CUTLASS), as CUTLASS's dispatch policies name it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum KernelSchedule {
@@ -162,7 +162,7 @@ impl KernelSchedule {
         }
     }
 
-    /// The policy's name, as in the seed and CUTLASS (without `cutlass::gemm::`).
+    /// The policy's name, as in CUTLASS (without `cutlass::gemm::`).
     pub const fn policy(self) -> &'static str {
         match self {
             KernelSchedule::TmaWarpSpecializedCooperative => "KernelTmaWarpSpecializedCooperative",
@@ -211,7 +211,7 @@ impl KernelSchedule {
         }
     }
 
-    /// The schedule a seed policy name denotes.
+    /// The schedule a CUTLASS dispatch-policy name denotes.
     pub fn from_policy(name: &str) -> Option<KernelSchedule> {
         KernelSchedule::ALL
             .iter()
@@ -396,7 +396,7 @@ pub struct Blockwise {
     pub k: u32,
 }
 
-/// Where a catalog entry comes from in the seed: its type row (Tables 1–3) and tile table.
+/// Where a catalog entry comes from in CUTLASS's tables: its type row (Tables 1–3) and tile table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Origin {
     /// The type table (1–3).
@@ -451,7 +451,7 @@ pub struct KernelSpec {
     /// Block-scaled output: D quantized with its scale factors (SFD, row-major like D) by the
     /// `LinCombBlockScaleFactor` epilogue (SM100/SM120 block-scaled entries).
     pub output_scale: Option<BlockScale>,
-    /// The seed rows this entry comes from (SM100/SM120 entries).
+    /// The table rows this entry comes from (SM100/SM120 entries).
     pub origin: Option<Origin>,
     /// A (m x k).
     pub a: Operand,
@@ -466,7 +466,7 @@ pub struct KernelSpec {
     /// Type of alpha, beta and the epilogue's arithmetic.
     pub compute: DataType,
     /// Tile (m, n, k) in elements: the CTA tile on SM90 and SM120, the MMA tile on SM100 (what the
-    /// seed's tables and the collective builders take).
+    /// CUTLASS's tables and the collective builders take).
     pub tile: [u32; 3],
     /// Cluster shape (m, n, k) in CTAs.
     pub cluster: [u32; 3],
@@ -529,7 +529,7 @@ impl KernelSpec {
         )
     }
 
-    /// The rules of Tables 1–20 for an entry that names its seed rows: the type row allows these
+    /// The rules of Tables 1–20 for an entry that names its table rows: the type row allows these
     /// types, this layout and these alignments; the tile table serves the type row, and one of its
     /// rows has this tile with a Y for this layout and this policy.
     fn check_against_seed(&self, name: &str, o: Origin) -> Result<(), String> {
@@ -680,7 +680,7 @@ impl KernelSpec {
         self.arch == Arch::Sm90a && ![8, 16, 32, 64, 96, 128, 192, 256].contains(&self.tile[1])
     }
 
-    /// The two-letter A/B layout, as in the seed tables (`TN` = row-major A, column-major B).
+    /// The two-letter A/B layout, as in CUTLASS's tables (`TN` = row-major A, column-major B).
     pub fn layout_name(&self) -> String {
         let up = |l: Layout| l.letter().to_ascii_uppercase();
         format!("{}{}", up(self.a.layout), up(self.b.layout))

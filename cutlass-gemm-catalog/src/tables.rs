@@ -1,9 +1,9 @@
-//! Tables 1–3 of `shared/seeds/cutlass-blackwell-sm100-gemms.txt` as data: which A/B types,
+//! Tables 1–3 of CUTLASS's Blackwell GEMM documentation (`blackwell_functionality.md`) as data: which A/B types,
 //! layouts and alignments each `tcgen05.mma` kind accepts, dense and sparse.
 
 use crate::types::{DataType, Layout};
 
-/// A type as the seed tables name it: a concrete type or a family the collective builders accept.
+/// A type as CUTLASS's tables name it: a concrete type or a family the collective builders accept.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum TypeFamily {
     /// `tfloat32_t`.
@@ -58,7 +58,7 @@ impl TypeFamily {
         }
     }
 
-    /// The name in the seed tables.
+    /// The name in CUTLASS's tables.
     pub const fn seed_name(self) -> &'static str {
         match self {
             TypeFamily::Tf32 => "tfloat32_t",
@@ -154,7 +154,7 @@ pub struct TypeRow {
 }
 
 impl TypeRow {
-    /// The allowed (A, B) layouts, in the seed's order (TN, NN, NT, TT).
+    /// The allowed (A, B) layouts, in the tables' order (TN, NN, NT, TT).
     pub fn layouts(&self) -> &'static [(Layout, Layout)] {
         const ALL: [(Layout, Layout); 4] = [
             (Layout::RowMajor, Layout::ColumnMajor),
@@ -301,7 +301,7 @@ mod tests {
     }
 }
 
-/// The K extent of an MMA tile as the seed writes it.
+/// The K extent of an MMA tile as the tables write it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum TileK {
     /// A fixed K, in elements.
@@ -338,9 +338,9 @@ pub struct TileRow {
     pub n: u32,
     /// MMA tile K.
     pub k: TileK,
-    /// Whether TN, TT, NT, NN are allowed, in the seed's column order.
+    /// Whether TN, TT, NT, NN are allowed, in the tables' column order.
     pub tn_tt_nt_nn: [bool; 4],
-    /// Dispatch policies (the seed's "A or B" gives two).
+    /// Dispatch policies (the tables' "A or B" gives two).
     pub policies: &'static [&'static str],
 }
 
@@ -357,14 +357,14 @@ impl TileRow {
     }
 }
 
-/// One tile table of the seed (4–13 for SM100, 16–20 for SM120).
+/// One tile table of CUTLASS's Blackwell GEMM documentation (4–13 for SM100, 16–20 for SM120).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct TileTable {
     /// The table number.
     pub table: u8,
     /// The architecture.
     pub arch: crate::types::Arch,
-    /// The seed's title.
+    /// The table's title.
     pub title: &'static str,
     /// The (table, row) type rows of Tables 1–3 it serves.
     pub type_rows: &'static [(u8, u8)],

@@ -1,11 +1,11 @@
 // generated, do not edit: tools/seed_tables.py from shared/seeds/cutlass-blackwell-sm100-gemms.txt
-//! Tables 4-13 (SM100) and 16-20 (SM120) of the seed: valid MMA tile shapes, layouts and
+//! Tables 4-13 (SM100) and 16-20 (SM120) of CUTLASS's Blackwell GEMM documentation: valid MMA tile shapes, layouts and
 //! dispatch policies, and the type rows each table serves.
 
 use crate::tables::{TileK, TileRow, TileTable};
 use crate::types::Arch;
 
-/// The tile tables, in the seed's order.
+/// The tile tables, in the documentation's order.
 pub const TILE_TABLES: &[TileTable] = &[
     TileTable {
         table: 4,

@@ -117,7 +117,7 @@ impl DataType {
     }
 
     /// Alignment, in elements, that a TMA operand of this type needs: 16 bytes. (Packed FP6 and
-    /// FP4 operands of the unpacking TMA modes need more; the seed tables give it per type row.)
+    /// FP4 operands of the unpacking TMA modes need more; CUTLASS's tables give it per type row.)
     pub const fn tma_alignment(self) -> u32 {
         if 128 % self.bits() == 0 {
             128 / self.bits()

@@ -1,4 +1,4 @@
-//! `kernels/census.tsv` covers what the catalog issue asks: every type row of Tables 1–3 in each
+//! `census.tsv` covers what the catalog issue asks: every type row of Tables 1–3 in each
 //! of its layouts, every tile row of Tables 4–13 and 16–20 (its table, tile, density and policy),
 //! a representative SM90 set per type and the block-scaled-output entries; every entry recorded
 //! as passing contains the MMA instruction the tables imply, and every failure is one of the CUTLASS

@@ -179,14 +179,14 @@ const BEYOND_GENERATOR: &[(&str, &str)] = &[
     (
         "_f32_f32_f32_128x256x64_2x1x1_0_",
         "16-bit inputs with an f32 TMA-store output at 128x256x64: the generator's shared-memory \
-     heuristic prunes it, yet it compiles (kernels/census.tsv) and passes the GPU tests \
-     (tests/gpu_gemm.rs, f32 output with beta and C); it is the default f32-output kernel",
+     heuristic prunes it, yet it compiles (census.tsv) and passes the GPU tests \
+     (cutlass-gemm/tests/gpu/gemm.rs, f32 output with beta and C); it is the default f32-output kernel",
     ),
     (
         "_64x8x64_1x2x1_0_tnn_align8_warpspecialized_pingpong_",
         "16-bit pingpong with wgmma N = 8 (the generator emits no SM90 tile narrower than 16): \
          the tile cuBLASLt runs at M = 16 through the operand swap, compiled by CUTLASS's builder \
-         and verified by tests/gpu_gemm.rs; 16 x 4096 x 4096 bf16 0.88x -> 1.04x cuBLAS \
+         and verified by cutlass-gemm/tests/gpu/gemm.rs; 16 x 4096 x 4096 bf16 0.88x -> 1.04x cuBLAS \
          (docs/performance.md)",
     ),
 ];
@@ -230,7 +230,7 @@ fn sm90_entries_are_emitted_by_cutlass_generator() {
     for s in catalog::sm90() {
         let name = s.name();
         // This crate's own schedules (CUTLASS's kernels with a mainloop of ours): checked by name
-        // in the test above, and on the GPU against their CUTLASS twins (tests/gpu_fp8.rs).
+        // in the test above, and on the GPU against their CUTLASS twins (cutlass-gemm/tests/gpu/fp8.rs).
         if s.kernel_schedule.mainloop_wrapper().is_some() {
             own += 1;
             continue;

@@ -33,6 +33,18 @@ pub enum Command {
     Profile(ProfileArgs),
     /// Host time per call of a planned bf16 GEMM against a bare launch of the same kernel.
     Overhead(OverheadArgs),
+    /// Draws the charts of `profile --svg` from the CSV a profile run wrote (no GPU needed).
+    Chart(ChartArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ChartArgs {
+    /// A CSV written by `profile --csv`.
+    #[arg(long, value_name = "FILE")]
+    pub csv: PathBuf,
+    /// Writes PREFIX-TYPE.svg (TFLOP/s per shape) and PREFIX-TYPE-ratio.svg (sorted ratios).
+    #[arg(long, value_name = "PREFIX")]
+    pub svg: PathBuf,
 }
 
 /// Comma-separated name patterns, as `CUTLASS_RS_KERNELS` takes them: `*`/`?` globs over the

@@ -1,6 +1,6 @@
 //! `cutlass-profiler census`: compiles catalog entries to PTX (nvcc `--ptx`), finds the MMA
 //! instructions in the PTX and checks them against the kind, CTA group and scale-vector size the
-//! seed's tables imply.
+//! tables of CUTLASS's Blackwell documentation imply.
 //!
 //! Results append to the census file (TSV: a `#` line naming nvcc and CUTLASS, then
 //! `name status seconds ptx_mma kind_ok`); entries already there are skipped, so a census resumes
@@ -141,7 +141,7 @@ fn coverage() -> Vec<KernelSpec> {
         }
     }
     out.extend(picked);
-    // The entries with a block-scaled output (the seed's walkthrough among them).
+    // The entries with a block-scaled output (the Blackwell narrow-precision walkthrough among them).
     out.extend(catalog::sm100_block_scaled_outputs());
     out
 }

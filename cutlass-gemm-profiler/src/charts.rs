@@ -15,9 +15,9 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use crate::args::Pdl;
+use crate::args::{ChartArgs, Pdl};
 use crate::kind::Kind;
-use crate::report::{best_rows, geometric_mean, Row};
+use crate::report::{best_rows, geometric_mean, read_csv, Row};
 
 const OURS: RGBColor = RGBColor(0x1f, 0x77, 0xb4);
 const THEIRS: RGBColor = RGBColor(0x99, 0x99, 0x99);
@@ -31,10 +31,48 @@ const SLOT: i32 = 100;
 type Chart<'a, 'b> =
     ChartContext<'a, SVGBackend<'b>, Cartesian2d<WithKeyPoints<RangedCoordi32>, RangedCoordf64>>;
 
+/// `cutlass-profiler chart`: the charts of every type in a profile CSV.
+pub fn main(args: &ChartArgs) -> std::process::ExitCode {
+    let run = || -> Result<()> {
+        let (device, rows) = read_csv(&args.csv)?;
+        let mut kinds: Vec<Kind> = Vec::new();
+        for r in &rows {
+            if !kinds.contains(&r.kind) {
+                kinds.push(r.kind);
+            }
+        }
+        for kind in kinds {
+            for path in write_charts(&args.svg, &device, &rows, kind)? {
+                println!("wrote {}", path.display());
+            }
+        }
+        Ok(())
+    };
+    match run() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("cutlass-profiler chart: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
 /// Writes the type's charts; returns the files written (the ratio chart only where the reference
 /// ran).
+///
+/// The charts compare kernel against kernel: our launches without programmatic dependent launch
+/// (cuBLAS uses none) where the run measured them (`--pdl off` or `both`), else as launched.
 pub fn write_charts(prefix: &Path, device: &str, rows: &[Row], kind: Kind) -> Result<Vec<PathBuf>> {
-    let best = best_rows(rows, kind, Pdl::On);
+    let of_kind = |pdl: Option<bool>| rows.iter().any(|r| r.kind == kind && r.pdl == pdl);
+    let (best, launch) = if of_kind(Some(false)) || !of_kind(Some(true)) {
+        (
+            best_rows(rows, kind, Pdl::Off),
+            "kernel against kernel, no PDL",
+        )
+    } else {
+        (best_rows(rows, kind, Pdl::On), "with PDL")
+    };
+    let device = &format!("{device} ({launch})");
     let mut written = Vec::new();
     let path = PathBuf::from(format!("{}-{}.svg", prefix.display(), kind.label()));
     tflops_chart(&path, device, &best, kind)?;
@@ -70,7 +108,7 @@ fn bar_chart<'a, 'b>(
     let n = names.len() as i32;
     let longest = names.iter().map(|s| s.len()).max().unwrap_or(0) as u32;
     let mut chart = ChartBuilder::on(root)
-        .caption(title, (FONT, 20))
+        .caption(title, (FONT, 17))
         .margin(12)
         .x_label_area_size(20 + 7 * longest)
         .y_label_area_size(64)
@@ -134,7 +172,7 @@ fn tflops_chart(path: &Path, device: &str, best: &[&Row], kind: Kind) -> Result<
     let root = SVGBackend::new(path, size(&names)).into_drawing_area();
     root.fill(&WHITE)?;
     let title = format!(
-        "{} GEMM, TFLOP/s per shape: cutlass-rs vs {} on {device}",
+        "{} TFLOP/s: cutlass-rs vs {}, {device}",
         kind.label(),
         kind.reference()
     );
@@ -174,7 +212,7 @@ fn ratio_chart(path: &Path, device: &str, ratios: &[(&str, f64)], kind: Kind) ->
     let root = SVGBackend::new(path, size(&names)).into_drawing_area();
     root.fill(&WHITE)?;
     let title = format!(
-        "{}: cutlass-rs / {} TFLOP/s per shape, sorted, on {device}",
+        "{}: cutlass-rs / {}, sorted, {device}",
         kind.label(),
         kind.reference()
     );

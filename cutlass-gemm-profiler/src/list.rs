@@ -45,7 +45,7 @@ struct Entry {
     policy: &'static str,
     /// The MMA instruction the tables imply.
     kind: String,
-    /// The seed table and row an SM100/SM120 entry comes from (`-` for the SM90 menu).
+    /// The table and row of CUTLASS's Blackwell documentation an SM100/SM120 entry comes from (`-` for the SM90 menu).
     #[serde(serialize_with = "number_or_dash")]
     type_table: Option<u8>,
     #[serde(serialize_with = "number_or_dash")]

@@ -7,7 +7,7 @@
 //!   `--filter` takes comma-separated name patterns (`*`/`?` globs over the whole name, plain text
 //!   as a substring), as `CUTLASS_RS_KERNELS` does.
 //! - `census`: compiles catalog entries to PTX with the nvcc cutlass-gemm-sys found, and checks the
-//!   MMA instructions in the PTX against the kind, CTA group and scale-vector size the seed's
+//!   MMA instructions in the PTX against the kind, CTA group and scale-vector size CUTLASS's
 //!   tables imply; results append to `cutlass-gemm-catalog/census.tsv`, so a census resumes where
 //!   it stopped.
 //! - `profile`: times this crate's GEMMs against cuBLAS / cuBLASLt in one process on
@@ -15,6 +15,7 @@
 //!   prints TFLOP/s, % of the roofline and the ratio, and writes CSV and SVG charts when asked.
 //! - `overhead`: the host time per call of a planned bf16 GEMM against a bare launch of the same
 //!   kernel.
+//! - `chart`: the charts of `profile --svg`, drawn again from a profile CSV.
 //!
 //! Modules: [`args`] (the command line), [`list`], [`census`], [`profile`] (the per-type drivers)
 //! with [`plans`], [`timing`], [`cublas`], [`device`], [`report`] and [`charts`], [`overhead`],
@@ -46,5 +47,6 @@ fn main() -> ExitCode {
         Command::Census(a) => census::main(&a),
         Command::Profile(a) => profile::main(&a),
         Command::Overhead(a) => overhead::main(&a),
+        Command::Chart(a) => charts::main(&a),
     }
 }

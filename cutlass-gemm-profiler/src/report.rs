@@ -297,6 +297,92 @@ fn write_csv_to(out: impl Write, roofline: &Roofline, rows: &[Row]) -> Result<()
     Ok(())
 }
 
+/// Reads a CSV that [`write_csv`] wrote back into rows (for `cutlass-profiler chart`): this
+/// crate's line of each problem with the reference's time beside it. Returns the device too.
+pub fn read_csv(path: &Path) -> Result<(String, Vec<Row>)> {
+    let mut reader = csv::Reader::from_path(path).with_context(|| format!("{}", path.display()))?;
+    let headers = reader.headers()?.clone();
+    let col = |name: &str| {
+        headers
+            .iter()
+            .position(|h| h == name)
+            .with_context(|| format!("{}: no column {name}", path.display()))
+    };
+    let [problem, provider, operation, disposition, m, n, k, a, runtime, shape, diff, device] = [
+        "Problem",
+        "Provider",
+        "Operation",
+        "Disposition",
+        "m",
+        "n",
+        "k",
+        "A",
+        "Runtime",
+        "shape",
+        "max_rel_diff",
+        "device",
+    ]
+    .map(col);
+    let pdl = headers.iter().position(|h| h == "pdl");
+    let (mut rows, mut device_name) = (Vec::<(String, Row)>::new(), String::new());
+    for record in reader.records() {
+        let r = record?;
+        let get = |c: &Result<usize>| -> Result<&str> {
+            Ok(r.get(*c.as_ref().map_err(|e| anyhow::anyhow!("{e}"))?)
+                .unwrap_or(""))
+        };
+        let num = |c: &Result<usize>| -> Result<f64> {
+            let v = get(c)?;
+            v.parse::<f64>()
+                .with_context(|| format!("{}: `{v}` is not a number", path.display()))
+        };
+        let secs = num(&runtime)? / 1e3;
+        let id = get(&problem)?.to_string();
+        if get(&provider)? != "cutlass-rs" {
+            if let Some((_, ours)) = rows.iter_mut().rev().find(|(p, _)| *p == id) {
+                ours.theirs_s = Some(secs);
+            }
+            continue;
+        }
+        device_name = get(&device)?.to_string();
+        let op = get(&operation)?;
+        let ty = get(&a)?.split(':').next().unwrap_or("");
+        let kind = if op.contains("1x128f32") {
+            Kind::Fp8Blockwise
+        } else {
+            [Kind::Bf16, Kind::F16, Kind::E4m3, Kind::Tf32, Kind::I8]
+                .into_iter()
+                .find(|k| k.cutlass_profiler_type() == ty)
+                .with_context(|| format!("{}: unknown type {ty}", path.display()))?
+        };
+        rows.push((
+            id,
+            Row {
+                shape: Shape {
+                    name: get(&shape)?.to_string(),
+                    m: num(&m)? as usize,
+                    n: num(&n)? as usize,
+                    k: num(&k)? as usize,
+                },
+                kind,
+                kernel: op.to_string(),
+                schedule: ScheduleHints::default(),
+                heuristic: None,
+                pdl: match pdl.and_then(|c| r.get(c)) {
+                    Some("on") => Some(true),
+                    Some("off") => Some(false),
+                    _ => None,
+                },
+                ours_s: secs,
+                theirs_s: None,
+                max_rel_diff: num(&diff)?,
+                ok: get(&disposition)? == "passed",
+            },
+        ));
+    }
+    Ok((device_name, rows.into_iter().map(|(_, r)| r).collect()))
+}
+
 /// Per shape, the fastest measured kernel of this crate (all rows in heuristic mode), among the
 /// plans launched with programmatic dependent launch where the kernel has it (`Pdl::On`, the
 /// library's default) or without it (`Pdl::Off`).
@@ -423,6 +509,36 @@ pub(crate) mod tests {
             theirs_s: Some(theirs_ms * 1e-3),
             max_rel_diff: 0.0,
             ok: true,
+        }
+    }
+
+    #[test]
+    fn csv_reads_back_what_it_wrote() {
+        let mut off = row("b", (16, 4096, 4096), 0.5, 0.25);
+        off.pdl = Some(false);
+        let mut fp8bw = row("c", (128, 7168, 16384), 0.75, 0.5);
+        fp8bw.kind = Kind::Fp8Blockwise;
+        fp8bw.kernel =
+            "cutlass3x_sm90_tensorop_gemm_1x128f32xe4m3_128x128f32xe4m3_f32_bf16_bf16".into();
+        fp8bw.pdl = None;
+        fp8bw.theirs_s = None;
+        let rows = [row("a", (128, 128, 128), 2.0, 1.0), off, fp8bw];
+        let path = std::env::temp_dir().join(format!("profiler-csv-{}.csv", std::process::id()));
+        write_csv(&path, &h100(), &rows).unwrap();
+        let (device, back) = read_csv(&path).unwrap();
+        let _ = std::fs::remove_file(&path);
+        assert_eq!(device, "NVIDIA H100 80GB HBM3");
+        assert_eq!(back.len(), rows.len());
+        for (a, b) in rows.iter().zip(&back) {
+            assert_eq!(
+                (a.kind, a.pdl, &a.shape.name),
+                (b.kind, b.pdl, &b.shape.name)
+            );
+            assert!((a.ours_s - b.ours_s).abs() < 1e-12);
+            assert_eq!(a.theirs_s.is_some(), b.theirs_s.is_some());
+            if let (Some(x), Some(y)) = (a.theirs_s, b.theirs_s) {
+                assert!((x - y).abs() < 1e-12);
+            }
         }
     }
 

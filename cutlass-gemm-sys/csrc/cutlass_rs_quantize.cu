@@ -1,8 +1,8 @@
 // Quantization kernels that produce CUTLASS-ready operands. Hand-written, not generated; compiled by
-// cutlass-sys's build script (same nvcc, flags and object cache as the GEMM kernels) for every
+// cutlass-gemm-sys's build script (same nvcc, flags and object cache as the GEMM kernels) for every
 // selected architecture.
 //
-// Every kernel reproduces the host quantizers of `cutlass::blockscale` bit for bit: the same f32
+// Every kernel reproduces the host quantizers of `cutlass_gemm::quantize::host` bit for bit: the same f32
 // operations in the same order, CUDA's own conversion functions for FP8 and ue4m3 (which the host
 // code matches), and for FP6/FP4 the encoders of narrow_encode.cuh (which the host code matches on
 // every input tested; both checks are in tests/format_crosscheck.rs).

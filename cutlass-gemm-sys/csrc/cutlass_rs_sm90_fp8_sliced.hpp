@@ -16,7 +16,7 @@
 // one 96 + 96), and each slice is added as soon as its wgmmas finish; the other warp group's
 // wgmmas keep the tensor cores busy meanwhile.
 //
-// Measured on an H100 (e4m3 -> bf16, the M = 4096 shapes of shared/bench/shapes.tsv,
+// Measured on an H100 (e4m3 -> bf16, the M = 4096 shapes of bench/shapes.tsv,
 // docs/performance.md): 128x256 runs at 0.95-1.01x cuBLASLt where N is a multiple of 256 (the
 // 128x128 overlapped kernel 0.92-1.01x in the same batch). Two variants measured and dropped: two
 // alternating slice accumulators (64-wide slices at 128x256, so the addition overlaps the next
@@ -27,7 +27,7 @@
 // Per element of D the additions are CUTLASS's: each k-tile's four wgmmas start from zero and the
 // k-tile's sum is added to the f32 accumulator, k-tile by k-tile. Slicing N only changes which
 // wgmma instruction computes an element, so the results equal those of the 128x128 overlapped
-// kernel bit for bit (tests/gpu_fp8.rs checks it on the GPU).
+// kernel bit for bit (cutlass-gemm/tests/gpu/fp8.rs checks it on the GPU).
 #pragma once
 
 #include "cute/tensor.hpp"

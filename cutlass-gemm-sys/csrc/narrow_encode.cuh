@@ -1,7 +1,7 @@
 // Round-to-nearest-even encoders for the formats Hopper has no conversion instruction for (FP6
 // e2m3/e3m2, FP4 e2m1), and the packing of their codes. Hand-written, not generated. Included by
 // quantize.cu (device) and by tests/oracle/encoders.cu (host), which checks every 16-bit input and
-// a million f32 inputs against the crate's host codec (cutlass::numeric::FloatFormat::encode_rne).
+// a million f32 inputs against the crate's host codec (cutlass_gemm::numeric::FloatFormat::encode_rne).
 //
 // The rounding is done by the floating-point adder, not by a float-to-int conversion: for a value
 // a >= 0 of binade e (clamped to the format's smallest normal binade), adding M = 2^(e - man + P)

@@ -119,7 +119,7 @@ fn main() -> Result<()> {
     let a = host::dequantize_fp8_blockwise(&qx, &sx, m, k, 1, 128);
     let b = host::dequantize_fp8_blockwise(&qw, &sw, n, k, 128, 128);
     let r = reference::gemm(&problem, &a, &b, None::<&[bf16]>)?;
-    // Bound (tests/gpu_fp8.rs explains it): output rounding plus Hopper's ~14-bit FP8 accumulation
+    // Bound (tests/gpu/fp8.rs explains it): output rounding plus Hopper's ~14-bit FP8 accumulation
     // inside each 128-deep block and f32 across blocks.
     let mut worst = 0.0f64;
     for (i, (&got, (&want, &mag))) in yh.iter().zip(r.value.iter().zip(&r.magnitude)).enumerate() {

@@ -25,7 +25,7 @@
 //!
 //! **Precision.** bf16/f16 products accumulate in f32 and round once, like cuBLAS: results agree
 //! with candle's own matmul within one rounding of the output type plus f32 accumulation error
-//! (`tests/gpu_candle.rs` checks this bound elementwise). [`Fp8Linear`]'s error is that of e4m3
+//! (`tests/gpu/candle.rs` checks this bound elementwise). [`Fp8Linear`]'s error is that of e4m3
 //! quantization of both operands: each product carries at most 2 x 2^-4 relative error, so
 //! `|y_fp8 - y| <= 0.13 * (|x| · |W|ᵀ)` elementwise (checked by the tests), and typically a few
 //! percent of `|y|` in RMS.

@@ -4,7 +4,7 @@
 //! ([`GemmProblem::resolve`]) but does its own arithmetic in f64, so it is the yardstick GPU results
 //! are compared with.
 
-use crate::error::{Error, OperandName, Result};
+use crate::error::{Error, OperandName, ProblemRule, Result, Scalar};
 use crate::formats::element::Element;
 pub use crate::formats::HostValue;
 use crate::plans::problem::{GemmProblem, ResolvedMatrix};
@@ -129,10 +129,11 @@ impl<'a> Scaled<'a> {
         };
         if layout.rows != rows || layout.k != k {
             return Err(Error::InvalidProblem {
-                reason: format!(
-                    "scale layout is for {} x {} but operand {operand} is {rows} x {k} (rows x K)",
-                    layout.rows, layout.k
-                ),
+                reason: ProblemRule::ScaleLayoutShape {
+                    operand,
+                    layout: (layout.rows, layout.k),
+                    operand_shape: (rows, k),
+                },
             });
         }
         if scales.len() < layout.size() {
@@ -202,19 +203,19 @@ pub fn gemm_values(
     for (op, x, want) in [(OperandName::A, a, (m, k)), (OperandName::B, b, (k, n))] {
         if (x.rows(), x.cols()) != want {
             return Err(Error::InvalidProblem {
-                reason: format!(
-                    "operand {op} is {} x {}, the problem needs {} x {}",
-                    x.rows(),
-                    x.cols(),
-                    want.0,
-                    want.1
-                ),
+                reason: ProblemRule::MatrixShape {
+                    operand: op,
+                    found: (x.rows(), x.cols()),
+                    required: want,
+                },
             });
         }
     }
     if c.is_none() && problem.beta != 0.0 {
         return Err(Error::InvalidProblem {
-            reason: "beta is nonzero but no C was given".into(),
+            reason: ProblemRule::BetaWithoutC {
+                beta: Scalar(problem.beta),
+            },
         });
     }
     let alpha = problem.alpha as f64;

@@ -4,8 +4,9 @@
 
 use cutlass_gemm::numeric::{Tf32, E5M2};
 use cutlass_gemm::{
-    built_kernels, BuildHint, DeviceInfo, Error, Family, Gemm, GemmProblem, Layout, MatrixLayout,
-    OperandName,
+    built_kernels, BuildHint, DataType, DeviceInfo, Error, Extent, Family, Gemm, GemmProblem,
+    KernelRule, Layout, MatrixLayout, OperandName, ProblemRule, Quantity, Scalar, ScheduleHints,
+    TileScheduler,
 };
 use half::{bf16, f16};
 
@@ -29,7 +30,7 @@ fn plan(p: &GemmProblem) -> cutlass_gemm::Result<Gemm<bf16, bf16, bf16>> {
     Gemm::plan(H100, p, None)
 }
 
-fn cutlass_kernels_default() -> Vec<cutlass_gemm::KernelSpec> {
+fn catalog_default_set() -> Vec<cutlass_gemm::KernelSpec> {
     cutlass_gemm_catalog::catalog::select(
         &[cutlass_gemm::Arch::Sm90a],
         &cutlass_gemm_catalog::catalog::NameFilter::parse(""),
@@ -45,7 +46,7 @@ fn the_default_build_contains_sm90_kernels() {
         k.len()
     );
     // The default kernels are there (builds for GPU tests add others, SM100/SM120 ones too).
-    for spec in cutlass_kernels_default() {
+    for spec in catalog_default_set() {
         assert!(
             k.iter().any(|k| k.spec == spec),
             "default kernel {} missing",
@@ -91,7 +92,9 @@ fn ld_smaller_than_the_row_is_rejected() {
             operand: OperandName::A,
             ld: 120,
             min: 128,
-            ..
+            layout: Layout::RowMajor,
+            rows: 64,
+            cols: 128,
         } => {}
         e => panic!("unexpected {e:?}"),
     }
@@ -120,25 +123,24 @@ fn ld_smaller_than_the_row_is_rejected() {
 fn misaligned_leading_dimensions_extents_and_batch_strides_are_rejected() {
     // ld not a multiple of 8 bf16 elements (16 bytes).
     let p = GemmProblem::new(64, 64, 128).with_a(MatrixLayout::row_major().with_ld(130));
-    match plan(&p).unwrap_err() {
+    assert!(matches!(
+        plan(&p).unwrap_err(),
         Error::Misaligned {
             operand: OperandName::A,
-            what,
+            what: Quantity::LeadingDimension,
             value: 130,
             required: 8,
-        } => {
-            assert_eq!(what, "leading dimension")
         }
-        e => panic!("unexpected {e:?}"),
-    }
+    ));
     // Contiguous extent (k for row-major A) not a multiple of 8.
     let p = GemmProblem::new(64, 64, 100);
     assert!(matches!(
         plan(&p).unwrap_err(),
         Error::Misaligned {
             operand: OperandName::A,
+            what: Quantity::Extent(Extent::K),
             value: 100,
-            ..
+            required: 8,
         }
     ));
     // n not a multiple of 8 with row-major D.
@@ -147,8 +149,9 @@ fn misaligned_leading_dimensions_extents_and_batch_strides_are_rejected() {
         plan(&p).unwrap_err(),
         Error::Misaligned {
             operand: OperandName::D,
+            what: Quantity::Extent(Extent::N),
             value: 60,
-            ..
+            required: 8,
         }
     ));
     // The same n is fine for column-major D when m is aligned... but B (column-major) has k
@@ -163,8 +166,9 @@ fn misaligned_leading_dimensions_extents_and_batch_strides_are_rejected() {
         plan(&p).unwrap_err(),
         Error::Misaligned {
             operand: OperandName::B,
+            what: Quantity::BatchStride,
             value: 8196,
-            ..
+            required: 8,
         }
     ));
     // Overlapping batches.
@@ -183,23 +187,35 @@ fn misaligned_leading_dimensions_extents_and_batch_strides_are_rejected() {
 
 #[test]
 fn malformed_problems_are_rejected() {
-    assert!(matches!(
-        plan(&GemmProblem::new(0, 64, 64)).unwrap_err(),
-        Error::InvalidProblem { .. }
-    ));
-    assert!(matches!(
-        plan(&GemmProblem::new(64, 64, 1 << 31)).unwrap_err(),
-        Error::InvalidProblem { .. }
-    ));
-    assert!(matches!(
-        plan(&GemmProblem::new(64, 64, 64).with_scalars(f32::NAN, 0.0)).unwrap_err(),
-        Error::InvalidProblem { .. }
-    ));
+    let rule = |p: &GemmProblem| match plan(p).unwrap_err() {
+        Error::InvalidProblem { reason } => reason,
+        e => panic!("unexpected {e:?}"),
+    };
+    assert_eq!(
+        rule(&GemmProblem::new(0, 64, 64)),
+        ProblemRule::ZeroExtent(Extent::M)
+    );
+    assert_eq!(
+        rule(&GemmProblem::new(64, 64, 64).with_batch(0)),
+        ProblemRule::ZeroBatch
+    );
+    assert_eq!(
+        rule(&GemmProblem::new(64, 64, 1 << 31)),
+        ProblemRule::ExtentTooLarge {
+            extent: Extent::K,
+            value: 1 << 31
+        }
+    );
+    // NaN compares equal to itself in a rule (bit for bit).
+    assert_eq!(
+        rule(&GemmProblem::new(64, 64, 64).with_scalars(f32::NAN, 0.0)),
+        ProblemRule::NonFiniteScalars {
+            alpha: Scalar(f32::NAN),
+            beta: Scalar(0.0)
+        }
+    );
     let p = GemmProblem::new(64, 64, 64).with_c(MatrixLayout::col_major());
-    assert!(matches!(
-        plan(&p).unwrap_err(),
-        Error::InvalidProblem { .. }
-    ));
+    assert_eq!(rule(&p), ProblemRule::CLayoutDiffersFromD);
 }
 
 #[test]
@@ -243,10 +259,20 @@ fn kernel_choice_by_name_and_type_is_checked() {
         })
         .unwrap();
     let nn = p.with_a(MatrixLayout::col_major());
-    assert!(matches!(
-        Gemm::<bf16, bf16, bf16>::plan(H100, &nn, Some(tn.name)).unwrap_err(),
-        Error::KernelMismatch { .. }
-    ));
+    match Gemm::<bf16, bf16, bf16>::plan(H100, &nn, Some(tn.name)).unwrap_err() {
+        Error::KernelMismatch { name, reason } => {
+            assert_eq!(name, tn.name);
+            assert_eq!(
+                reason,
+                KernelRule::Operand {
+                    operand: OperandName::A,
+                    kernel: (DataType::Bf16, Layout::RowMajor),
+                    required: (DataType::Bf16, Layout::ColumnMajor),
+                }
+            );
+        }
+        e => panic!("unexpected {e:?}"),
+    }
     assert_eq!(
         Gemm::<bf16, bf16, bf16>::plan(H100, &p, Some(tn.name))
             .unwrap()
@@ -384,18 +410,17 @@ fn misaligned_and_aliased_pointers_are_rejected_before_the_kernel() {
         match g.run_raw(a + 2, b, None, d, 0, 0, null_stream).unwrap_err() {
             Error::Misaligned {
                 operand: OperandName::A,
-                what,
+                what: Quantity::Pointer,
                 value,
                 required: 16,
-            } => {
-                assert_eq!((what.as_str(), value), ("pointer", a + 2))
-            }
+            } => assert_eq!(value, a + 2),
             e => panic!("unexpected {e:?}"),
         }
         assert!(matches!(
             g.run_raw(a, b, None, d + 8, 0, 0, null_stream).unwrap_err(),
             Error::Misaligned {
                 operand: OperandName::D,
+                what: Quantity::Pointer,
                 ..
             }
         ));
@@ -410,11 +435,99 @@ fn misaligned_and_aliased_pointers_are_rejected_before_the_kernel() {
         ));
         // Beta without C.
         let gb = plan(&GemmProblem::new(128, 128, 128).with_scalars(1.0, 0.5)).unwrap();
-        assert!(matches!(
-            gb.run_raw(a, b, None, d, 0, 0, null_stream).unwrap_err(),
-            Error::InvalidProblem { .. }
-        ));
+        match gb.run_raw(a, b, None, d, 0, 0, null_stream).unwrap_err() {
+            Error::InvalidProblem { reason } => {
+                assert_eq!(reason, ProblemRule::BetaWithoutC { beta: Scalar(0.5) })
+            }
+            e => panic!("unexpected {e:?}"),
+        }
     }
+}
+
+#[test]
+fn schedule_hints_are_checked_against_their_ranges_and_the_kernel() {
+    let p = GemmProblem::new(256, 256, 256);
+    for bad in [
+        ScheduleHints {
+            swizzle: 3,
+            ..Default::default()
+        },
+        ScheduleHints {
+            raster: 3,
+            ..Default::default()
+        },
+    ] {
+        match plan(&p).unwrap().with_schedule(bad).unwrap_err() {
+            Error::InvalidProblem { reason } => {
+                assert_eq!(reason, ProblemRule::ScheduleOutOfRange(bad))
+            }
+            e => panic!("unexpected {e:?}"),
+        }
+    }
+    // Split-K needs a stream-K kernel.
+    let k = built_kernels()
+        .iter()
+        .find(|k| {
+            k.spec.tile_scheduler != TileScheduler::StreamK
+                && k.spec.a.ty == DataType::Bf16
+                && k.spec.d.ty == DataType::Bf16
+                && k.spec.layout_name() == "TN"
+        })
+        .expect("the default kernels include a persistent bf16 TN kernel");
+    let split = ScheduleHints {
+        splits: 2,
+        ..Default::default()
+    };
+    let g = Gemm::<bf16, bf16, bf16>::plan(H100, &p, Some(k.name)).unwrap();
+    match g.with_schedule(split).unwrap_err() {
+        Error::KernelMismatch { name, reason } => {
+            assert_eq!(name, k.name);
+            assert_eq!(reason, KernelRule::SplitKNeedsStreamK { splits: 2 });
+        }
+        e => panic!("unexpected {e:?}"),
+    }
+}
+
+#[test]
+fn error_messages_keep_addresses_in_hex_and_counts_in_decimal() {
+    let g = plan(&GemmProblem::new(128, 128, 128)).unwrap();
+    // SAFETY: the call fails its checks before any pointer is used.
+    let e = unsafe {
+        g.run_raw(
+            0x1000_0002,
+            0x2000_0000,
+            None,
+            0x3000_0000,
+            0,
+            0,
+            std::ptr::null_mut(),
+        )
+    }
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.starts_with("operand A: pointer 0x10000002 is not a multiple of 16 bytes ("),
+        "{e}"
+    );
+    let e = plan(&GemmProblem::new(64, 64, 100))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with("operand A: contiguous extent k = 100 is not a multiple of 8 elements ("),
+        "{e}"
+    );
+    let e = plan(&GemmProblem::new(64, 64, 128).with_a(MatrixLayout::row_major().with_ld(130)))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with("operand A: leading dimension 130 is not a multiple of 8 elements ("),
+        "{e}"
+    );
+    let e = plan(&GemmProblem::new(0, 64, 64)).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "invalid GEMM problem: m is 0; every extent must be at least 1"
+    );
 }
 
 #[test]

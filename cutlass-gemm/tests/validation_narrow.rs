@@ -4,7 +4,8 @@
 
 use cutlass_gemm::numeric::{E4M3, E5M2};
 use cutlass_gemm::{
-    BlockwiseGemm, DeviceInfo, Error, Gemm, GemmProblem, Layout, MatrixLayout, OperandName,
+    Arch, BlockwiseGemm, DataType, DeviceInfo, Error, Extent, Gemm, GemmProblem, KernelRule,
+    Layout, LayoutPairs, LayoutRule, MatrixLayout, OperandName, ProblemRule, Quantity, ScaleRule,
 };
 use half::bf16;
 
@@ -64,9 +65,23 @@ fn fp8_layouts_hopper_cannot_read_are_rejected_naming_the_operand() {
             match Gemm::<E4M3, E5M2, bf16>::plan(H100, &layouts(a, b, d), None).unwrap_err() {
                 Error::UnsupportedLayout { operand, rule } => {
                     assert_eq!(operand, fault, "{a:?} {b:?} {d:?}: {rule}");
+                    let layout = if fault == OperandName::A { a } else { b };
+                    assert_eq!(
+                        rule,
+                        LayoutRule::KernelLayouts {
+                            layout,
+                            a: DataType::E4M3,
+                            b: DataType::E5M2,
+                            arch: Arch::Sm90a,
+                            d,
+                            allowed: [(ROW, COL)].into_iter().collect(),
+                        },
+                        "{a:?} {b:?} {d:?}"
+                    );
+                    let text = rule.to_string();
                     assert!(
-                        rule.contains("TN only") && rule.contains("K-major"),
-                        "{rule}"
+                        text.contains("take TN only") && text.contains("K-major only"),
+                        "{text}"
                     );
                 }
                 e => panic!("{a:?} {b:?} {d:?}: unexpected {e:?}"),
@@ -79,12 +94,19 @@ fn fp8_layouts_hopper_cannot_read_are_rejected_naming_the_operand() {
 fn layout_rules_follow_the_catalog_of_the_device_architecture() {
     // SM120 (Tables 16-20) is TN-only for every type; the rule comes from the catalog's data.
     match Gemm::<E4M3, E4M3, bf16>::plan(RTX5090, &layouts(COL, ROW, ROW), None).unwrap_err() {
-        Error::UnsupportedLayout { operand, rule } => {
-            assert_eq!(operand, OperandName::A);
-            assert!(
-                rule.contains("sm120a") && rule.contains("TN only"),
-                "{rule}"
-            );
+        Error::UnsupportedLayout {
+            operand: OperandName::A,
+            rule:
+                LayoutRule::KernelLayouts {
+                    layout,
+                    arch,
+                    allowed,
+                    ..
+                },
+        } => {
+            assert_eq!(layout, COL);
+            assert_eq!(arch, Arch::Sm120a);
+            assert_eq!(allowed, [(ROW, COL)].into_iter().collect::<LayoutPairs>());
         }
         e => panic!("unexpected {e:?}"),
     }
@@ -96,21 +118,28 @@ fn integer_and_tf32_layout_rules_come_from_the_catalog() {
     // s8 on Hopper: TN only, like FP8 (wgmma reads 8-bit operands K-major from shared memory).
     for (a, b, fault) in [(COL, COL, OperandName::A), (ROW, ROW, OperandName::B)] {
         match Gemm::<i8, i8, i32>::plan(H100, &layouts(a, b, ROW), None).unwrap_err() {
-            Error::UnsupportedLayout { operand, rule } => {
-                assert_eq!(operand, fault, "{a:?} {b:?}: {rule}");
-                assert!(rule.contains("TN only"), "{rule}");
+            Error::UnsupportedLayout {
+                operand,
+                rule: LayoutRule::KernelLayouts { allowed, .. },
+            } => {
+                assert_eq!(operand, fault, "{a:?} {b:?}");
+                assert_eq!(allowed.iter().collect::<Vec<_>>(), [(ROW, COL)]);
+                assert_eq!(allowed.to_string(), "TN");
             }
             e => panic!("s8 {a:?} {b:?}: unexpected {e:?}"),
         }
     }
     // tf32: TN, NT and NN; TT is not in the catalog.
     match Gemm::<Tf32, Tf32, f32>::plan(H100, &layouts(ROW, ROW, ROW), None).unwrap_err() {
-        Error::UnsupportedLayout { rule, .. } => {
-            assert!(
-                rule.contains("NN") && rule.contains("NT") && rule.contains("TN"),
-                "{rule}"
-            );
-            assert!(!rule.contains("TT,") && !rule.ends_with("TT"), "{rule}");
+        Error::UnsupportedLayout {
+            rule: LayoutRule::KernelLayouts { allowed, .. },
+            ..
+        } => {
+            for (a, b) in [(COL, COL), (COL, ROW), (ROW, COL)] {
+                assert!(allowed.contains(a, b), "{allowed}");
+            }
+            assert!(!allowed.contains(ROW, ROW), "{allowed}");
+            assert_eq!(allowed.to_string(), "NN, NT, TN");
         }
         e => panic!("tf32 TT: unexpected {e:?}"),
     }
@@ -163,13 +192,27 @@ fn blockwise_plans_and_reports_its_scale_counts() {
 
 #[test]
 fn blockwise_layout_and_shape_rules() {
-    for (p, op) in [
-        (layouts(ROW, COL, COL), OperandName::D),
-        (layouts(COL, COL, ROW), OperandName::A),
-        (layouts(ROW, ROW, ROW), OperandName::B),
+    for (p, op, want) in [
+        (
+            layouts(ROW, COL, COL),
+            OperandName::D,
+            LayoutRule::BlockwiseRowMajorD,
+        ),
+        (
+            layouts(COL, COL, ROW),
+            OperandName::A,
+            LayoutRule::BlockwiseRowMajorA,
+        ),
+        (
+            layouts(ROW, ROW, ROW),
+            OperandName::B,
+            LayoutRule::BlockwiseColumnMajorB,
+        ),
     ] {
         match bw(&p).unwrap_err() {
-            Error::UnsupportedLayout { operand, .. } => assert_eq!(operand, op),
+            Error::UnsupportedLayout { operand, rule } => {
+                assert_eq!((operand, rule), (op, want))
+            }
             e => panic!("unexpected {e:?}"),
         }
     }
@@ -177,7 +220,8 @@ fn blockwise_layout_and_shape_rules() {
     match bw(&GemmProblem::new(1002, 504, 1040)).unwrap_err() {
         Error::ScaleMismatch { operand, rule } => {
             assert_eq!(operand, OperandName::ScalesA);
-            assert!(rule.contains("multiple of 4"), "{rule}");
+            assert_eq!(rule, ScaleRule::BlockwiseM { m: 1002 });
+            assert!(rule.to_string().contains("multiple of 4"), "{rule}");
         }
         e => panic!("unexpected {e:?}"),
     }
@@ -186,7 +230,9 @@ fn blockwise_layout_and_shape_rules() {
         bw(&GemmProblem::new(1000, 504, 1032)).unwrap_err(),
         Error::Misaligned {
             operand: OperandName::A,
-            ..
+            what: Quantity::Extent(Extent::K),
+            value: 1032,
+            required: 16,
         }
     ));
 }
@@ -197,12 +243,18 @@ fn blockwise_and_plain_kernels_are_not_interchangeable() {
     let bw_name = bw(&p).unwrap().kernel_name();
     assert!(matches!(
         Gemm::<E4M3, E4M3, bf16>::plan(H100, &p, Some(bw_name)).unwrap_err(),
-        Error::KernelMismatch { .. }
+        Error::KernelMismatch {
+            reason: KernelRule::Blockwise,
+            ..
+        }
     ));
     let plain = Gemm::<E4M3, E4M3, bf16>::plan(H100, &p, None).unwrap();
     assert!(matches!(
         BlockwiseGemm::<E4M3, E4M3, bf16>::plan(H100, &p, Some(plain.kernel_name())).unwrap_err(),
-        Error::KernelMismatch { .. }
+        Error::KernelMismatch {
+            reason: KernelRule::NotBlockwise,
+            ..
+        }
     ));
 }
 
@@ -223,7 +275,9 @@ fn blockwise_scale_pointers_are_checked_before_the_kernel() {
                 .unwrap_err(),
             Error::Misaligned {
                 operand: OperandName::ScalesA,
-                ..
+                what: Quantity::Pointer,
+                value: 0x2000_0004,
+                required: 16,
             }
         ));
         assert!(matches!(
@@ -231,7 +285,17 @@ fn blockwise_scale_pointers_are_checked_before_the_kernel() {
                 .unwrap_err(),
             Error::Misaligned {
                 operand: OperandName::ScalesB,
+                what: Quantity::Pointer,
                 ..
+            }
+        ));
+        // The plain entry point of a blockwise plan has no scales to pass.
+        assert!(matches!(
+            g.plan_inner()
+                .run_raw(a, b, None, d, 0, 0, std::ptr::null_mut())
+                .unwrap_err(),
+            Error::InvalidProblem {
+                reason: ProblemRule::ScalesRequired,
             }
         ));
     }
@@ -252,8 +316,10 @@ fn block_scaled_plans_check_layouts_and_batches_before_looking_for_kernels() {
         .unwrap_err()
     {
         Error::UnsupportedLayout { operand, rule } => {
-            assert!(matches!(operand, OperandName::C | OperandName::D), "{rule}");
-            assert!(rule.contains("row-major D"), "{rule}");
+            // C comes first.
+            assert_eq!(operand, OperandName::C, "{rule}");
+            assert_eq!(rule, LayoutRule::NarrowRowMajorOutput);
+            assert!(rule.to_string().contains("row-major D"), "{rule}");
         }
         e => panic!("unexpected {e:?}"),
     }
@@ -273,7 +339,9 @@ fn block_scaled_plans_check_layouts_and_batches_before_looking_for_kernels() {
             None
         )
         .unwrap_err(),
-        Error::InvalidProblem { .. }
+        Error::InvalidProblem {
+            reason: ProblemRule::NarrowNotPacked,
+        }
     ));
     // A valid problem plans when the build has an NVFP4 kernel (GPU-test builds) and otherwise
     // says which kernels there are (the default build); a named SM90 kernel is not block-scaled.
@@ -292,11 +360,25 @@ fn block_scaled_plans_check_layouts_and_batches_before_looking_for_kernels() {
         Err(Error::NoKernel { .. }) => assert!(!nvfp4_built),
         Err(e) => panic!("unexpected {e:?}"),
     }
-    let sm90 = cutlass_gemm::built_kernels()[0].name;
-    assert!(matches!(
-        BlockScaledGemm::<E2M1, E2M1, half::f16>::plan_any_arch(B200, &p, sm90).unwrap_err(),
-        Error::KernelMismatch { .. }
-    ));
+    let sm90 = cutlass_gemm::built_kernels()[0];
+    // A kernel without block scales makes a plain plan, whose A is e2m1 (row-major here).
+    let want = if sm90.spec.blockwise.is_some() {
+        KernelRule::Blockwise
+    } else {
+        KernelRule::Operand {
+            operand: OperandName::A,
+            kernel: (sm90.spec.a.ty, sm90.spec.a.layout),
+            required: (DataType::E2M1, ROW),
+        }
+    };
+    match BlockScaledGemm::<E2M1, E2M1, half::f16>::plan_any_arch(B200, &p, sm90.name).unwrap_err()
+    {
+        Error::KernelMismatch { name, reason } => {
+            assert_eq!(name, sm90.name);
+            assert_eq!(reason, want);
+        }
+        e => panic!("unexpected {e:?}"),
+    }
 }
 
 #[test]
@@ -323,7 +405,10 @@ fn plain_plans_never_pick_block_scaled_or_sparse_kernels() {
     {
         assert!(matches!(
             Gemm::<E4M3, E4M3, half::f16>::plan(RTX5090, &p, Some(k.name)),
-            Err(Error::KernelMismatch { .. }) | Err(Error::ArchMismatch { .. })
+            Err(Error::KernelMismatch {
+                reason: KernelRule::BlockScaled,
+                ..
+            }) | Err(Error::ArchMismatch { .. })
         ));
     }
 }
@@ -349,7 +434,10 @@ fn nvfp4_output_plans_take_only_nvfp4_output_kernels() {
         assert!(matches!(
             BlockScaledGemm::<E2M1, E2M1, half::f16>::plan_nvfp4(B200, &p, Some(k.name))
                 .unwrap_err(),
-            Error::KernelMismatch { .. }
+            Error::KernelMismatch {
+                reason: KernelRule::Nvfp4Output,
+                ..
+            }
         ));
     }
     // The walkthrough entry (MX in, NVFP4 out, NT) serves MX-to-NVFP4 plans in NT only.
@@ -374,12 +462,25 @@ fn nvfp4_output_plans_take_only_nvfp4_output_kernels() {
         assert!(matches!(
             BlockScaledGemm::<E2M1, E2M1, half::f16>::plan_mx_to_nvfp4(B200, &tn, Some(k.name))
                 .unwrap_err(),
-            Error::KernelMismatch { .. }
+            Error::KernelMismatch {
+                reason: KernelRule::Operand {
+                    operand: OperandName::A,
+                    kernel: (DataType::E2M1, COL),
+                    required: (DataType::E2M1, ROW),
+                },
+                ..
+            }
         ));
         assert!(matches!(
             BlockScaledGemm::<E2M1, E2M1, half::f16>::plan_nvfp4_to_nvfp4(B200, &nt, Some(k.name))
                 .unwrap_err(),
-            Error::KernelMismatch { .. }
+            Error::KernelMismatch {
+                reason: KernelRule::BlockScales {
+                    kernel: (DataType::UE8M0, 32),
+                    required: cutlass_gemm::ScaleFamily::Nvfp4,
+                },
+                ..
+            }
         ));
     }
 }

@@ -1,10 +1,10 @@
 /*
- * The C ABI of cutlass-sys from C: list the kernels of the build, show a typed refusal, and, where
+ * The C ABI of cutlass-gemm-sys from C: list the kernels of the build, show a typed refusal, and, where
  * a CUDA GPU is present, run a bf16 GEMM (D = A.B, A row-major m x k, B column-major k x n, D
  * row-major) with the build's 128x256x64 cooperative kernel and check it against a host product.
  * Inputs are small integers, exact in bf16, so the check is exact.
  *
- * Build (paths from cutlass_sys::{INCLUDE_DIR, LIB_DIR, CUDA_INCLUDE_DIR, CUDA_LIB_DIR};
+ * Build (paths from cutlass_gemm_sys::{INCLUDE_DIR, LIB_DIR, CUDA_INCLUDE_DIR, CUDA_LIB_DIR};
  * tests/c_abi.rs does this):
  *   cc examples/c/gemm.c -I$INCLUDE_DIR -I$CUDA_INCLUDE_DIR $LIB_DIR/libcutlass_rs_kernels.a \
  *      -L$CUDA_LIB_DIR -lcudart_static -lstdc++ -ldl -lrt -lpthread -o gemm_c

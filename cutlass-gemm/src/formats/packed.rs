@@ -120,12 +120,12 @@ impl<T: SubByte> PackedVec<T> {
     pub fn from_bytes(bytes: Vec<u8>, len: usize) -> Result<Self, crate::Error> {
         if bytes.len() != packed_bytes::<T>(len) {
             return Err(crate::Error::InvalidProblem {
-                reason: format!(
-                    "{len} packed {}-bit values take {} bytes, not {}",
-                    T::BITS,
-                    packed_bytes::<T>(len),
-                    bytes.len()
-                ),
+                reason: crate::error::ProblemRule::PackedBytes {
+                    len,
+                    bits: T::BITS,
+                    required: packed_bytes::<T>(len),
+                    found: bytes.len(),
+                },
             });
         }
         Ok(PackedVec {

@@ -105,7 +105,7 @@ impl ScaleFactorLayout {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ScaleMajor {
     /// Row-major `[row_blocks, col_blocks]`: the scales of one row block are contiguous (the Triton
-    /// recipe's and [`quantize_fp8_blockwise`]'s order).
+    /// recipe's and [`quantize_fp8_blockwise`](crate::quantize::host::quantize_fp8_blockwise)'s order).
     K,
     /// Column-major: the scales of one k-block are contiguous, `[col_blocks, row_blocks]` — the
     /// M-/N-major order CUTLASS's `Sm90BlockwiseScaleConfig` reads (and loads by TMA).

@@ -34,7 +34,10 @@ use std::sync::Arc;
 use cudarc::driver::{CudaContext, CudaStream, DevicePtr, DevicePtrMut, SyncOnDrop};
 use cutlass_gemm_catalog::{DataType, KernelSpec, Layout};
 
-use crate::error::{require_len, Error, OperandName, Result};
+use crate::error::{
+    require_len, Error, Extent, KernelRule, LayoutRule, OperandName, ProblemRule, Quantity, Result,
+    Scalar, ScaleRule,
+};
 use crate::ffi::{DeviceInfo, Kernel, RawArgs};
 use crate::formats::element::Element;
 use crate::formats::numeric::E2M1;
@@ -48,33 +51,7 @@ pub(crate) mod operand {
     use super::*;
 
     /// The scale-factor family of a plan or an operand.
-    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-    pub enum Family {
-        /// ue8m0 per 32.
-        Mx,
-        /// ue4m3 per 16.
-        Nv,
-        /// No block scales.
-        Plain,
-    }
-
-    impl Family {
-        pub fn sf(self) -> Option<(DataType, u32)> {
-            match self {
-                Family::Mx => Some((DataType::UE8M0, 32)),
-                Family::Nv => Some((DataType::UE4M3, 16)),
-                Family::Plain => None,
-            }
-        }
-
-        pub fn describe(self) -> &'static str {
-            match self {
-                Family::Mx => "MX (ue8m0 per 32) scales",
-                Family::Nv => "NVFP4 (ue4m3 per 16) scales",
-                Family::Plain => "no block scales",
-            }
-        }
-    }
+    pub use crate::error::ScaleFamily as Family;
 
     /// One operand as raw device addresses and extents: what the rules check.
     #[derive(Clone, Copy, Debug)]
@@ -129,7 +106,7 @@ impl operand::Sealed for Nvfp4Tensor {
         let (pd, gd) = self.data.device_ptr(stream);
         let (ps, gs) = self.scales.device_ptr(stream);
         let parts = Parts {
-            family: Family::Nv,
+            family: Family::Nvfp4,
             rows: self.layout.rows,
             k: self.layout.k,
             major: self.major,
@@ -181,7 +158,7 @@ pub(crate) fn check_problem(problem: &GemmProblem) -> Result<()> {
         if l.layout != Layout::RowMajor {
             return Err(Error::UnsupportedLayout {
                 operand: op,
-                rule: "narrow-precision GEMMs write a row-major D (and read a row-major C)".into(),
+                rule: LayoutRule::NarrowRowMajorOutput,
             });
         }
     }
@@ -190,61 +167,62 @@ pub(crate) fn check_problem(problem: &GemmProblem) -> Result<()> {
         .any(|l| l.ld.is_some() || l.batch_stride.is_some());
     if problem.batch != 1 || padded {
         return Err(Error::InvalidProblem {
-            reason: "narrow-precision GEMMs take packed single-batch operands (quantized \
-                     tensors): no batch, leading dimensions or batch strides"
-                .into(),
+            reason: ProblemRule::NarrowNotPacked,
         });
     }
     Ok(())
 }
 
-/// Why a kernel does not serve a plan of these types, family and layouts.
+/// Which rule a kernel breaks for a plan of these types, family and layouts.
 pub(crate) fn serves(
     s: &KernelSpec,
     family: Family,
     nvfp4_out: bool,
     (ta, tb, tc): (DataType, DataType, DataType),
     (la, lb): (Layout, Layout),
-) -> std::result::Result<(), String> {
-    if s.op_class.is_sparse() || s.blockwise.is_some() {
-        return Err("a sparse or blockwise kernel".into());
+) -> std::result::Result<(), KernelRule> {
+    if s.op_class.is_sparse() {
+        return Err(KernelRule::Sparse);
     }
-    match (s.block_scale, family.sf()) {
+    if s.blockwise.is_some() {
+        return Err(KernelRule::Blockwise);
+    }
+    match (s.block_scale, family.scale_type()) {
         (None, None) => {}
         (Some(bs), Some((sf, vec))) if (bs.sf, bs.vec) == (sf, vec) => {}
         (Some(bs), _) => {
-            return Err(format!(
-                "it reads {} scales per {}, the operands have {}",
-                bs.sf,
-                bs.vec,
-                family.describe()
-            ))
+            return Err(KernelRule::BlockScales {
+                kernel: (bs.sf, bs.vec),
+                required: family,
+            })
         }
-        (None, _) => return Err("it reads no block scales (plan it with plan_plain)".into()),
+        (None, _) => return Err(KernelRule::NoBlockScales),
     }
     let out = s
         .output_scale
         .map(|o| (o.sf, o.vec) == (DataType::UE4M3, 16) && s.d.ty == DataType::E2M1);
     if out.is_some() != nvfp4_out || out == Some(false) {
         return Err(if nvfp4_out {
-            "it does not write an NVFP4 output (D e2m1 with ue4m3 per 16)".into()
+            KernelRule::NotNvfp4Output
         } else {
-            "it writes a block-scaled output (plan it with plan_*_to_nvfp4)".into()
+            KernelRule::Nvfp4Output
         });
     }
     let td = if nvfp4_out { DataType::E2M1 } else { tc };
-    if (s.a.ty, s.b.ty, s.c.ty, s.d.ty) != (ta, tb, tc, td)
-        || (s.a.layout, s.b.layout, s.d.layout) != (la, lb, Layout::RowMajor)
-    {
-        return Err(format!(
-            "it is {} x {} -> {} (C {}) {}, the plan needs {ta} x {tb} -> {td} (C {tc}) {}",
-            s.a.ty,
-            s.b.ty,
-            s.d.ty,
-            s.c.ty,
-            s.layout_name(),
-            layout_pair(la, lb),
-        ));
+    // C: its type only (the plan's C is row-major, like D).
+    for (operand, o, required) in [
+        (OperandName::A, s.a, (ta, la)),
+        (OperandName::B, s.b, (tb, lb)),
+        (OperandName::C, s.c, (tc, s.c.layout)),
+        (OperandName::D, s.d, (td, Layout::RowMajor)),
+    ] {
+        if (o.ty, o.layout) != required {
+            return Err(KernelRule::Operand {
+                operand,
+                kernel: (o.ty, o.layout),
+                required,
+            });
+        }
     }
     Ok(())
 }
@@ -271,11 +249,11 @@ impl Rules {
         let p = &self.problem;
         let extent = |op, rows| {
             if self.major(op) == Major::K {
-                ("contiguous extent k =", p.k)
+                (Extent::K, p.k)
             } else if op == OperandName::A {
-                ("contiguous extent m =", rows)
+                (Extent::M, rows)
             } else {
-                ("contiguous extent n =", rows)
+                (Extent::N, rows)
             }
         };
         let (wa, va) = extent(OperandName::A, p.m);
@@ -283,17 +261,12 @@ impl Rules {
         for (op, what, value, align) in [
             (OperandName::A, wa, va, self.spec.a.align),
             (OperandName::B, wb, vb, self.spec.b.align),
-            (
-                OperandName::D,
-                "contiguous extent n =",
-                p.n,
-                self.spec.d.align,
-            ),
+            (OperandName::D, Extent::N, p.n, self.spec.d.align),
         ] {
             if value % align as usize != 0 {
                 return Err(Error::Misaligned {
                     operand: op,
-                    what: what.into(),
+                    what: Quantity::Extent(what),
                     value: value as u64,
                     required: align as u64,
                 });
@@ -351,53 +324,50 @@ impl Rules {
         if t.family != self.family {
             return Err(Error::ScaleMismatch {
                 operand: scales_op,
-                rule: format!(
-                    "this plan's kernel reads {}, operand {op} has {}",
-                    self.family.describe(),
-                    t.family.describe()
-                ),
+                rule: ScaleRule::Family {
+                    required: self.family,
+                    found: t.family,
+                },
             });
         }
         if (t.rows, t.k) != (rows, p.k) {
             return Err(Error::InvalidProblem {
-                reason: format!(
-                    "operand {op} is {} x {} (rows x k), the plan needs {rows} x {}",
-                    t.rows, t.k, p.k
-                ),
+                reason: ProblemRule::TensorShape {
+                    operand: op,
+                    found: (t.rows, t.k),
+                    required: (rows, p.k),
+                },
             });
         }
         let want = self.major(op);
         if t.major != want {
-            let name = |m| if m == Major::K { "K-major" } else { "MN-major" };
             return Err(Error::UnsupportedLayout {
                 operand: op,
-                rule: format!(
-                    "the plan reads {op} {} (the problem's layout), the tensor is {}",
-                    name(want),
-                    name(t.major)
-                ),
+                rule: LayoutRule::TensorMajor {
+                    required: want,
+                    found: t.major,
+                },
             });
         }
         require_len(op, t.data.1, (rows * p.k * ty.bits() as usize).div_ceil(8))?;
         // Sub-byte operands are read by TMA's unpacking modes, which need a 32-byte aligned base
         // (seed, Table 2 notes); others need 16 bytes, as does every TMA base.
         let base = if ty.bits() < 8 { 32 } else { 16 };
-        check_pointer(op, "pointer", t.data.0, base)?;
+        check_pointer(op, Quantity::Pointer, t.data.0, base)?;
         if let Some((ptr, len, layout)) = t.scales {
-            let vec = self.family.sf().map_or(0, |(_, v)| v as usize);
-            if layout != ScaleFactorLayout::new(rows, p.k, 1, vec) {
+            let vec = self.family.scale_type().map_or(0, |(_, v)| v as usize);
+            let required = ScaleFactorLayout::new(rows, p.k, 1, vec);
+            if layout != required {
                 return Err(Error::ScaleMismatch {
                     operand: scales_op,
-                    rule: format!(
-                        "the kernel reads one scale per {vec} elements of K in the \
-                         Sm1xxBlockScaledConfig layout of a {rows} x {} operand, the tensor's \
-                         layout is {layout:?}",
-                        p.k
-                    ),
+                    rule: ScaleRule::Layout {
+                        required,
+                        found: layout,
+                    },
                 });
             }
             require_len(scales_op, len, layout.size())?;
-            check_pointer(scales_op, "pointer", ptr, 16)?;
+            check_pointer(scales_op, Quantity::Pointer, ptr, 16)?;
         }
         Ok(())
     }
@@ -413,14 +383,12 @@ impl Rules {
         if self.nvfp4_out {
             return Err(Error::ScaleMismatch {
                 operand: OperandName::D,
-                rule: "this plan's kernel writes an NVFP4 D with its scale factors: use \
-                       run_to_nvfp4"
-                    .into(),
+                rule: ScaleRule::OutputIsNvfp4,
             });
         }
         let p = &self.problem;
         require_len(OperandName::D, d.1, p.m * p.n)?;
-        check_pointer(OperandName::D, "pointer", d.0, 16)?;
+        check_pointer(OperandName::D, Quantity::Pointer, d.0, 16)?;
         self.inputs(a, b, c, d.0)
     }
 
@@ -432,11 +400,13 @@ impl Rules {
         match c {
             Some((pc, len)) => {
                 require_len(OperandName::C, len, p.m * p.n)?;
-                check_pointer(OperandName::C, "pointer", pc, 16)?;
+                check_pointer(OperandName::C, Quantity::Pointer, pc, 16)?;
             }
             None if p.beta != 0.0 => {
                 return Err(Error::InvalidProblem {
-                    reason: format!("beta is {} but no C was given", p.beta),
+                    reason: ProblemRule::BetaWithoutC {
+                        beta: Scalar(p.beta),
+                    },
                 })
             }
             None => {}
@@ -458,38 +428,36 @@ impl Rules {
         if !self.nvfp4_out {
             return Err(Error::ScaleMismatch {
                 operand: OperandName::D,
-                rule: "this plan's kernel writes a plain D: use run".into(),
+                rule: ScaleRule::OutputIsPlain,
             });
         }
         let p = &self.problem;
         let want = ScaleFactorLayout::new(p.m, p.n, 1, 16);
-        let Some((psd, sd_len, layout)) = d.scales.filter(|_| d.family == Family::Nv) else {
+        let Some((psd, sd_len, layout)) = d.scales.filter(|_| d.family == Family::Nvfp4) else {
             return Err(Error::ScaleMismatch {
                 operand: OperandName::D,
-                rule: "D must be an NVFP4 tensor (e2m1 with ue4m3 per 16 along N)".into(),
+                rule: ScaleRule::OutputNotNvfp4 { found: d.family },
             });
         };
         if layout != want || (d.rows, d.k) != (p.m, p.n) {
             return Err(Error::ScaleMismatch {
                 operand: OperandName::D,
-                rule: format!(
-                    "D's scale factors are one ue4m3 per 16 elements of N in the \
-                     Sm1xxBlockScaledConfig layout of an {} x {} matrix ({want:?}); the tensor's \
-                     layout is {layout:?}",
-                    p.m, p.n
-                ),
+                rule: ScaleRule::OutputLayout {
+                    required: want,
+                    found: layout,
+                },
             });
         }
         if d.major != Major::K {
             return Err(Error::UnsupportedLayout {
                 operand: OperandName::D,
-                rule: "the block-scaled epilogue writes a row-major (N-contiguous) D".into(),
+                rule: LayoutRule::Nvfp4OutputRowMajor,
             });
         }
         require_len(OperandName::D, d.data.1, (p.m * p.n).div_ceil(2))?;
         require_len(OperandName::D, sd_len, want.size())?;
-        check_pointer(OperandName::D, "pointer", d.data.0, 32)?;
-        check_pointer(OperandName::D, "scale-factor pointer", psd, 16)?;
+        check_pointer(OperandName::D, Quantity::Pointer, d.data.0, 32)?;
+        check_pointer(OperandName::D, Quantity::ScaleFactorPointer, psd, 16)?;
         let mut args = self.inputs(a, b, c, d.data.0)?;
         args.sfd = psd;
         args.norm_constant = norm;
@@ -497,11 +465,11 @@ impl Rules {
     }
 }
 
-fn check_pointer(op: OperandName, what: &str, ptr: u64, align: u64) -> Result<()> {
+fn check_pointer(op: OperandName, what: Quantity, ptr: u64, align: u64) -> Result<()> {
     if ptr % align != 0 {
         return Err(Error::Misaligned {
             operand: op,
-            what: what.into(),
+            what,
             value: ptr,
             required: align,
         });
@@ -561,7 +529,7 @@ impl<EA: MxElement, EB: MxElement, TD: Element> BlockScaledGemm<EA, EB, TD> {
     }
 
     /// Plans an MX GEMM whose D is NVFP4 (e2m1 with ue4m3 per 16 along N, C of type `TD`): the
-    /// seed's walkthrough kernel is one. Run with [`BlockScaledGemm::run_to_nvfp4`].
+    /// Blackwell narrow-precision walkthrough kernel is one. Run with [`BlockScaledGemm::run_to_nvfp4`].
     pub fn plan_mx_to_nvfp4(
         device: DeviceInfo,
         problem: &GemmProblem,
@@ -581,7 +549,7 @@ impl<EA: MxElement, EB: MxElement, TD: Element> BlockScaledGemm<EA, EB, TD> {
             .map(|k| k.spec);
         let family = match spec.and_then(|s| s.block_scale) {
             None if spec.is_some() => Family::Plain,
-            Some(bs) if bs.vec == 16 => Family::Nv,
+            Some(bs) if bs.vec == 16 => Family::Nvfp4,
             _ => Family::Mx,
         };
         let nvfp4_out = spec.is_some_and(|s| s.output_scale.is_some());
@@ -603,7 +571,7 @@ impl<EA: MxElement, EB: MxElement, TD: Element> BlockScaledGemm<EA, EB, TD> {
             "{} x {} ({}) -> {}{} {}",
             types.0,
             types.1,
-            family.describe(),
+            family,
             if nvfp4_out { "NVFP4 D, C " } else { "" },
             types.2,
             layout_pair(layouts.0, layouts.1)
@@ -655,7 +623,7 @@ impl<EA: MxElement, EB: MxElement, TD: Element> BlockScaledGemm<EA, EB, TD> {
 
     /// The scale-factor layouts the kernel reads for A and B (`None` for plain plans).
     pub fn scale_layouts(&self) -> Option<(ScaleFactorLayout, ScaleFactorLayout)> {
-        let (_, vec) = self.rules.family.sf()?;
+        let (_, vec) = self.rules.family.scale_type()?;
         let p = &self.rules.problem;
         Some((
             ScaleFactorLayout::new(p.m, p.k, 1, vec as usize),
@@ -846,7 +814,7 @@ impl<TD: Element> BlockScaledGemm<E2M1, E2M1, TD> {
         problem: &GemmProblem,
         kernel: Option<&str>,
     ) -> Result<Self> {
-        Self::plan(device, problem, kernel, Family::Nv, false, false)
+        Self::plan(device, problem, kernel, Family::Nvfp4, false, false)
     }
 
     /// Plans an NVFP4 x NVFP4 GEMM whose D is NVFP4 too (e2m1 with ue4m3 per 16 along N, written
@@ -857,7 +825,7 @@ impl<TD: Element> BlockScaledGemm<E2M1, E2M1, TD> {
         problem: &GemmProblem,
         kernel: Option<&str>,
     ) -> Result<Self> {
-        Self::plan(device, problem, kernel, Family::Nv, true, false)
+        Self::plan(device, problem, kernel, Family::Nvfp4, true, false)
     }
 }
 
@@ -867,7 +835,9 @@ fn norm_buffer(
 ) -> Result<cudarc::driver::CudaSlice<f32>> {
     if !(norm_constant.is_finite() && norm_constant > 0.0) {
         return Err(Error::InvalidProblem {
-            reason: format!("norm_constant {norm_constant} must be finite and positive"),
+            reason: ProblemRule::NormConstant {
+                value: Scalar(norm_constant),
+            },
         });
     }
     Ok(stream.clone_htod(&[norm_constant])?)
@@ -915,7 +885,7 @@ mod tests {
 
     /// A well-formed operand of `rows x k` for the spec's type `ty` at aligned addresses.
     fn operand(family: Family, rows: usize, k: usize, ty: DataType, major: Major) -> Parts {
-        let vec = family.sf().map_or(0, |(_, v)| v as usize);
+        let vec = family.scale_type().map_or(0, |(_, v)| v as usize);
         let layout = ScaleFactorLayout::new(rows, k, 1, vec);
         Parts {
             family,
@@ -923,7 +893,9 @@ mod tests {
             k,
             major,
             data: (1 << 20, (rows * k * ty.bits() as usize).div_ceil(8)),
-            scales: family.sf().map(|_| (1 << 30, layout.size(), layout)),
+            scales: family
+                .scale_type()
+                .map(|_| (1 << 30, layout.size(), layout)),
         }
     }
 
@@ -961,19 +933,27 @@ mod tests {
 
     #[test]
     fn problem_rules() {
-        let col = MatrixLayout::col_major();
-        for (p, op) in [
-            (problem(8, 8, 64).with_d(col).with_c(col), OperandName::C),
-            (problem(8, 8, 64).with_d(col), OperandName::C),
+        let (row, col) = (MatrixLayout::row_major(), MatrixLayout::col_major());
+        // A column-major D (and with it C): the narrow rule names C first.
+        for p in [
+            problem(8, 8, 64).with_d(col),
+            problem(8, 8, 64).with_d(col).with_c(col),
         ] {
-            // C must have D's layout (GemmProblem::check) or the rule names C first.
-            let e = check_problem(&p).unwrap_err();
-            assert!(
-                matches!(e, Error::UnsupportedLayout { operand, .. } if operand == op)
-                    || matches!(e, Error::InvalidProblem { .. }),
-                "{e:?}"
-            );
+            assert!(matches!(
+                check_problem(&p).unwrap_err(),
+                Error::UnsupportedLayout {
+                    operand: OperandName::C,
+                    rule: LayoutRule::NarrowRowMajorOutput,
+                }
+            ));
         }
+        // C in another layout than D: GemmProblem::check's rule comes first.
+        assert!(matches!(
+            check_problem(&problem(8, 8, 64).with_d(col).with_c(row)).unwrap_err(),
+            Error::InvalidProblem {
+                reason: ProblemRule::CLayoutDiffersFromD,
+            }
+        ));
         for p in [
             problem(8, 8, 64).with_batch(2),
             problem(8, 8, 64).with_a(MatrixLayout::row_major().with_ld(128)),
@@ -981,7 +961,9 @@ mod tests {
         ] {
             assert!(matches!(
                 check_problem(&p).unwrap_err(),
-                Error::InvalidProblem { .. }
+                Error::InvalidProblem {
+                    reason: ProblemRule::NarrowNotPacked,
+                }
             ));
         }
         check_problem(&problem(8, 8, 64)).unwrap();
@@ -995,18 +977,49 @@ mod tests {
         let types = (T::E2M1, T::E2M1, T::F16);
         serves(&s, Family::Mx, false, types, (rm, cm)).unwrap();
         // Scale family, plain vs block-scaled, output kind, types, layouts.
-        assert!(serves(&s, Family::Nv, false, types, (rm, cm))
-            .unwrap_err()
-            .contains("ue8m0 scales per 32"));
-        assert!(serves(&s, Family::Plain, false, types, (rm, cm)).is_err());
-        assert!(serves(&s, Family::Mx, true, types, (rm, cm))
-            .unwrap_err()
-            .contains("does not write an NVFP4 output"));
-        assert!(serves(&s, Family::Mx, false, (T::E2M1, T::E2M1, T::Bf16), (rm, cm)).is_err());
-        assert!(serves(&s, Family::Mx, false, (T::E4M3, T::E2M1, T::F16), (rm, cm)).is_err());
-        assert!(serves(&s, Family::Mx, false, types, (cm, rm))
-            .unwrap_err()
-            .contains("the plan needs e2m1 x e2m1 -> f16 (C f16) NT"));
+        let mx_scales = (T::UE8M0, 32);
+        assert_eq!(
+            serves(&s, Family::Nvfp4, false, types, (rm, cm)),
+            Err(KernelRule::BlockScales {
+                kernel: mx_scales,
+                required: Family::Nvfp4,
+            })
+        );
+        assert_eq!(
+            serves(&s, Family::Plain, false, types, (rm, cm)),
+            Err(KernelRule::BlockScales {
+                kernel: mx_scales,
+                required: Family::Plain,
+            })
+        );
+        assert_eq!(
+            serves(&s, Family::Mx, true, types, (rm, cm)),
+            Err(KernelRule::NotNvfp4Output)
+        );
+        assert_eq!(
+            serves(&s, Family::Mx, false, (T::E2M1, T::E2M1, T::Bf16), (rm, cm)),
+            Err(KernelRule::Operand {
+                operand: OperandName::C,
+                kernel: (s.c.ty, s.c.layout),
+                required: (T::Bf16, s.c.layout),
+            })
+        );
+        assert_eq!(
+            serves(&s, Family::Mx, false, (T::E4M3, T::E2M1, T::F16), (rm, cm)),
+            Err(KernelRule::Operand {
+                operand: OperandName::A,
+                kernel: (T::E2M1, rm),
+                required: (T::E4M3, rm),
+            })
+        );
+        assert_eq!(
+            serves(&s, Family::Mx, false, types, (cm, rm)),
+            Err(KernelRule::Operand {
+                operand: OperandName::A,
+                kernel: (T::E2M1, rm),
+                required: (T::E2M1, cm),
+            })
+        );
         // A plain f8f6f4 kernel serves plain plans only; sparse kernels serve none.
         let plain = find(|s| {
             s.arch == Arch::Sm100a
@@ -1017,22 +1030,30 @@ mod tests {
         let pt = (plain.a.ty, plain.b.ty, plain.d.ty);
         let pl = (plain.a.layout, plain.b.layout);
         serves(&plain, Family::Plain, false, pt, pl).unwrap();
-        assert!(serves(&plain, Family::Mx, false, pt, pl)
-            .unwrap_err()
-            .contains("reads no block scales"));
+        assert_eq!(
+            serves(&plain, Family::Mx, false, pt, pl),
+            Err(KernelRule::NoBlockScales)
+        );
         let sparse = find(|s| s.op_class.is_sparse() && s.block_scale.is_some());
         let st = (sparse.a.ty, sparse.b.ty, sparse.d.ty);
         let sl = (sparse.a.layout, sparse.b.layout);
-        assert!(serves(&sparse, Family::Mx, false, st, sl).is_err());
-        assert!(serves(&sparse, Family::Nv, false, st, sl).is_err());
+        assert_eq!(
+            serves(&sparse, Family::Mx, false, st, sl),
+            Err(KernelRule::Sparse)
+        );
+        assert_eq!(
+            serves(&sparse, Family::Nvfp4, false, st, sl),
+            Err(KernelRule::Sparse)
+        );
         // An NVFP4-output kernel serves only NVFP4-output plans.
         let out = catalog::sm100_block_scaled_outputs()[0];
         let ot = (out.a.ty, out.b.ty, out.c.ty);
         let ol = (out.a.layout, out.b.layout);
         serves(&out, Family::Mx, true, ot, ol).unwrap();
-        assert!(serves(&out, Family::Mx, false, ot, ol)
-            .unwrap_err()
-            .contains("writes a block-scaled output"));
+        assert_eq!(
+            serves(&out, Family::Mx, false, ot, ol),
+            Err(KernelRule::Nvfp4Output)
+        );
     }
 
     #[test]
@@ -1041,15 +1062,22 @@ mod tests {
         let align = s.a.align as usize;
         assert!(align > 1);
         let r = rules(s, problem(512, 384, 1024 + align / 2), Family::Mx);
-        assert!(matches!(
-            r.check_alignment().unwrap_err(),
-            Error::Misaligned { operand: OperandName::A, ref what, .. } if what.contains("k")
-        ));
+        match r.check_alignment().unwrap_err() {
+            Error::Misaligned {
+                operand: OperandName::A,
+                what: Quantity::Extent(Extent::K),
+                value,
+                required,
+            } => assert_eq!((value, required), ((1024 + align / 2) as u64, align as u64)),
+            e => panic!("unexpected {e:?}"),
+        }
         let r = rules(s, problem(512, 384 + 4, 1024), Family::Mx);
         assert!(matches!(
             r.check_alignment().unwrap_err(),
             Error::Misaligned {
                 operand: OperandName::D,
+                what: Quantity::Extent(Extent::N),
+                value: 388,
                 ..
             }
         ));
@@ -1063,19 +1091,29 @@ mod tests {
         bad.m = 512 + 32;
         assert!(matches!(
             rules(nt, bad, Family::Mx).check_alignment().unwrap_err(),
-            Error::Misaligned { operand: OperandName::A, ref what, required: 128, .. } if what.contains("m")
+            Error::Misaligned {
+                operand: OperandName::A,
+                what: Quantity::Extent(Extent::M),
+                value: 544,
+                required: 128,
+            }
         ));
         let mut bad = p;
         bad.n = 384 + 32;
         assert!(matches!(
             rules(nt, bad, Family::Mx).check_alignment().unwrap_err(),
-            Error::Misaligned { operand: OperandName::B, ref what, .. } if what.contains("n")
+            Error::Misaligned {
+                operand: OperandName::B,
+                what: Quantity::Extent(Extent::N),
+                value: 416,
+                ..
+            }
         ));
         // MN-major operands: the leading dimensions are m and n.
         let r = rules(nt, p, Family::Mx);
         let (a, b) = ok_args(&r);
         let norm = 1 << 44;
-        let d = operand(Family::Nv, 512, 384, DataType::E2M1, Major::K);
+        let d = operand(Family::Nvfp4, 512, 384, DataType::E2M1, Major::K);
         let args = r.nvfp4_out_args(&a, &b, None, &d, norm).unwrap();
         assert_eq!((args.lda, args.ldb), (512, 384));
         assert_eq!((args.sfd, args.norm_constant), (d.scales.unwrap().0, norm));
@@ -1087,22 +1125,40 @@ mod tests {
         let (a, b) = ok_args(&r);
         let check = |a: Parts, b: Parts| r.args(&a, &b, None, D).unwrap_err();
         // Scale family.
-        let nv = operand(Family::Nv, 512, 1024, DataType::E2M1, Major::K);
+        let nv = operand(Family::Nvfp4, 512, 1024, DataType::E2M1, Major::K);
         assert!(matches!(
             check(nv, b),
-            Error::ScaleMismatch { operand: OperandName::ScalesA, ref rule } if rule.contains("NVFP4")
+            Error::ScaleMismatch {
+                operand: OperandName::ScalesA,
+                rule: ScaleRule::Family {
+                    required: Family::Mx,
+                    found: Family::Nvfp4,
+                },
+            }
         ));
         let plain = operand(Family::Plain, 384, 1024, DataType::E2M1, Major::K);
         assert!(matches!(
             check(a, plain),
             Error::ScaleMismatch {
                 operand: OperandName::ScalesB,
-                ..
+                rule: ScaleRule::Family {
+                    required: Family::Mx,
+                    found: Family::Plain,
+                },
             }
         ));
         // Shape.
         let short = operand(Family::Mx, 256, 1024, DataType::E2M1, Major::K);
-        assert!(matches!(check(a, short), Error::InvalidProblem { .. }));
+        assert!(matches!(
+            check(a, short),
+            Error::InvalidProblem {
+                reason: ProblemRule::TensorShape {
+                    operand: OperandName::B,
+                    found: (256, 1024),
+                    required: (384, 1024),
+                },
+            }
+        ));
         // Major.
         let mn = Parts {
             major: Major::MN,
@@ -1112,7 +1168,10 @@ mod tests {
             check(mn, b),
             Error::UnsupportedLayout {
                 operand: OperandName::A,
-                ..
+                rule: LayoutRule::TensorMajor {
+                    required: Major::K,
+                    found: Major::MN,
+                },
             }
         ));
         // Data length and base alignment (32 bytes for sub-byte data).
@@ -1135,23 +1194,25 @@ mod tests {
             check(a, t),
             Error::Misaligned {
                 operand: OperandName::B,
+                what: Quantity::Pointer,
                 required: 32,
                 ..
             }
         ));
         // Scale layout, length and alignment.
         let (ps, len, layout) = a.scales.unwrap();
+        let per_16 = ScaleFactorLayout::new(512, 1024, 1, 16);
         let t = Parts {
-            scales: Some((ps, len, ScaleFactorLayout::new(512, 1024, 1, 16))),
+            scales: Some((ps, len, per_16)),
             ..a
         };
-        assert!(matches!(
-            check(t, b),
+        match check(t, b) {
             Error::ScaleMismatch {
                 operand: OperandName::ScalesA,
-                ..
-            }
-        ));
+                rule: ScaleRule::Layout { required, found },
+            } => assert_eq!((required, found), (layout, per_16)),
+            e => panic!("unexpected {e:?}"),
+        }
         let t = Parts {
             scales: Some((ps, len - 1, layout)),
             ..a
@@ -1168,14 +1229,15 @@ mod tests {
             scales: Some((ps + 8, len, layout)),
             ..b
         };
-        assert!(matches!(
-            check(a, t),
+        match check(a, t) {
             Error::Misaligned {
                 operand: OperandName::ScalesB,
+                what: Quantity::Pointer,
+                value,
                 required: 16,
-                ..
-            }
-        ));
+            } => assert_eq!(value, ps + 8),
+            e => panic!("unexpected {e:?}"),
+        }
         // 8-bit data needs 16 bytes.
         let e4m3 = find(|s| {
             s.arch == Arch::Sm100a
@@ -1200,6 +1262,7 @@ mod tests {
             r8.args(&t, &b8, None, D).unwrap_err(),
             Error::Misaligned {
                 operand: OperandName::A,
+                what: Quantity::Pointer,
                 required: 16,
                 ..
             }
@@ -1218,7 +1281,9 @@ mod tests {
         r.args(&a, &b, Some(c), D).unwrap();
         assert!(matches!(
             r.args(&a, &b, None, D).unwrap_err(),
-            Error::InvalidProblem { ref reason } if reason.contains("beta")
+            Error::InvalidProblem {
+                reason: ProblemRule::BetaWithoutC { beta: Scalar(0.5) },
+            }
         ));
         assert!(matches!(
             r.args(&a, &b, Some((c.0, c.1 - 1)), D).unwrap_err(),
@@ -1231,6 +1296,8 @@ mod tests {
             r.args(&a, &b, Some((c.0 + 2, c.1)), D).unwrap_err(),
             Error::Misaligned {
                 operand: OperandName::C,
+                what: Quantity::Pointer,
+                required: 16,
                 ..
             }
         ));
@@ -1245,27 +1312,29 @@ mod tests {
             r.args(&a, &b, Some(c), (D.0 + 4, D.1)).unwrap_err(),
             Error::Misaligned {
                 operand: OperandName::D,
+                what: Quantity::Pointer,
+                required: 16,
                 ..
             }
         ));
         // A plain-D plan refuses an NVFP4 D and the other way round.
-        let d = operand(Family::Nv, 512, 384, DataType::E2M1, Major::K);
+        let d = operand(Family::Nvfp4, 512, 384, DataType::E2M1, Major::K);
         assert!(matches!(
             r.nvfp4_out_args(&a, &b, Some(c), &d, 0).unwrap_err(),
             Error::ScaleMismatch {
                 operand: OperandName::D,
-                ..
+                rule: ScaleRule::OutputIsPlain,
             }
         ));
         let out = catalog::sm100_block_scaled_outputs()[1]; // NVFP4 in, NVFP4 out, TN
-        let ro = rules(out, problem(512, 384, 1024), Family::Nv);
+        let ro = rules(out, problem(512, 384, 1024), Family::Nvfp4);
         let (a, b) = ok_args(&ro);
         ro.nvfp4_out_args(&a, &b, None, &d, 256).unwrap();
         assert!(matches!(
             ro.args(&a, &b, None, D).unwrap_err(),
             Error::ScaleMismatch {
                 operand: OperandName::D,
-                ..
+                rule: ScaleRule::OutputIsNvfp4,
             }
         ));
         let bad = |d: Parts| ro.nvfp4_out_args(&a, &b, None, &d, 256).unwrap_err();
@@ -1275,17 +1344,23 @@ mod tests {
             bad(mx_d),
             Error::ScaleMismatch {
                 operand: OperandName::D,
-                ..
+                rule: ScaleRule::OutputNotNvfp4 { found: Family::Mx },
             }
         ));
-        let wrong = operand(Family::Nv, 512, 256, DataType::E2M1, Major::K);
-        assert!(matches!(
-            bad(wrong),
+        let wrong = operand(Family::Nvfp4, 512, 256, DataType::E2M1, Major::K);
+        match bad(wrong) {
             Error::ScaleMismatch {
                 operand: OperandName::D,
-                ..
-            }
-        ));
+                rule: ScaleRule::OutputLayout { required, found },
+            } => assert_eq!(
+                (required, found),
+                (
+                    ScaleFactorLayout::new(512, 384, 1, 16),
+                    ScaleFactorLayout::new(512, 256, 1, 16)
+                )
+            ),
+            e => panic!("unexpected {e:?}"),
+        }
         assert!(matches!(
             bad(Parts {
                 major: Major::MN,
@@ -1293,7 +1368,7 @@ mod tests {
             }),
             Error::UnsupportedLayout {
                 operand: OperandName::D,
-                ..
+                rule: LayoutRule::Nvfp4OutputRowMajor,
             }
         ));
         assert!(matches!(
@@ -1322,7 +1397,12 @@ mod tests {
                 scales: Some((ps + 4, len, layout)),
                 ..d
             }),
-            Error::Misaligned { operand: OperandName::D, ref what, .. } if what.contains("scale")
+            Error::Misaligned {
+                operand: OperandName::D,
+                what: Quantity::ScaleFactorPointer,
+                required: 16,
+                ..
+            }
         ));
         assert!(matches!(
             bad(Parts {
@@ -1331,6 +1411,7 @@ mod tests {
             }),
             Error::Misaligned {
                 operand: OperandName::D,
+                what: Quantity::Pointer,
                 required: 32,
                 ..
             }

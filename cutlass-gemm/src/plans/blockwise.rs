@@ -1,4 +1,4 @@
-//! FP8 GEMMs with blockwise scales (SM90): the recipe of `shared/seeds/triton-2d-block-fp8-gemm.md`
+//! FP8 GEMMs with blockwise scales (SM90): the recipe of Triton's 2D-block FP8 GEMM tutorial
 //! and DeepSeek-V3, on CUTLASS's `KernelTmaWarpSpecializedCooperativeFP8Blockwise` kernels.
 //!
 //! `D = alpha * Σ_kb (sa[m, kb] · A[m, kb-block]) · (sb[nb, kb] · B[kb-block, nb-block]) + beta * C`:
@@ -16,7 +16,7 @@ use std::sync::Arc;
 use cudarc::driver::{sys, CudaContext, CudaStream, DevicePtr, DevicePtrMut};
 use cutlass_gemm_catalog::Layout;
 
-use crate::error::{Error, OperandName, Result};
+use crate::error::{Error, LayoutRule, OperandName, ProblemRule, Result, ScaleRule};
 use crate::ffi::DeviceInfo;
 use crate::formats::element::{Element, Fp8};
 use crate::formats::numeric::E4M3;
@@ -57,39 +57,29 @@ impl<TA: Fp8, TB: Fp8, TD: Element> BlockwiseGemm<TA, TB, TD> {
                 OperandName::D,
                 problem.d.layout,
                 Layout::RowMajor,
-                "blockwise GEMMs write a row-major D: A's 1x128 and B's 128x128 scale blocks \
-                 are not symmetric, so the transpose identity does not apply",
+                LayoutRule::BlockwiseRowMajorD,
             ),
             (
                 OperandName::A,
                 problem.a.layout,
                 Layout::RowMajor,
-                "blockwise FP8 GEMMs read A row-major (K contiguous): Hopper's wgmma reads 8-bit \
-                 operands K-major only",
+                LayoutRule::BlockwiseRowMajorA,
             ),
             (
                 OperandName::B,
                 problem.b.layout,
                 Layout::ColumnMajor,
-                "blockwise FP8 GEMMs read B column-major (K contiguous, a row-major W[n, k]): \
-                 Hopper's wgmma reads 8-bit operands K-major only",
+                LayoutRule::BlockwiseColumnMajorB,
             ),
         ] {
             if layout != want {
-                return Err(Error::UnsupportedLayout {
-                    operand: op,
-                    rule: rule.into(),
-                });
+                return Err(Error::UnsupportedLayout { operand: op, rule });
             }
         }
         if problem.m % 4 != 0 {
             return Err(Error::ScaleMismatch {
                 operand: OperandName::ScalesA,
-                rule: format!(
-                    "m = {} is not a multiple of 4: A's scales are loaded by TMA as M-major rows \
-                     of m floats, which must span a multiple of 16 bytes",
-                    problem.m
-                ),
+                rule: ScaleRule::BlockwiseM { m: problem.m },
             });
         }
         Ok(BlockwiseGemm {
@@ -203,34 +193,34 @@ impl<TD: Element> BlockwiseGemm<E4M3, E4M3, TD> {
             if t.block != block {
                 return Err(Error::ScaleMismatch {
                     operand: scales,
-                    rule: format!(
-                        "the kernel reads {op} with {block:?} scales, the tensor has {:?}",
-                        t.block
-                    ),
+                    rule: ScaleRule::Fp8Block {
+                        required: block,
+                        found: t.block,
+                    },
                 });
             }
             if t.scale_major != ScaleMajor::MN {
                 return Err(Error::ScaleMismatch {
                     operand: scales,
-                    rule: "the kernel reads M-/N-major scales (ScaleMajor::MN, \
-                           Sm90BlockwiseScaleConfig); quantize with ScaleMajor::MN"
-                        .into(),
+                    rule: ScaleRule::Fp8ScaleMajor {
+                        found: t.scale_major,
+                    },
                 });
             }
             if (t.rows, t.cols) != (rows, p.k) {
                 return Err(Error::InvalidProblem {
-                    reason: format!(
-                        "operand {op} is a {} x {} tensor, the plan needs {rows} x {}",
-                        t.rows, t.cols, p.k
-                    ),
+                    reason: ProblemRule::TensorShape {
+                        operand: op,
+                        found: (t.rows, t.cols),
+                        required: (rows, p.k),
+                    },
                 });
             }
         }
         if p.batch != 1 || p.a.ld.is_some_and(|ld| ld != p.k) || p.b.ld.is_some_and(|ld| ld != p.k)
         {
             return Err(Error::InvalidProblem {
-                reason: "run_tensors takes packed single-batch plans (the tensors are packed)"
-                    .into(),
+                reason: ProblemRule::TensorsNotPacked,
             });
         }
         self.run(

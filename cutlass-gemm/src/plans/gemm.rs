@@ -7,7 +7,10 @@ use cudarc::driver::{sys, CudaContext, CudaStream, DevicePtr, DevicePtrMut};
 use cutlass_gemm_catalog::{KernelSpec, Layout};
 use cutlass_gemm_sys::cutlass_rs_gemm_args;
 
-use crate::error::{require_len, Error, OperandName, Result};
+use crate::error::{
+    require_len, Error, Extent, KernelRule, LayoutPairs, LayoutRule, OperandName, ProblemRule,
+    Quantity, Result, Scalar,
+};
 use crate::ffi::{DeviceInfo, Kernel, ScheduleHints};
 use crate::formats::element::Element;
 use crate::plans::problem::{GemmProblem, ResolvedMatrix};
@@ -153,20 +156,18 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
                          ops: &[KernelOperand; 4],
                          ta: cutlass_gemm_catalog::DataType,
                          tb: cutlass_gemm_catalog::DataType|
-         -> std::result::Result<(), String> {
+         -> std::result::Result<(), KernelRule> {
             if s.block_scale.is_some() {
-                return Err(
-                    "the kernel takes mx/nv block-scaled operands (use BlockScaledGemm)".into(),
-                );
+                return Err(KernelRule::BlockScaled);
             }
             if s.op_class.is_sparse() {
-                return Err("the kernel takes a structured-sparse A".into());
+                return Err(KernelRule::Sparse);
             }
             if s.blockwise.is_some() != (scaling == Scaling::Blockwise) {
                 return Err(if scaling == Scaling::Blockwise {
-                    "the kernel has no blockwise scales".into()
+                    KernelRule::NotBlockwise
                 } else {
-                    "the kernel takes blockwise scales (use BlockwiseGemm)".into()
+                    KernelRule::Blockwise
                 });
             }
             let want = [
@@ -176,19 +177,25 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
                 (TD::DATA_TYPE, ops[3].m.layout),
             ];
             let have = [s.a, s.b, s.c, s.d];
-            for (i, ((ty, layout), o)) in want.iter().zip(have.iter()).enumerate() {
-                let name = ["A", "B", "C", "D"][i];
-                if o.ty != *ty || o.layout != *layout {
-                    return Err(format!(
-                        "kernel operand {name} is {} {:?}, the problem needs {} {:?}",
-                        o.ty, o.layout, ty, layout
-                    ));
+            let names = [
+                OperandName::A,
+                OperandName::B,
+                OperandName::C,
+                OperandName::D,
+            ];
+            for ((&required, o), operand) in want.iter().zip(have.iter()).zip(names) {
+                if (o.ty, o.layout) != required {
+                    return Err(KernelRule::Operand {
+                        operand,
+                        kernel: (o.ty, o.layout),
+                        required,
+                    });
                 }
             }
             Ok(())
         };
         // Which orientation a kernel serves (primary first), or why it serves none.
-        let serving = |s: &KernelSpec| -> std::result::Result<bool, String> {
+        let serving = |s: &KernelSpec| -> std::result::Result<bool, KernelRule> {
             match serves_in(s, &ops_p, ta_p, tb_p) {
                 Ok(()) => Ok(primary),
                 Err(_) if secondary_ok && serves_in(s, &ops_s, ta_s, tb_s).is_ok() => Ok(!primary),
@@ -278,9 +285,7 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
     pub fn with_schedule(mut self, schedule: ScheduleHints) -> Result<Self> {
         if !matches!(schedule.swizzle, 0 | 1 | 2 | 4 | 8) || schedule.raster > 2 {
             return Err(Error::InvalidProblem {
-                reason: format!(
-                    "tile schedule {schedule:?}: swizzle is 0, 1, 2, 4 or 8 and raster 0 (heuristic), 1 (along M) or 2 (along N)"
-                ),
+                reason: ProblemRule::ScheduleOutOfRange(schedule),
             });
         }
         if schedule.splits > 1
@@ -288,10 +293,9 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
         {
             return Err(Error::KernelMismatch {
                 name: self.kernel.name.into(),
-                reason: format!(
-                    "split-K ({} splits) needs a stream-K kernel",
-                    schedule.splits
-                ),
+                reason: KernelRule::SplitKNeedsStreamK {
+                    splits: schedule.splits,
+                },
             });
         }
         self.schedule = schedule;
@@ -363,8 +367,7 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
             || (self.problem.batch > 1 && self.user[2].batch_stride != self.user[3].batch_stride)
         {
             return Err(Error::InvalidProblem {
-                reason: "in-place GEMM needs C and D to have the same leading dimension and batch stride"
-                    .into(),
+                reason: ProblemRule::InPlaceGeometry,
             });
         }
         self.run_checked(stream, a, b, None, Source::D, d, workspace)
@@ -418,15 +421,17 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
     ) -> Result<()> {
         if c.is_none() && self.problem.beta != 0.0 {
             return Err(Error::InvalidProblem {
-                reason: format!("beta is {} but no C was given", self.problem.beta),
+                reason: ProblemRule::BetaWithoutC {
+                    beta: Scalar(self.problem.beta),
+                },
             });
         }
         if (self.scaling == Scaling::Blockwise) != scales.is_some() {
             return Err(Error::InvalidProblem {
                 reason: if scales.is_some() {
-                    "this plan takes no scales".into()
+                    ProblemRule::ScalesNotTaken
                 } else {
-                    "this plan takes scales: use BlockwiseGemm::run_raw".into()
+                    ProblemRule::ScalesRequired
                 },
             });
         }
@@ -457,14 +462,20 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
             Source::Buffer(c) => self.check_len(OperandName::C, c.len())?,
             Source::None if self.problem.beta != 0.0 => {
                 return Err(Error::InvalidProblem {
-                    reason: format!("beta is {} but no C was given", self.problem.beta),
+                    reason: ProblemRule::BetaWithoutC {
+                        beta: Scalar(self.problem.beta),
+                    },
                 })
             }
             _ => {}
         }
         if (self.scaling == Scaling::Blockwise) != scales.is_some() {
             return Err(Error::InvalidProblem {
-                reason: "blockwise kernels take scales and other kernels none".into(),
+                reason: if scales.is_some() {
+                    ProblemRule::ScalesNotTaken
+                } else {
+                    ProblemRule::ScalesRequired
+                },
             });
         }
         if let Some((sa, sb)) = scales {
@@ -603,7 +614,7 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
         let found = stream.context().ordinal();
         if found != self.device.ordinal {
             return Err(Error::DeviceMismatch {
-                what: "stream".into(),
+                what: OperandName::Stream,
                 expected: self.device.ordinal,
                 found,
             });
@@ -645,7 +656,7 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
             if p % POINTER_ALIGNMENT != 0 {
                 return Err(Error::Misaligned {
                     operand: *op,
-                    what: "pointer".into(),
+                    what: Quantity::Pointer,
                     value: *p,
                     required: POINTER_ALIGNMENT,
                 });
@@ -717,7 +728,7 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
             if p % POINTER_ALIGNMENT != 0 {
                 return Err(Error::Misaligned {
                     operand: op,
-                    what: "pointer".into(),
+                    what: Quantity::Pointer,
                     value: p,
                     required: POINTER_ALIGNMENT,
                 });
@@ -798,16 +809,10 @@ fn check_layout_rules(
             (ka, kb)
         }
     };
-    let name = |(a, b): (Layout, Layout)| {
-        let t = |l: Layout, row: char, col: char| if l == Layout::RowMajor { row } else { col };
-        format!("{}{}", t(a, 'T', 'N'), t(b, 'T', 'N'))
-    };
-    let mut allowed: Vec<String> = arch_specs
+    let allowed: LayoutPairs = arch_specs
         .iter()
-        .map(|s| name(user(s.a.layout, s.b.layout)))
+        .map(|s| user(s.a.layout, s.b.layout))
         .collect();
-    allowed.sort();
-    allowed.dedup();
     let (ua, ub) = user(la, lb);
     // Blame A when no allowed pair has A's layout, else B.
     let a_ok = arch_specs
@@ -818,28 +823,20 @@ fn check_layout_rules(
     } else {
         (OperandName::A, ua)
     };
-    let words = |l: Layout| match l {
-        Layout::RowMajor => "row-major",
-        Layout::ColumnMajor => "column-major",
-    };
     Err(Error::UnsupportedLayout {
         operand: op,
-        rule: format!(
-            "{op} is {} but the {ta} x {tb} kernels for {arch} with a {} D take {} only \
-             (A's letter, then B's: T row-major, N column-major){}",
-            words(layout),
-            words(if swapped {
+        rule: LayoutRule::KernelLayouts {
+            layout,
+            a: if swapped { tb } else { ta },
+            b: if swapped { ta } else { tb },
+            arch,
+            d: if swapped {
                 ops[3].m.layout.transposed()
             } else {
                 ops[3].m.layout
-            }),
-            allowed.join(", "),
-            if arch == cutlass_gemm_catalog::Arch::Sm90a && ta.bits() == 8 {
-                "; Hopper's wgmma reads 8-bit operands K-major only"
-            } else {
-                ""
-            }
-        ),
+            },
+            allowed,
+        },
     })
 }
 
@@ -866,7 +863,7 @@ pub(crate) fn workspace_ptr<'g, 'w: 'g>(
             if p % POINTER_ALIGNMENT != 0 {
                 return Err(Error::Misaligned {
                     operand: OperandName::Workspace,
-                    what: "pointer".into(),
+                    what: Quantity::Pointer,
                     value: p,
                     required: POINTER_ALIGNMENT,
                 });
@@ -905,18 +902,18 @@ fn check_alignment(
         // In the user's view of this operand the contiguous dimension is the same extent.
         let dim = match (o.user, o.m.layout, swapped) {
             (OperandName::A, Layout::RowMajor, false)
-            | (OperandName::A, Layout::ColumnMajor, true) => "k",
-            (OperandName::A, _, _) => "m",
+            | (OperandName::A, Layout::ColumnMajor, true) => Extent::K,
+            (OperandName::A, _, _) => Extent::M,
             (OperandName::B, Layout::ColumnMajor, false)
-            | (OperandName::B, Layout::RowMajor, true) => "k",
-            (OperandName::B, _, _) => "n",
-            (_, Layout::RowMajor, false) | (_, Layout::ColumnMajor, true) => "n",
-            _ => "m",
+            | (OperandName::B, Layout::RowMajor, true) => Extent::K,
+            (OperandName::B, _, _) => Extent::N,
+            (_, Layout::RowMajor, false) | (_, Layout::ColumnMajor, true) => Extent::N,
+            _ => Extent::M,
         };
         if contiguous % align != 0 {
             return Err(Error::Misaligned {
                 operand: o.user,
-                what: format!("contiguous extent {dim} ="),
+                what: Quantity::Extent(dim),
                 value: contiguous as u64,
                 required: align as u64,
             });
@@ -924,7 +921,7 @@ fn check_alignment(
         if o.m.ld % align != 0 {
             return Err(Error::Misaligned {
                 operand: o.user,
-                what: "leading dimension".into(),
+                what: Quantity::LeadingDimension,
                 value: o.m.ld as u64,
                 required: align as u64,
             });
@@ -932,7 +929,7 @@ fn check_alignment(
         if batch > 1 && o.m.batch_stride % align != 0 {
             return Err(Error::Misaligned {
                 operand: o.user,
-                what: "batch stride".into(),
+                what: Quantity::BatchStride,
                 value: o.m.batch_stride as u64,
                 required: align as u64,
             });
@@ -941,10 +938,7 @@ fn check_alignment(
             || o.m.batch_stride as u128 * size >= MAX_STRIDE_BYTES
         {
             return Err(Error::InvalidProblem {
-                reason: format!(
-                    "operand {}: strides must stay below 2^40 bytes (TMA)",
-                    o.user
-                ),
+                reason: ProblemRule::StrideTooLarge { operand: o.user },
             });
         }
     }

@@ -2,7 +2,7 @@
 
 use cutlass_gemm_catalog::Layout;
 
-use crate::error::{Error, OperandName, Result};
+use crate::error::{Error, Extent, OperandName, ProblemRule, Result, Scalar};
 
 /// How one matrix operand lies in memory: its layout, leading dimension and batch stride.
 ///
@@ -149,7 +149,7 @@ impl ResolvedMatrix {
 }
 
 /// The largest extent CUTLASS's problem shape (`int`) holds.
-const MAX_EXTENT: usize = i32::MAX as usize;
+pub(crate) const MAX_EXTENT: usize = i32::MAX as usize;
 
 impl GemmProblem {
     /// A problem with the defaults described on [`GemmProblem`].
@@ -242,17 +242,13 @@ impl GemmProblem {
         };
         let ld = ml.ld.unwrap_or(contiguous);
         if ld < contiguous {
-            let (what, dim) = match ml.layout {
-                Layout::RowMajor => ("row-major", "a row"),
-                Layout::ColumnMajor => ("column-major", "a column"),
-            };
             return Err(Error::LeadingDimension {
                 operand: op,
                 ld,
                 min: contiguous,
-                rule: format!(
-                    "{op} is {what} {rows} x {cols}, so its leading dimension must cover {dim} of {contiguous} elements"
-                ),
+                layout: ml.layout,
+                rows,
+                cols,
             });
         }
         let mut m = ResolvedMatrix {
@@ -277,36 +273,32 @@ impl GemmProblem {
 
     /// Checks the problem-wide rules: extents, scalars and C's layout.
     pub fn check(&self) -> Result<()> {
-        for (name, v) in [
-            ("m", self.m),
-            ("n", self.n),
-            ("k", self.k),
-            ("batch", self.batch),
+        for (extent, v) in [
+            (Some(Extent::M), self.m),
+            (Some(Extent::N), self.n),
+            (Some(Extent::K), self.k),
+            (None, self.batch),
         ] {
-            if v == 0 {
-                return Err(Error::InvalidProblem {
-                    reason: format!("{name} is 0; every extent must be at least 1"),
-                });
-            }
-            if v > MAX_EXTENT {
-                return Err(Error::InvalidProblem {
-                    reason: format!(
-                        "{name} = {v} exceeds {MAX_EXTENT}, the largest extent CUTLASS takes"
-                    ),
-                });
-            }
+            let reason = match extent {
+                Some(extent) if v == 0 => ProblemRule::ZeroExtent(extent),
+                Some(extent) if v > MAX_EXTENT => ProblemRule::ExtentTooLarge { extent, value: v },
+                None if v == 0 => ProblemRule::ZeroBatch,
+                None if v > MAX_EXTENT => ProblemRule::BatchTooLarge { value: v },
+                _ => continue,
+            };
+            return Err(Error::InvalidProblem { reason });
         }
         if !self.alpha.is_finite() || !self.beta.is_finite() {
             return Err(Error::InvalidProblem {
-                reason: format!(
-                    "alpha ({}) and beta ({}) must be finite",
-                    self.alpha, self.beta
-                ),
+                reason: ProblemRule::NonFiniteScalars {
+                    alpha: Scalar(self.alpha),
+                    beta: Scalar(self.beta),
+                },
             });
         }
         if self.c.layout != self.d.layout {
             return Err(Error::InvalidProblem {
-                reason: "C must have the layout (row- or column-major) of D".into(),
+                reason: ProblemRule::CLayoutDiffersFromD,
             });
         }
         Ok(())

@@ -235,7 +235,7 @@ pub fn quantize_nvfp4(x: &[f32], rows: usize, k: usize) -> BlockScaled<E2M1, UE4
     }
 }
 
-/// FP8 blockwise quantization (DeepSeek-V3 / DeepGEMM recipe, `shared/seeds/triton-2d-block-fp8-gemm.md`):
+/// FP8 blockwise quantization (DeepSeek-V3 / DeepGEMM recipe, Triton's 2D-block FP8 GEMM tutorial):
 /// one f32 scale per `block_rows x block_cols` block of a row-major `[rows, cols]` matrix. With
 /// `a = max(amax, 1e-4)`: elements `e4m3(x * (448 / a))`, scale `a / 448` (DeepGEMM's
 /// `per_token_cast_to_fp8`: one division per block, a multiply per element). Activations use 1x128

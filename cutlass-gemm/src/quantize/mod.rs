@@ -23,7 +23,10 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, DeviceRepr};
 
-use crate::error::{Error, OperandName, Result};
+use crate::error::{
+    Error, LayoutRule, OperandName, ProblemRule, Quantity, QuantizeOp, Result, Scalar, ScaleFamily,
+    ScaleRule,
+};
 use crate::ffi::check_status;
 use crate::formats::element::Element;
 use crate::formats::numeric::{E2M1, E2M3, E3M2, E4M3, E5M2, UE4M3, UE8M0};
@@ -148,26 +151,28 @@ fn upload_block_scaled<
 >(
     stream: &Arc<CudaStream>,
     q: &crate::quantize::host::BlockScaled<E, S>,
-    vec: usize,
-    format: &str,
+    family: ScaleFamily,
     major: Major,
     pad: S,
 ) -> Result<(CudaSlice<u8>, CudaSlice<S>, ScaleFactorLayout)> {
-    host_shape(&format!("{format} operand"), q.rows, q.k, q.elements.len())?;
+    let (op, vec) = match family {
+        ScaleFamily::Nvfp4 => (QuantizeOp::UploadNvfp4, 16),
+        // MX: the only other family with a host quantizer.
+        _ => (QuantizeOp::UploadMx, 32),
+    };
+    host_shape(op, q.rows, q.k, q.elements.len())?;
     let layout = ScaleFactorLayout::new(q.rows, q.k, 1, vec);
     if q.vec != vec || q.scales.len() != q.rows * layout.sf_cols() {
         return Err(Error::ScaleMismatch {
             operand: OperandName::Scales,
-            rule: format!(
-                "{format} scales are one per {vec} elements of K: {} x {} for a {} x {} matrix; \
-                 this quantization has {} per {}",
-                q.rows,
-                layout.sf_cols(),
-                q.rows,
-                q.k,
-                q.scales.len(),
-                q.vec
-            ),
+            rule: ScaleRule::HostScales {
+                family,
+                rows: q.rows,
+                k: q.k,
+                per_row: layout.sf_cols(),
+                found: q.scales.len(),
+                found_vec: q.vec,
+            },
         });
     }
     Ok((
@@ -178,20 +183,20 @@ fn upload_block_scaled<
 }
 
 /// The GPU quantizers and dequantizers read and write K-major data.
-fn require_k_major(what: &str, operand: OperandName, major: Major) -> Result<()> {
+fn require_k_major(op: QuantizeOp, operand: OperandName, major: Major) -> Result<()> {
     if major != Major::K {
         return Err(Error::UnsupportedLayout {
             operand,
-            rule: format!("{what} works on K-major ([rows, k]) tensors; this one is MN-major"),
+            rule: LayoutRule::QuantizerKMajor(op),
         });
     }
     Ok(())
 }
 
-fn host_shape(what: &str, rows: usize, k: usize, len: usize) -> Result<()> {
+fn host_shape(op: QuantizeOp, rows: usize, k: usize, len: usize) -> Result<()> {
     if rows == 0 || k == 0 || rows.checked_mul(k) != Some(len) {
         return Err(Error::InvalidProblem {
-            reason: format!("{what}: {len} elements are not a {rows} x {k} matrix"),
+            reason: ProblemRule::HostShape { op, len, rows, k },
         });
     }
     Ok(())
@@ -271,7 +276,7 @@ impl<E: MxElement> PackedTensor<E> {
         k: usize,
         major: Major,
     ) -> Result<Self> {
-        host_shape("packed operand", rows, k, elements.len())?;
+        host_shape(QuantizeOp::UploadPacked, rows, k, elements.len())?;
         Ok(PackedTensor {
             data: stream.clone_htod(&pack_host(elements, rows, k, major))?,
             rows,
@@ -298,17 +303,17 @@ pub struct Nvfp4Tensor {
     pub major: Major,
 }
 
-fn check_shape(what: &str, rows: usize, k: usize, len: usize) -> Result<()> {
+fn check_shape(op: QuantizeOp, rows: usize, k: usize, len: usize) -> Result<()> {
     if rows == 0 || k == 0 {
         return Err(Error::InvalidProblem {
-            reason: format!("{what}: rows ({rows}) and k ({k}) must be at least 1"),
+            reason: ProblemRule::ZeroRowsOrK { op, rows, k },
         });
     }
     let n = rows
         .checked_mul(k)
         .filter(|&n| n <= i64::MAX as usize)
-        .ok_or_else(|| Error::InvalidProblem {
-            reason: format!("{what}: {rows} x {k} elements overflow"),
+        .ok_or(Error::InvalidProblem {
+            reason: ProblemRule::ElementCountOverflow { op, rows, k },
         })?;
     if len < n {
         return Err(Error::BufferTooSmall {
@@ -355,7 +360,7 @@ impl Fp8BlockwiseTensor {
         scale_major: ScaleMajor,
     ) -> Result<Self> {
         check_shape(
-            "FP8 blockwise quantization",
+            QuantizeOp::QuantizeFp8Blockwise,
             rows,
             cols,
             rows.saturating_mul(cols),
@@ -385,7 +390,7 @@ pub fn quantize_fp8_blockwise<T: QuantInput>(
     block: Fp8Block,
     scale_major: ScaleMajor,
 ) -> Result<Fp8BlockwiseTensor> {
-    check_shape("FP8 blockwise quantization", rows, cols, x.len())?;
+    check_shape(QuantizeOp::QuantizeFp8Blockwise, rows, cols, x.len())?;
     let mut out = Fp8BlockwiseTensor::alloc(stream, rows, cols, block, scale_major)?;
     quantize_fp8_blockwise_into(stream, x, &mut out)?;
     Ok(out)
@@ -398,7 +403,7 @@ pub fn quantize_fp8_blockwise_into<T: QuantInput>(
     out: &mut Fp8BlockwiseTensor,
 ) -> Result<()> {
     let (rows, cols, block) = (out.rows, out.cols, out.block);
-    check_shape("FP8 blockwise quantization", rows, cols, x.len())?;
+    check_shape(QuantizeOp::QuantizeFp8Blockwise, rows, cols, x.len())?;
     let n_scales = rows.div_ceil(block.rows()) * cols.div_ceil(128);
     check_outputs(out.data.len(), rows * cols, out.scales.len(), n_scales)?;
     stream.context().bind_to_thread()?;
@@ -422,13 +427,14 @@ pub fn quantize_fp8_blockwise_into<T: QuantInput>(
     check_status("cutlass_rs_quantize_fp8_blockwise", st)
 }
 
-fn check_k(what: &str, k: usize, bits: usize, multiple: usize) -> Result<()> {
+fn check_k(op: QuantizeOp, k: usize, bits: usize, multiple: usize) -> Result<()> {
     if k % multiple != 0 {
         return Err(Error::Misaligned {
             operand: OperandName::A,
-            what: format!(
-                "{what}: k ({bits}-bit elements pack whole bytes per row only when k is a multiple of {multiple}) ="
-            ),
+            what: Quantity::PackedK {
+                op,
+                bits: bits as u32,
+            },
             value: k as u64,
             required: multiple as u64,
         });
@@ -450,9 +456,9 @@ fn launch_block_scaled<T: QuantInput, S: cudarc::driver::DeviceRepr>(
     amax_given: bool,
 ) -> Result<()> {
     let what = if nv {
-        "NVFP4 quantization"
+        QuantizeOp::QuantizeNvfp4
     } else {
-        "MX quantization"
+        QuantizeOp::QuantizeMx
     };
     let (rows, k) = (layout.rows, layout.k);
     check_shape(what, rows, k, x.len())?;
@@ -494,8 +500,8 @@ fn launch_block_scaled<T: QuantInput, S: cudarc::driver::DeviceRepr>(
 impl<E: MxElement> MxTensor<E> {
     /// Uninitialized output buffers for a `[rows, k]` matrix (fill with [`quantize_mx_into`]).
     pub fn alloc(stream: &Arc<CudaStream>, rows: usize, k: usize) -> Result<Self> {
-        check_shape("MX quantization", rows, k, rows.saturating_mul(k))?;
-        check_k("MX quantization", k, E::BITS, E::K_MULTIPLE)?;
+        check_shape(QuantizeOp::QuantizeMx, rows, k, rows.saturating_mul(k))?;
+        check_k(QuantizeOp::QuantizeMx, k, E::BITS, E::K_MULTIPLE)?;
         let layout = ScaleFactorLayout::new(rows, k, 1, 32);
         // SAFETY: quantization writes every byte (every scale factor, and zeros in the layout's
         // padding where it has any).
@@ -521,7 +527,7 @@ impl<E: MxElement> MxTensor<E> {
         E: crate::quantize::host::ScaledElement,
     {
         let (data, scales, layout) =
-            upload_block_scaled(stream, q, 32, "MX", major, UE8M0::from_bits(0))?;
+            upload_block_scaled(stream, q, ScaleFamily::Mx, major, UE8M0::from_bits(0))?;
         Ok(MxTensor {
             data,
             scales,
@@ -539,7 +545,7 @@ pub fn quantize_mx<E: MxElement, T: QuantInput>(
     rows: usize,
     k: usize,
 ) -> Result<MxTensor<E>> {
-    check_shape("MX quantization", rows, k, x.len())?;
+    check_shape(QuantizeOp::QuantizeMx, rows, k, x.len())?;
     let mut out = MxTensor::<E>::alloc(stream, rows, k)?;
     quantize_mx_into(stream, x, &mut out)?;
     Ok(out)
@@ -551,7 +557,7 @@ pub fn quantize_mx_into<E: MxElement, T: QuantInput>(
     x: &dyn DevicePtr<T>,
     out: &mut MxTensor<E>,
 ) -> Result<()> {
-    require_k_major("MX quantization", OperandName::D, out.major)?;
+    require_k_major(QuantizeOp::QuantizeMx, OperandName::D, out.major)?;
     let layout = out.layout;
     launch_block_scaled(
         stream,
@@ -569,8 +575,8 @@ pub fn quantize_mx_into<E: MxElement, T: QuantInput>(
 impl Nvfp4Tensor {
     /// Uninitialized output buffers for a `[rows, k]` matrix (fill with [`quantize_nvfp4_into`]).
     pub fn alloc(stream: &Arc<CudaStream>, rows: usize, k: usize) -> Result<Self> {
-        check_shape("NVFP4 quantization", rows, k, rows.saturating_mul(k))?;
-        check_k("NVFP4 quantization", k, 4, 2)?;
+        check_shape(QuantizeOp::QuantizeNvfp4, rows, k, rows.saturating_mul(k))?;
+        check_k(QuantizeOp::QuantizeNvfp4, k, 4, 2)?;
         let layout = ScaleFactorLayout::new(rows, k, 1, 16);
         // SAFETY: quantization writes every byte (every scale factor, and zeros in the layout's
         // padding where it has any; amax is zeroed here).
@@ -596,7 +602,7 @@ impl Nvfp4Tensor {
         major: Major,
     ) -> Result<Self> {
         let (data, scales, layout) =
-            upload_block_scaled(stream, q, 16, "NVFP4", major, UE4M3::from_bits(0))?;
+            upload_block_scaled(stream, q, ScaleFamily::Nvfp4, major, UE4M3::from_bits(0))?;
         Ok(Nvfp4Tensor {
             data,
             scales,
@@ -614,7 +620,7 @@ pub fn quantize_nvfp4<T: QuantInput>(
     rows: usize,
     k: usize,
 ) -> Result<Nvfp4Tensor> {
-    check_shape("NVFP4 quantization", rows, k, x.len())?;
+    check_shape(QuantizeOp::QuantizeNvfp4, rows, k, x.len())?;
     let mut out = Nvfp4Tensor::alloc(stream, rows, k)?;
     quantize_nvfp4_into(stream, x, &mut out)?;
     Ok(out)
@@ -626,7 +632,7 @@ pub fn quantize_nvfp4_into<T: QuantInput>(
     x: &dyn DevicePtr<T>,
     out: &mut Nvfp4Tensor,
 ) -> Result<()> {
-    require_k_major("NVFP4 quantization", OperandName::D, out.major)?;
+    require_k_major(QuantizeOp::QuantizeNvfp4, OperandName::D, out.major)?;
     let layout = out.layout;
     let e2m1 = (E2M1::DTYPE, 4, 2);
     launch_block_scaled(
@@ -653,10 +659,12 @@ pub fn quantize_nvfp4_with_amax_into<T: QuantInput>(
 ) -> Result<()> {
     if amax.is_nan() || amax < 0.0 {
         return Err(Error::InvalidProblem {
-            reason: format!("NVFP4 quantization: amax {amax} must be >= 0"),
+            reason: ProblemRule::NegativeAmax {
+                value: Scalar(amax),
+            },
         });
     }
-    require_k_major("NVFP4 quantization", OperandName::D, out.major)?;
+    require_k_major(QuantizeOp::QuantizeNvfp4, OperandName::D, out.major)?;
     stream.memcpy_htod(&[amax.to_bits()], &mut out.amax)?;
     let layout = out.layout;
     let e2m1 = (E2M1::DTYPE, 4, 2);
@@ -744,7 +752,7 @@ fn dequantize_block_scaled(
 impl<E: MxElement> MxTensor<E> {
     /// Dequantizes to f32 (`element * 2^e`, rounded once).
     pub fn dequantize(&self, stream: &Arc<CudaStream>) -> Result<CudaSlice<f32>> {
-        require_k_major("MX dequantization", OperandName::A, self.major)?;
+        require_k_major(QuantizeOp::DequantizeMx, OperandName::A, self.major)?;
         let (ps, _g) = self.scales.device_ptr(stream);
         dequantize_block_scaled(stream, &self.data, E::DTYPE, ps, false, None, &self.layout)
     }
@@ -763,7 +771,7 @@ impl Nvfp4Tensor {
 
     /// Dequantizes to f32 (`(e2m1 * scale) * global`, rounded once).
     pub fn dequantize(&self, stream: &Arc<CudaStream>) -> Result<CudaSlice<f32>> {
-        require_k_major("NVFP4 dequantization", OperandName::A, self.major)?;
+        require_k_major(QuantizeOp::DequantizeNvfp4, OperandName::A, self.major)?;
         let (ps, _g) = self.scales.device_ptr(stream);
         dequantize_block_scaled(
             stream,

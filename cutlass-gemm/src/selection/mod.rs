@@ -7,7 +7,7 @@ use std::sync::OnceLock;
 use cutlass_gemm_catalog::families::families_of;
 use cutlass_gemm_catalog::{catalog, KernelSpec};
 
-use crate::error::{BuildHint, Result};
+use crate::error::{BuildHint, KernelRule, Result};
 use crate::ffi::{DeviceInfo, Entry, Kernel};
 
 pub mod heuristic;
@@ -50,12 +50,13 @@ pub(crate) enum ArchPolicy {
 
 /// Chooses a kernel of this build: the one named (it must be built, runnable unless `arch` says
 /// otherwise, and serve the plan), or, without a name, `choose` among the runnable kernels that
-/// serve it. `serves` explains why a kernel does not fit; `request` describes the plan for errors.
+/// serve it. `serves` says which rule a kernel breaks; `request` describes the plan for
+/// [`crate::Error::NoKernel`].
 pub(crate) fn select(
     device: &DeviceInfo,
     name: Option<&str>,
     arch: ArchPolicy,
-    serves: &dyn Fn(&KernelSpec) -> std::result::Result<(), String>,
+    serves: &dyn Fn(&KernelSpec) -> std::result::Result<(), KernelRule>,
     request: &str,
     choose: &dyn Fn(&[Kernel]) -> Kernel,
 ) -> Result<Kernel> {
@@ -84,7 +85,7 @@ pub(crate) fn select(
             }
             serves(&k.spec).map_err(|reason| crate::Error::KernelMismatch {
                 name: k.name.into(),
-                reason: format!("{reason} ({request})"),
+                reason,
             })?;
             Ok(k)
         }
@@ -128,7 +129,7 @@ pub(crate) fn build_hint(name: &str) -> BuildHint {
 /// entry that serves it (one that runs on the device if there is one).
 fn no_kernel(
     request: &str,
-    serves: &dyn Fn(&KernelSpec) -> std::result::Result<(), String>,
+    serves: &dyn Fn(&KernelSpec) -> std::result::Result<(), KernelRule>,
     cc: (i32, i32),
 ) -> crate::Error {
     let serving: Vec<KernelSpec> = catalog::all()

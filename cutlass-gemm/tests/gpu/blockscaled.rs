@@ -13,7 +13,8 @@ use cudarc::driver::{CudaSlice, CudaStream};
 use cutlass_gemm::numeric::{E2M1, E2M3, E3M2, E4M3, E5M2};
 use cutlass_gemm::quantize::{self, MxElement};
 use cutlass_gemm::{
-    built_kernels, BlockScaledGemm, DataType, DeviceInfo, Error, GemmProblem, OperandName,
+    built_kernels, BlockScaledGemm, DataType, DeviceInfo, Error, GemmProblem, LayoutRule,
+    OperandName, ProblemRule, Scalar, ScaleFamily, ScaleRule,
 };
 use half::{bf16, f16};
 
@@ -95,10 +96,17 @@ fn mx_host_path<EA: MxElement, EB: MxElement>(
     }
     // A tensor of another shape is refused before the kernel.
     let short = quantize::quantize_mx::<EB, bf16>(stream, &xb, N - 128, K).unwrap();
-    assert!(matches!(
-        g.prepare(stream, &a, &short, None, &mut d).unwrap_err(),
-        Error::InvalidProblem { .. }
-    ));
+    match g.prepare(stream, &a, &short, None, &mut d).unwrap_err() {
+        Error::InvalidProblem { reason } => assert_eq!(
+            reason,
+            ProblemRule::TensorShape {
+                operand: OperandName::B,
+                found: (N - 128, K),
+                required: (N, K),
+            }
+        ),
+        e => panic!("{name}: unexpected {e:?}"),
+    }
     // D too small.
     let mut small = stream.alloc_zeros::<f16>(M * N - 1).unwrap();
     assert!(matches!(
@@ -161,7 +169,13 @@ fn block_scaled_kernels_run_their_host_path_and_refuse_the_launch() {
             let mb = quantize::quantize_mx::<E2M1, bf16>(&stream, &xb, N, K).unwrap();
             assert!(matches!(
                 g.prepare(&stream, &ma, &mb, None, &mut d).unwrap_err(),
-                Error::ScaleMismatch { .. }
+                Error::ScaleMismatch {
+                    operand: OperandName::ScalesA,
+                    rule: ScaleRule::Family {
+                        required: ScaleFamily::Nvfp4,
+                        found: ScaleFamily::Mx,
+                    },
+                }
             ));
             println!(
                 "{}: NVFP4 host path ok (workspace {ws} bytes), launch refused",
@@ -232,20 +246,24 @@ fn nvfp4_output_kernels_run_their_host_path_and_refuse_the_launch() {
                 .unwrap_err(),
             Error::ScaleMismatch {
                 operand: OperandName::D,
-                ..
+                rule: ScaleRule::OutputLayout { .. },
             }
         ));
-        assert!(matches!(
-            g.prepare_to_nvfp4(&stream, &a, &b, None, &mut d, 0.0)
-                .unwrap_err(),
-            Error::InvalidProblem { .. }
-        ));
+        match g
+            .prepare_to_nvfp4(&stream, &a, &b, None, &mut d, 0.0)
+            .unwrap_err()
+        {
+            Error::InvalidProblem { reason } => {
+                assert_eq!(reason, ProblemRule::NormConstant { value: Scalar(0.0) })
+            }
+            e => panic!("{}: unexpected {e:?}", k.name),
+        }
         let mut plain = stream.alloc_zeros::<f16>(M * N).unwrap();
         assert!(matches!(
             g.prepare(&stream, &a, &b, None, &mut plain).unwrap_err(),
             Error::ScaleMismatch {
                 operand: OperandName::D,
-                ..
+                rule: ScaleRule::OutputIsNvfp4,
             }
         ));
         println!(
@@ -315,7 +333,10 @@ fn host_uploads_equal_gpu_quantization() {
         MxTensor::<E2M1>::from_host(&stream, &host::quantize_mx(&xh, rows, k), Major::MN).unwrap();
     assert!(matches!(
         mn.dequantize(&stream).unwrap_err(),
-        Error::UnsupportedLayout { .. }
+        Error::UnsupportedLayout {
+            operand: OperandName::A,
+            rule: LayoutRule::QuantizerKMajor(cutlass_gemm::QuantizeOp::DequantizeMx),
+        }
     ));
     println!("{rows} x {k}: MXFP4 and NVFP4 uploads equal the GPU quantizers' bytes");
 }
@@ -371,7 +392,10 @@ fn walkthrough_kernel_through_the_safe_api() {
             .unwrap_err(),
         Error::UnsupportedLayout {
             operand: OperandName::A,
-            ..
+            rule: LayoutRule::TensorMajor {
+                required: Major::MN,
+                found: Major::K,
+            },
         }
     ));
     let mut plain = stream.alloc_zeros::<f16>(m * n).unwrap();
@@ -379,7 +403,7 @@ fn walkthrough_kernel_through_the_safe_api() {
         g.prepare(&stream, &a, &b, None, &mut plain).unwrap_err(),
         Error::ScaleMismatch {
             operand: OperandName::D,
-            ..
+            rule: ScaleRule::OutputIsNvfp4,
         }
     ));
     println!(
@@ -455,7 +479,10 @@ fn plain_narrow_kernels_through_the_safe_api() {
             g.prepare(&stream, &ma, &b, None, &mut d).unwrap_err(),
             Error::ScaleMismatch {
                 operand: OperandName::ScalesA,
-                ..
+                rule: ScaleRule::Family {
+                    required: ScaleFamily::Plain,
+                    found: ScaleFamily::Mx,
+                },
             }
         ));
         println!(

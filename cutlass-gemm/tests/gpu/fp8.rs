@@ -529,7 +529,7 @@ fn fp8_blockwise_every_built_kernel_matches_the_reference() {
 
 /// The Triton recipe end to end: bf16 activations and weights quantized on the GPU (1x128 and
 /// 128x128, MN-major scales), then the blockwise GEMM; the reference uses the host quantizer's
-/// dequantized values (bit-exact with the GPU's, tests/gpu_quantize.rs).
+/// dequantized values (bit-exact with the GPU's, tests/gpu/quantize.rs).
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn fp8_blockwise_recipe_with_gpu_quantized_operands() {
@@ -602,7 +602,10 @@ fn fp8_blockwise_recipe_with_gpu_quantized_operands() {
         .unwrap_err(),
         Error::ScaleMismatch {
             operand: OperandName::ScalesA,
-            ..
+            rule: cutlass_gemm::ScaleRule::Fp8Block {
+                required: Fp8Block::Group1x128,
+                found: Fp8Block::Block128x128,
+            },
         }
     ));
     let wrong_major =
@@ -623,7 +626,13 @@ fn fp8_blockwise_recipe_with_gpu_quantized_operands() {
             operand: OperandName::ScalesB,
             rule,
         } => {
-            assert!(rule.contains("ScaleMajor::MN"), "{rule}")
+            assert_eq!(
+                rule,
+                cutlass_gemm::ScaleRule::Fp8ScaleMajor {
+                    found: ScaleMajor::K
+                }
+            );
+            assert!(rule.to_string().contains("ScaleMajor::MN"), "{rule}")
         }
         e => panic!("unexpected {e:?}"),
     }
@@ -824,7 +833,10 @@ fn fp8_plan_errors_on_a_real_device() {
         Gemm::<E4M3, E4M3, bf16>::new(&ctx, &p).unwrap_err(),
         Error::UnsupportedLayout {
             operand: OperandName::A,
-            ..
+            rule: cutlass_gemm::LayoutRule::KernelLayouts {
+                layout: cutlass_gemm::Layout::ColumnMajor,
+                ..
+            },
         }
     ));
 }

@@ -281,7 +281,15 @@ fn bad_buffers_on_the_device_get_typed_errors() {
         .run(&stream, &a_off, &b, None, &mut d, Workspace::Managed)
         .unwrap_err();
     assert!(
-        matches!(err, Error::Misaligned { operand: OperandName::A, ref what, .. } if what == "pointer"),
+        matches!(
+            err,
+            Error::Misaligned {
+                operand: OperandName::A,
+                what: cutlass_gemm::Quantity::Pointer,
+                required: 16,
+                ..
+            }
+        ),
         "{err}"
     );
     println!(

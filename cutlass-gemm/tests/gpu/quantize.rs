@@ -1,4 +1,4 @@
-//! GPU quantizers against the host quantizers of `cutlass::blockscale`: bit-exact, zero differences
+//! GPU quantizers against the host quantizers of `cutlass_gemm::quantize::host`: bit-exact, zero differences
 //! allowed. Shapes with M and K not multiples of 128; inputs with outliers, all-zero blocks,
 //! subnormals, NaN and infinity.
 //!
@@ -299,11 +299,25 @@ fn bad_arguments_get_typed_errors() {
     ));
     assert!(matches!(
         quantize::quantize_mx::<E2M3, bf16>(&stream, &x, 10, 10).unwrap_err(),
-        cutlass_gemm::Error::Misaligned { .. }
+        cutlass_gemm::Error::Misaligned {
+            operand: cutlass_gemm::OperandName::A,
+            what: cutlass_gemm::Quantity::PackedK {
+                op: cutlass_gemm::QuantizeOp::QuantizeMx,
+                bits: 6,
+            },
+            value: 10,
+            required: 4,
+        }
     ));
     assert!(matches!(
         quantize::quantize_fp8_blockwise(&stream, &x, 0, 10, Fp8Block::Group1x128, ScaleMajor::MN)
             .unwrap_err(),
-        cutlass_gemm::Error::InvalidProblem { .. }
+        cutlass_gemm::Error::InvalidProblem {
+            reason: cutlass_gemm::ProblemRule::ZeroRowsOrK {
+                op: cutlass_gemm::QuantizeOp::QuantizeFp8Blockwise,
+                rows: 0,
+                k: 10,
+            },
+        }
     ));
 }

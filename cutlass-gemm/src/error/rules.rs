@@ -1,0 +1,790 @@
+//! The rules an [`Error`](super::Error) names: what is misaligned, why a problem is malformed,
+//! which layout, scale or kernel rule an operand breaks.
+
+use std::fmt;
+
+use cutlass_gemm_catalog::{Arch, DataType, Layout};
+
+use super::OperandName;
+use crate::ffi::ScheduleHints;
+use crate::formats::scale_layout::{ScaleFactorLayout, ScaleMajor};
+use crate::quantize::{Fp8Block, Major};
+
+/// An extent of the problem: `m`, `n` or `k`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Extent {
+    /// Rows of A, C and D.
+    M,
+    /// Columns of B, C and D.
+    N,
+    /// The reduction extent: columns of A, rows of B.
+    K,
+}
+
+impl fmt::Display for Extent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Extent::M => "m",
+            Extent::N => "n",
+            Extent::K => "k",
+        })
+    }
+}
+
+/// What [`Error::Misaligned`](super::Error::Misaligned) found misaligned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Quantity {
+    /// A device address (value and alignment in bytes).
+    Pointer,
+    /// The device address of an output's scale factors (value and alignment in bytes).
+    ScaleFactorPointer,
+    /// A leading dimension, in elements.
+    LeadingDimension,
+    /// A batch stride, in elements.
+    BatchStride,
+    /// The contiguous extent of the operand, in elements (`k` for a row-major A, ...).
+    Extent(Extent),
+    /// The `k` of a quantization of sub-byte elements, which must pack whole bytes per row.
+    PackedK {
+        /// The quantization.
+        op: QuantizeOp,
+        /// Bits per element.
+        bits: u32,
+    },
+}
+
+impl Quantity {
+    /// Whether the value is an address (bytes, shown in hex) rather than a count of elements.
+    pub fn is_address(self) -> bool {
+        matches!(self, Quantity::Pointer | Quantity::ScaleFactorPointer)
+    }
+}
+
+impl fmt::Display for Quantity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Quantity::Pointer => f.write_str("pointer"),
+            Quantity::ScaleFactorPointer => f.write_str("scale-factor pointer"),
+            Quantity::LeadingDimension => f.write_str("leading dimension"),
+            Quantity::BatchStride => f.write_str("batch stride"),
+            Quantity::Extent(e) => write!(f, "contiguous extent {e}"),
+            Quantity::PackedK { op, .. } => write!(f, "{op}: k"),
+        }
+    }
+}
+
+/// The quantizer, dequantizer or host upload of [`crate::quantize`] that a rule is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum QuantizeOp {
+    /// [`crate::quantize::quantize_mx`] and its relatives.
+    QuantizeMx,
+    /// [`crate::quantize::quantize_nvfp4`] and its relatives.
+    QuantizeNvfp4,
+    /// [`crate::quantize::quantize_fp8_blockwise`] and its relatives.
+    QuantizeFp8Blockwise,
+    /// Dequantizing an [`crate::quantize::MxTensor`].
+    DequantizeMx,
+    /// Dequantizing an [`crate::quantize::Nvfp4Tensor`].
+    DequantizeNvfp4,
+    /// [`crate::quantize::MxTensor::from_host`].
+    UploadMx,
+    /// [`crate::quantize::Nvfp4Tensor::from_host`].
+    UploadNvfp4,
+    /// [`crate::quantize::PackedTensor::from_host`].
+    UploadPacked,
+}
+
+impl fmt::Display for QuantizeOp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            QuantizeOp::QuantizeMx => "MX quantization",
+            QuantizeOp::QuantizeNvfp4 => "NVFP4 quantization",
+            QuantizeOp::QuantizeFp8Blockwise => "FP8 blockwise quantization",
+            QuantizeOp::DequantizeMx => "MX dequantization",
+            QuantizeOp::DequantizeNvfp4 => "NVFP4 dequantization",
+            QuantizeOp::UploadMx => "MX operand",
+            QuantizeOp::UploadNvfp4 => "NVFP4 operand",
+            QuantizeOp::UploadPacked => "packed operand",
+        })
+    }
+}
+
+/// The block-scale family of a narrow-precision plan or operand.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ScaleFamily {
+    /// MX: one ue8m0 scale per 32 elements of K.
+    Mx,
+    /// NVFP4: one ue4m3 scale per 16 elements of K (and a per-tensor scale).
+    Nvfp4,
+    /// No block scales.
+    Plain,
+}
+
+impl ScaleFamily {
+    /// The scale type and elements per scale (`None` without block scales).
+    pub fn scale_type(self) -> Option<(DataType, u32)> {
+        match self {
+            ScaleFamily::Mx => Some((DataType::UE8M0, 32)),
+            ScaleFamily::Nvfp4 => Some((DataType::UE4M3, 16)),
+            ScaleFamily::Plain => None,
+        }
+    }
+}
+
+impl fmt::Display for ScaleFamily {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ScaleFamily::Mx => "MX (ue8m0 per 32) scales",
+            ScaleFamily::Nvfp4 => "NVFP4 (ue4m3 per 16) scales",
+            ScaleFamily::Plain => "no block scales",
+        })
+    }
+}
+
+/// An `f32` a rule names (alpha, beta, a norm constant, an amax). Compared bit for bit, so that
+/// a rule holding a NaN equals itself.
+#[derive(Clone, Copy, Debug)]
+pub struct Scalar(pub f32);
+
+impl PartialEq for Scalar {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.to_bits() == other.0.to_bits()
+    }
+}
+
+impl Eq for Scalar {}
+
+impl fmt::Display for Scalar {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// A set of (A, B) layout pairs, written with BLAS's letters, A's first: `T` row-major, `N`
+/// column-major (`TN`: A row-major, B column-major).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct LayoutPairs(u8);
+
+impl LayoutPairs {
+    fn bit(a: Layout, b: Layout) -> u8 {
+        let t = |l: Layout| u8::from(l == Layout::RowMajor);
+        1 << (2 * t(a) + t(b))
+    }
+
+    /// Adds the pair (A's layout, B's layout).
+    pub fn insert(&mut self, a: Layout, b: Layout) {
+        self.0 |= Self::bit(a, b);
+    }
+
+    /// Whether the set holds the pair (A's layout, B's layout).
+    pub fn contains(self, a: Layout, b: Layout) -> bool {
+        self.0 & Self::bit(a, b) != 0
+    }
+
+    /// The pairs, in the order of their names (`NN`, `NT`, `TN`, `TT`).
+    pub fn iter(self) -> impl Iterator<Item = (Layout, Layout)> {
+        use Layout::{ColumnMajor as N, RowMajor as T};
+        [(N, N), (N, T), (T, N), (T, T)]
+            .into_iter()
+            .filter(move |&(a, b)| self.contains(a, b))
+    }
+}
+
+impl FromIterator<(Layout, Layout)> for LayoutPairs {
+    fn from_iter<I: IntoIterator<Item = (Layout, Layout)>>(pairs: I) -> Self {
+        let mut set = LayoutPairs::default();
+        for (a, b) in pairs {
+            set.insert(a, b);
+        }
+        set
+    }
+}
+
+impl fmt::Display for LayoutPairs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let letter = |l: Layout| if l == Layout::RowMajor { 'T' } else { 'N' };
+        for (i, (a, b)) in self.iter().enumerate() {
+            let sep = if i == 0 { "" } else { ", " };
+            write!(f, "{sep}{}{}", letter(a), letter(b))?;
+        }
+        Ok(())
+    }
+}
+
+fn layout_words(l: Layout) -> &'static str {
+    match l {
+        Layout::RowMajor => "row-major",
+        Layout::ColumnMajor => "column-major",
+    }
+}
+
+fn major_words(m: Major) -> &'static str {
+    match m {
+        Major::K => "K-major",
+        Major::MN => "MN-major",
+    }
+}
+
+/// Why a problem is malformed ([`Error::InvalidProblem`](super::Error::InvalidProblem)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ProblemRule {
+    /// An extent is 0.
+    ZeroExtent(Extent),
+    /// The batch count is 0.
+    ZeroBatch,
+    /// An extent exceeds `i32::MAX`, the largest CUTLASS's `int` problem shape takes.
+    ExtentTooLarge {
+        /// The extent.
+        extent: Extent,
+        /// Its value.
+        value: usize,
+    },
+    /// The batch count exceeds `i32::MAX`.
+    BatchTooLarge {
+        /// The batch count.
+        value: usize,
+    },
+    /// Alpha or beta is infinite or NaN.
+    NonFiniteScalars {
+        /// Alpha.
+        alpha: Scalar,
+        /// Beta.
+        beta: Scalar,
+    },
+    /// C's layout (row- or column-major) differs from D's.
+    CLayoutDiffersFromD,
+    /// Beta is nonzero but the launch has no C.
+    BetaWithoutC {
+        /// Beta.
+        beta: Scalar,
+    },
+    /// An in-place launch (C = D) whose C and D differ in leading dimension or batch stride.
+    InPlaceGeometry,
+    /// Scales were given to a plan without blockwise scales.
+    ScalesNotTaken,
+    /// A blockwise plan was launched without its scales.
+    ScalesRequired,
+    /// Tile-scheduler hints out of range: swizzle 0, 1, 2, 4 or 8, raster 0, 1 or 2.
+    ScheduleOutOfRange(ScheduleHints),
+    /// A leading dimension or batch stride of this operand reaches 2^40 bytes (TMA's limit).
+    StrideTooLarge {
+        /// The operand.
+        operand: OperandName,
+    },
+    /// A quantized tensor of another shape than the plan's (`rows x k`: `m x k` for A, `n x k`
+    /// for B).
+    TensorShape {
+        /// The operand.
+        operand: OperandName,
+        /// The tensor's rows and k.
+        found: (usize, usize),
+        /// The plan's.
+        required: (usize, usize),
+    },
+    /// A host matrix of another shape than the problem's (rows x columns: `m x k` for A, `k x n`
+    /// for B).
+    MatrixShape {
+        /// The operand.
+        operand: OperandName,
+        /// The matrix's rows and columns.
+        found: (usize, usize),
+        /// The problem's.
+        required: (usize, usize),
+    },
+    /// A host scale-factor layout for another shape than its operand's (`rows x k`).
+    ScaleLayoutShape {
+        /// The operand.
+        operand: OperandName,
+        /// The layout's rows and k.
+        layout: (usize, usize),
+        /// The operand's.
+        operand_shape: (usize, usize),
+    },
+    /// A narrow-precision problem with a batch, leading dimensions or batch strides: its operands
+    /// are packed single-batch tensors.
+    NarrowNotPacked,
+    /// `BlockwiseGemm::run_tensors` on a plan that is not packed and single-batch.
+    TensorsNotPacked,
+    /// An NVFP4 output's norm constant is not finite and positive.
+    NormConstant {
+        /// The norm constant.
+        value: Scalar,
+    },
+    /// An NVFP4 quantization's given amax is negative or NaN.
+    NegativeAmax {
+        /// The amax.
+        value: Scalar,
+    },
+    /// A host matrix for an upload whose length is not `rows * k` (or whose rows or k is 0).
+    HostShape {
+        /// The upload.
+        op: QuantizeOp,
+        /// The elements given.
+        len: usize,
+        /// Rows.
+        rows: usize,
+        /// K.
+        k: usize,
+    },
+    /// A quantization of zero rows or zero k.
+    ZeroRowsOrK {
+        /// The quantization.
+        op: QuantizeOp,
+        /// Rows.
+        rows: usize,
+        /// K.
+        k: usize,
+    },
+    /// A quantization whose `rows * k` elements overflow.
+    ElementCountOverflow {
+        /// The quantization.
+        op: QuantizeOp,
+        /// Rows.
+        rows: usize,
+        /// K.
+        k: usize,
+    },
+    /// Packed FP4/FP6 bytes of another length than `len` values take.
+    PackedBytes {
+        /// The values.
+        len: usize,
+        /// Bits per value.
+        bits: u32,
+        /// The bytes they take.
+        required: usize,
+        /// The bytes given.
+        found: usize,
+    },
+}
+
+impl fmt::Display for ProblemRule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use crate::plans::problem::MAX_EXTENT;
+        match self {
+            ProblemRule::ZeroExtent(e) => write!(f, "{e} is 0; every extent must be at least 1"),
+            ProblemRule::ZeroBatch => write!(f, "batch is 0; every extent must be at least 1"),
+            ProblemRule::ExtentTooLarge { extent, value } => write!(
+                f,
+                "{extent} = {value} exceeds {MAX_EXTENT}, the largest extent CUTLASS takes"
+            ),
+            ProblemRule::BatchTooLarge { value } => write!(
+                f,
+                "batch = {value} exceeds {MAX_EXTENT}, the largest extent CUTLASS takes"
+            ),
+            ProblemRule::NonFiniteScalars { alpha, beta } => {
+                write!(f, "alpha ({alpha}) and beta ({beta}) must be finite")
+            }
+            ProblemRule::CLayoutDiffersFromD => {
+                write!(f, "C must have the layout (row- or column-major) of D")
+            }
+            ProblemRule::BetaWithoutC { beta } => write!(f, "beta is {beta} but no C was given"),
+            ProblemRule::InPlaceGeometry => write!(
+                f,
+                "in-place GEMM needs C and D to have the same leading dimension and batch stride"
+            ),
+            ProblemRule::ScalesNotTaken => write!(f, "this plan takes no scales"),
+            ProblemRule::ScalesRequired => write!(
+                f,
+                "this plan takes blockwise scales: launch it through BlockwiseGemm"
+            ),
+            ProblemRule::ScheduleOutOfRange(schedule) => write!(
+                f,
+                "tile schedule {schedule:?}: swizzle is 0, 1, 2, 4 or 8 and raster 0 (heuristic), \
+                 1 (along M) or 2 (along N)"
+            ),
+            ProblemRule::StrideTooLarge { operand } => write!(
+                f,
+                "operand {operand}: strides must stay below 2^40 bytes (TMA)"
+            ),
+            ProblemRule::TensorShape {
+                operand,
+                found,
+                required,
+            } => write!(
+                f,
+                "operand {operand} is a {} x {} tensor (rows x k), the plan needs {} x {}",
+                found.0, found.1, required.0, required.1
+            ),
+            ProblemRule::MatrixShape {
+                operand,
+                found,
+                required,
+            } => write!(
+                f,
+                "operand {operand} is {} x {}, the problem needs {} x {}",
+                found.0, found.1, required.0, required.1
+            ),
+            ProblemRule::ScaleLayoutShape {
+                operand,
+                layout,
+                operand_shape,
+            } => write!(
+                f,
+                "scale layout is for {} x {} but operand {operand} is {} x {} (rows x K)",
+                layout.0, layout.1, operand_shape.0, operand_shape.1
+            ),
+            ProblemRule::NarrowNotPacked => write!(
+                f,
+                "narrow-precision GEMMs take packed single-batch operands (quantized tensors): \
+                 no batch, leading dimensions or batch strides"
+            ),
+            ProblemRule::TensorsNotPacked => write!(
+                f,
+                "run_tensors takes packed single-batch plans (the tensors are packed)"
+            ),
+            ProblemRule::NormConstant { value } => {
+                write!(f, "norm_constant {value} must be finite and positive")
+            }
+            ProblemRule::NegativeAmax { value } => {
+                write!(f, "NVFP4 quantization: amax {value} must be >= 0")
+            }
+            ProblemRule::HostShape { op, len, rows, k } => {
+                write!(f, "{op}: {len} elements are not a {rows} x {k} matrix")
+            }
+            ProblemRule::ZeroRowsOrK { op, rows, k } => {
+                write!(f, "{op}: rows ({rows}) and k ({k}) must be at least 1")
+            }
+            ProblemRule::ElementCountOverflow { op, rows, k } => {
+                write!(f, "{op}: {rows} x {k} elements overflow")
+            }
+            ProblemRule::PackedBytes {
+                len,
+                bits,
+                required,
+                found,
+            } => write!(
+                f,
+                "{len} packed {bits}-bit values take {required} bytes, not {found}"
+            ),
+        }
+    }
+}
+
+/// The layout rule an operand breaks ([`Error::UnsupportedLayout`](super::Error::UnsupportedLayout)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LayoutRule {
+    /// The catalog's kernels for these types on this architecture read other A/B layouts. Types
+    /// and layouts are the user's (with a column-major D a plain GEMM's kernel computes
+    /// `Dᵀ = Bᵀ·Aᵀ`; this rule is not in the kernel's view).
+    KernelLayouts {
+        /// The operand's layout.
+        layout: Layout,
+        /// A's type.
+        a: DataType,
+        /// B's type.
+        b: DataType,
+        /// The device's architecture.
+        arch: Arch,
+        /// D's layout.
+        d: Layout,
+        /// The (A, B) layouts those kernels read with this D.
+        allowed: LayoutPairs,
+    },
+    /// Narrow-precision (block-scaled) GEMMs write a row-major D and read a row-major C.
+    NarrowRowMajorOutput,
+    /// A narrow-precision operand tensor in another major than the problem's layout gives.
+    TensorMajor {
+        /// The major the plan reads.
+        required: Major,
+        /// The tensor's.
+        found: Major,
+    },
+    /// The block-scaled epilogue writes a row-major (N-contiguous, [`Major::K`]) NVFP4 D.
+    Nvfp4OutputRowMajor,
+    /// Blockwise GEMMs write a row-major D.
+    BlockwiseRowMajorD,
+    /// Blockwise FP8 GEMMs read A row-major (K contiguous).
+    BlockwiseRowMajorA,
+    /// Blockwise FP8 GEMMs read B column-major (K contiguous).
+    BlockwiseColumnMajorB,
+    /// The GPU quantizers and dequantizers work on K-major tensors only.
+    QuantizerKMajor(QuantizeOp),
+}
+
+impl fmt::Display for LayoutRule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LayoutRule::KernelLayouts {
+                layout,
+                a,
+                b,
+                arch,
+                d,
+                allowed,
+            } => {
+                write!(
+                    f,
+                    "{} but the {a} x {b} kernels for {arch} with a {} D take {allowed} only \
+                     (A's letter, then B's: T row-major, N column-major)",
+                    layout_words(*layout),
+                    layout_words(*d),
+                )?;
+                if *arch == Arch::Sm90a && (a.bits() == 8 || b.bits() == 8) {
+                    write!(f, "; Hopper's wgmma reads 8-bit operands K-major only")?;
+                }
+                Ok(())
+            }
+            LayoutRule::NarrowRowMajorOutput => write!(
+                f,
+                "narrow-precision GEMMs write a row-major D (and read a row-major C)"
+            ),
+            LayoutRule::TensorMajor { required, found } => write!(
+                f,
+                "the plan reads this operand {} (the problem's layout), the tensor is {}",
+                major_words(*required),
+                major_words(*found)
+            ),
+            LayoutRule::Nvfp4OutputRowMajor => write!(
+                f,
+                "the block-scaled epilogue writes a row-major (N-contiguous) D"
+            ),
+            LayoutRule::BlockwiseRowMajorD => write!(
+                f,
+                "blockwise GEMMs write a row-major D: A's 1x128 and B's 128x128 scale blocks are \
+                 not symmetric, so the transpose identity does not apply"
+            ),
+            LayoutRule::BlockwiseRowMajorA => write!(
+                f,
+                "blockwise FP8 GEMMs read A row-major (K contiguous): Hopper's wgmma reads 8-bit \
+                 operands K-major only"
+            ),
+            LayoutRule::BlockwiseColumnMajorB => write!(
+                f,
+                "blockwise FP8 GEMMs read B column-major (K contiguous, a row-major W[n, k]): \
+                 Hopper's wgmma reads 8-bit operands K-major only"
+            ),
+            LayoutRule::QuantizerKMajor(op) => write!(
+                f,
+                "{op} works on K-major ([rows, k]) tensors; this one is MN-major"
+            ),
+        }
+    }
+}
+
+/// The scale rule a tensor breaks ([`Error::ScaleMismatch`](super::Error::ScaleMismatch)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ScaleRule {
+    /// Blockwise GEMMs need m a multiple of 4: A's scales are loaded by TMA as M-major rows of m
+    /// floats, which must span a multiple of 16 bytes.
+    BlockwiseM {
+        /// The problem's m.
+        m: usize,
+    },
+    /// An FP8 blockwise tensor of another granularity than the kernel reads for this operand.
+    Fp8Block {
+        /// The granularity the kernel reads.
+        required: Fp8Block,
+        /// The tensor's.
+        found: Fp8Block,
+    },
+    /// FP8 blockwise scales in another order than [`ScaleMajor::MN`], which the kernels read.
+    Fp8ScaleMajor {
+        /// The tensor's order.
+        found: ScaleMajor,
+    },
+    /// A narrow-precision operand of another scale family than the plan's kernel reads.
+    Family {
+        /// The family the kernel reads.
+        required: ScaleFamily,
+        /// The operand's.
+        found: ScaleFamily,
+    },
+    /// An operand's scale factors in another `Sm1xxBlockScaledConfig` layout than the kernel
+    /// reads.
+    Layout {
+        /// The layout the kernel reads.
+        required: ScaleFactorLayout,
+        /// The tensor's.
+        found: ScaleFactorLayout,
+    },
+    /// An NVFP4 output's scale factors (or its shape) other than the kernel writes.
+    OutputLayout {
+        /// The layout the kernel writes (one ue4m3 per 16 elements of N of an m x n D).
+        required: ScaleFactorLayout,
+        /// The tensor's.
+        found: ScaleFactorLayout,
+    },
+    /// A plain D for a plan whose kernel writes an NVFP4 D with its scale factors.
+    OutputIsNvfp4,
+    /// An NVFP4 D for a plan whose kernel writes a plain D.
+    OutputIsPlain,
+    /// An NVFP4-output plan's D is not an NVFP4 tensor.
+    OutputNotNvfp4 {
+        /// The tensor's family.
+        found: ScaleFamily,
+    },
+    /// A host quantization whose scales do not cover its matrix with the family's vector size.
+    HostScales {
+        /// The family.
+        family: ScaleFamily,
+        /// The matrix's rows.
+        rows: usize,
+        /// The matrix's k.
+        k: usize,
+        /// Scales per row the family needs: `ceil(k / vector size)`.
+        per_row: usize,
+        /// The quantization's scale count.
+        found: usize,
+        /// The quantization's elements per scale.
+        found_vec: usize,
+    },
+}
+
+impl fmt::Display for ScaleRule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ScaleRule::BlockwiseM { m } => write!(
+                f,
+                "m = {m} is not a multiple of 4: A's scales are loaded by TMA as M-major rows of \
+                 m floats, which must span a multiple of 16 bytes"
+            ),
+            ScaleRule::Fp8Block { required, found } => write!(
+                f,
+                "the kernel reads {required:?} scales, the tensor has {found:?}"
+            ),
+            ScaleRule::Fp8ScaleMajor { .. } => write!(
+                f,
+                "the kernel reads M-/N-major scales (ScaleMajor::MN, Sm90BlockwiseScaleConfig); \
+                 quantize with ScaleMajor::MN"
+            ),
+            ScaleRule::Family { required, found } => write!(
+                f,
+                "this plan's kernel reads {required}, the operand has {found}"
+            ),
+            ScaleRule::Layout { required, found } => write!(
+                f,
+                "the kernel reads one scale per {} elements of K in the Sm1xxBlockScaledConfig \
+                 layout of a {} x {} operand, the tensor's layout is {found:?}",
+                required.vec, required.rows, required.k
+            ),
+            ScaleRule::OutputLayout { required, found } => write!(
+                f,
+                "D's scale factors are one ue4m3 per 16 elements of N in the \
+                 Sm1xxBlockScaledConfig layout of an {} x {} matrix ({required:?}); the tensor's \
+                 layout is {found:?}",
+                required.rows, required.k
+            ),
+            ScaleRule::OutputIsNvfp4 => write!(
+                f,
+                "this plan's kernel writes an NVFP4 D with its scale factors: use run_to_nvfp4"
+            ),
+            ScaleRule::OutputIsPlain => write!(f, "this plan's kernel writes a plain D: use run"),
+            ScaleRule::OutputNotNvfp4 { found } => write!(
+                f,
+                "D must be an NVFP4 tensor (e2m1 with ue4m3 per 16 along N), not one with {found}"
+            ),
+            ScaleRule::HostScales {
+                family,
+                rows,
+                k,
+                per_row,
+                found,
+                found_vec,
+            } => write!(
+                f,
+                "{family} are {rows} x {per_row} for a {rows} x {k} matrix; this quantization has \
+                 {found} per {found_vec}"
+            ),
+        }
+    }
+}
+
+/// Why a kernel asked for by name does not serve a plan ([`Error::KernelMismatch`](super::Error::KernelMismatch)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum KernelRule {
+    /// The kernel takes MX/NVFP4 block-scaled operands: plan it with [`crate::BlockScaledGemm`].
+    BlockScaled,
+    /// The kernel takes a structured-sparse A.
+    Sparse,
+    /// The kernel takes blockwise scales: plan it with [`crate::BlockwiseGemm`].
+    Blockwise,
+    /// A blockwise plan named a kernel without blockwise scales.
+    NotBlockwise,
+    /// A kernel operand's type or layout differs from the plan's. The operand is the kernel's:
+    /// with a column-major D a plain GEMM's kernel computes `Dᵀ = Bᵀ·Aᵀ`, so its A is the user's
+    /// B transposed.
+    Operand {
+        /// The kernel's operand.
+        operand: OperandName,
+        /// The kernel's type and layout of it.
+        kernel: (DataType, Layout),
+        /// The plan's.
+        required: (DataType, Layout),
+    },
+    /// The kernel reads block scales of another type or vector size than the plan's operands
+    /// have.
+    BlockScales {
+        /// The kernel's scale type and elements per scale.
+        kernel: (DataType, u32),
+        /// The plan's family.
+        required: ScaleFamily,
+    },
+    /// A block-scaled plan named a kernel without block scales (plain narrow kernels are planned
+    /// with `BlockScaledGemm::plan_plain`).
+    NoBlockScales,
+    /// An NVFP4-output plan named a kernel that does not write an NVFP4 D.
+    NotNvfp4Output,
+    /// A plain-output plan named a kernel that writes a block-scaled D.
+    Nvfp4Output,
+    /// Split-K over a kernel whose tile scheduler is not stream-K.
+    SplitKNeedsStreamK {
+        /// The splits asked for.
+        splits: u16,
+    },
+}
+
+impl fmt::Display for KernelRule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            KernelRule::BlockScaled => write!(
+                f,
+                "the kernel takes mx/nv block-scaled operands (use BlockScaledGemm)"
+            ),
+            KernelRule::Sparse => write!(f, "the kernel takes a structured-sparse A"),
+            KernelRule::Blockwise => {
+                write!(f, "the kernel takes blockwise scales (use BlockwiseGemm)")
+            }
+            KernelRule::NotBlockwise => write!(f, "the kernel has no blockwise scales"),
+            KernelRule::Operand {
+                operand,
+                kernel,
+                required,
+            } => write!(
+                f,
+                "kernel operand {operand} is {} {}, the plan needs {} {}",
+                kernel.0,
+                layout_words(kernel.1),
+                required.0,
+                layout_words(required.1)
+            ),
+            KernelRule::BlockScales { kernel, required } => write!(
+                f,
+                "the kernel reads {} scales per {}, the operands have {required}",
+                kernel.0, kernel.1
+            ),
+            KernelRule::NoBlockScales => write!(
+                f,
+                "the kernel reads no block scales (plan it with plan_plain)"
+            ),
+            KernelRule::NotNvfp4Output => write!(
+                f,
+                "the kernel does not write an NVFP4 output (D e2m1 with ue4m3 per 16)"
+            ),
+            KernelRule::Nvfp4Output => write!(
+                f,
+                "the kernel writes a block-scaled output (plan it with plan_*_to_nvfp4)"
+            ),
+            KernelRule::SplitKNeedsStreamK { splits } => {
+                write!(f, "split-K ({splits} splits) needs a stream-K kernel")
+            }
+        }
+    }
+}
