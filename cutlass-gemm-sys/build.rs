@@ -454,12 +454,12 @@ fn locate_cuda(config: &Config, python: &PythonPackages) -> (PathBuf, PathBuf, P
             .and_then(|p| p.parent().and_then(Path::parent).map(Path::to_path_buf));
         return root
             .and_then(|r| check(&r, format!("NVCC={}", nvcc.display()), &mut tried))
-            .unwrap_or_else(|| fail_discovery("the CUDA compiler", &tried, "NVCC"));
+            .unwrap_or_else(|| fail_discovery("CUDA compiler", &tried, "NVCC"));
     }
     for key in ["CUDA_HOME", "CUDA_PATH", "CUDA_ROOT"] {
         if let Some(dir) = var(key) {
             return check(Path::new(&dir), format!("{key}={dir}"), &mut tried)
-                .unwrap_or_else(|| fail_discovery("the CUDA compiler", &tried, key));
+                .unwrap_or_else(|| fail_discovery("CUDA compiler", &tried, key));
         }
     }
     let mut candidates: Vec<(PathBuf, String)> = Vec::new();
@@ -514,7 +514,7 @@ fn locate_cuda(config: &Config, python: &PythonPackages) -> (PathBuf, PathBuf, P
             return found;
         }
     }
-    fail_discovery("the CUDA compiler", &tried, "NVCC")
+    fail_discovery("CUDA compiler", &tried, "NVCC")
 }
 
 /// The CUTLASS source folder (with `include/cutlass/version.h`).
@@ -534,7 +534,7 @@ fn locate_cutlass(config: &Config, python: &PythonPackages) -> (PathBuf, String)
     };
     if let Some(dir) = var("CUTLASS_DIR") {
         return check(Path::new(&dir), format!("CUTLASS_DIR={dir}"), &mut tried)
-            .unwrap_or_else(|| fail_discovery("the CUTLASS headers", &tried, "CUTLASS_DIR"));
+            .unwrap_or_else(|| fail_discovery("CUTLASS headers", &tried, "CUTLASS_DIR"));
     }
     let mut candidates: Vec<(PathBuf, String)> = Vec::new();
     match &python.cutlass_library {
@@ -567,7 +567,7 @@ fn locate_cutlass(config: &Config, python: &PythonPackages) -> (PathBuf, String)
             return found;
         }
     }
-    fail_discovery("the CUTLASS headers", &tried, "CUTLASS_DIR")
+    fail_discovery("CUTLASS headers", &tried, "CUTLASS_DIR")
 }
 
 fn fail_discovery(what: &str, tried: &[Tried], variable: &str) -> ! {
