@@ -5,7 +5,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 use cutlass_gemm::ScheduleHints;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::args::{KernelMode, Pdl};
 use crate::device::Roofline;
@@ -297,57 +297,49 @@ fn write_csv_to(out: impl Write, roofline: &Roofline, rows: &[Row]) -> Result<()
     Ok(())
 }
 
+/// The columns of a CSV line that [`read_csv`] needs (the reader skips the others).
+#[derive(Deserialize)]
+struct CsvLine {
+    #[serde(rename = "Problem")]
+    problem: usize,
+    #[serde(rename = "Provider")]
+    provider: String,
+    #[serde(rename = "Operation")]
+    operation: String,
+    #[serde(rename = "Disposition")]
+    disposition: String,
+    m: usize,
+    n: usize,
+    k: usize,
+    #[serde(rename = "A")]
+    a: String,
+    /// Milliseconds.
+    #[serde(rename = "Runtime")]
+    runtime: f64,
+    shape: String,
+    max_rel_diff: f64,
+    device: String,
+    /// Absent from files written before the column existed.
+    #[serde(default)]
+    pdl: String,
+}
+
 /// Reads a CSV that [`write_csv`] wrote back into rows (for `cutlass-profiler chart`): this
 /// crate's line of each problem with the reference's time beside it. Returns the device too.
 pub fn read_csv(path: &Path) -> Result<(String, Vec<Row>)> {
     let mut reader = csv::Reader::from_path(path).with_context(|| format!("{}", path.display()))?;
-    let headers = reader.headers()?.clone();
-    let col = |name: &str| {
-        headers
-            .iter()
-            .position(|h| h == name)
-            .with_context(|| format!("{}: no column {name}", path.display()))
-    };
-    let [problem, provider, operation, disposition, m, n, k, a, runtime, shape, diff, device] = [
-        "Problem",
-        "Provider",
-        "Operation",
-        "Disposition",
-        "m",
-        "n",
-        "k",
-        "A",
-        "Runtime",
-        "shape",
-        "max_rel_diff",
-        "device",
-    ]
-    .map(col);
-    let pdl = headers.iter().position(|h| h == "pdl");
-    let (mut rows, mut device_name) = (Vec::<(String, Row)>::new(), String::new());
-    for record in reader.records() {
-        let r = record?;
-        let get = |c: &Result<usize>| -> Result<&str> {
-            Ok(r.get(*c.as_ref().map_err(|e| anyhow::anyhow!("{e}"))?)
-                .unwrap_or(""))
-        };
-        let num = |c: &Result<usize>| -> Result<f64> {
-            let v = get(c)?;
-            v.parse::<f64>()
-                .with_context(|| format!("{}: `{v}` is not a number", path.display()))
-        };
-        let secs = num(&runtime)? / 1e3;
-        let id = get(&problem)?.to_string();
-        if get(&provider)? != "cutlass-rs" {
-            if let Some((_, ours)) = rows.iter_mut().rev().find(|(p, _)| *p == id) {
+    let (mut rows, mut device) = (Vec::<(usize, Row)>::new(), String::new());
+    for line in reader.deserialize::<CsvLine>() {
+        let l = line.with_context(|| format!("{}", path.display()))?;
+        let secs = l.runtime / 1e3;
+        if l.provider != "cutlass-rs" {
+            if let Some((_, ours)) = rows.iter_mut().rev().find(|(p, _)| *p == l.problem) {
                 ours.theirs_s = Some(secs);
             }
             continue;
         }
-        device_name = get(&device)?.to_string();
-        let op = get(&operation)?;
-        let ty = get(&a)?.split(':').next().unwrap_or("");
-        let kind = if op.contains("1x128f32") {
+        let ty = l.a.split(':').next().unwrap_or("");
+        let kind = if l.operation.contains("1x128f32") {
             Kind::Fp8Blockwise
         } else {
             [Kind::Bf16, Kind::F16, Kind::E4m3, Kind::Tf32, Kind::I8]
@@ -355,32 +347,33 @@ pub fn read_csv(path: &Path) -> Result<(String, Vec<Row>)> {
                 .find(|k| k.cutlass_profiler_type() == ty)
                 .with_context(|| format!("{}: unknown type {ty}", path.display()))?
         };
+        device = l.device;
         rows.push((
-            id,
+            l.problem,
             Row {
                 shape: Shape {
-                    name: get(&shape)?.to_string(),
-                    m: num(&m)? as usize,
-                    n: num(&n)? as usize,
-                    k: num(&k)? as usize,
+                    name: l.shape,
+                    m: l.m,
+                    n: l.n,
+                    k: l.k,
                 },
                 kind,
-                kernel: op.to_string(),
+                kernel: l.operation,
                 schedule: ScheduleHints::default(),
                 heuristic: None,
-                pdl: match pdl.and_then(|c| r.get(c)) {
-                    Some("on") => Some(true),
-                    Some("off") => Some(false),
+                pdl: match l.pdl.as_str() {
+                    "on" => Some(true),
+                    "off" => Some(false),
                     _ => None,
                 },
                 ours_s: secs,
                 theirs_s: None,
-                max_rel_diff: num(&diff)?,
-                ok: get(&disposition)? == "passed",
+                max_rel_diff: l.max_rel_diff,
+                ok: l.disposition == "passed",
             },
         ));
     }
-    Ok((device_name, rows.into_iter().map(|(_, r)| r).collect()))
+    Ok((device, rows.into_iter().map(|(_, r)| r).collect()))
 }
 
 /// Per shape, the fastest measured kernel of this crate (all rows in heuristic mode), among the

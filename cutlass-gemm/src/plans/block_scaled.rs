@@ -51,12 +51,12 @@ pub(crate) mod operand {
     use super::*;
 
     /// The scale-factor family of a plan or an operand.
-    pub use crate::error::ScaleFamily as Family;
+    pub use crate::error::ScaleFamily;
 
     /// One operand as raw device addresses and extents: what the rules check.
     #[derive(Clone, Copy, Debug)]
     pub struct Parts {
-        pub family: Family,
+        pub family: ScaleFamily,
         pub rows: usize,
         pub k: usize,
         pub major: Major,
@@ -74,7 +74,7 @@ pub(crate) mod operand {
         }
     }
 }
-use operand::{Family, Parts};
+use operand::{Parts, ScaleFamily};
 
 /// An operand of a [`BlockScaledGemm`]: [`MxTensor`], [`Nvfp4Tensor`] or [`PackedTensor`].
 pub trait NarrowOperand: operand::Sealed {
@@ -87,7 +87,7 @@ impl<E: MxElement> operand::Sealed for MxTensor<E> {
         let (pd, gd) = self.data.device_ptr(stream);
         let (ps, gs) = self.scales.device_ptr(stream);
         let parts = Parts {
-            family: Family::Mx,
+            family: ScaleFamily::Mx,
             rows: self.layout.rows,
             k: self.layout.k,
             major: self.major,
@@ -106,7 +106,7 @@ impl operand::Sealed for Nvfp4Tensor {
         let (pd, gd) = self.data.device_ptr(stream);
         let (ps, gs) = self.scales.device_ptr(stream);
         let parts = Parts {
-            family: Family::Nvfp4,
+            family: ScaleFamily::Nvfp4,
             rows: self.layout.rows,
             k: self.layout.k,
             major: self.major,
@@ -127,7 +127,7 @@ impl<E: MxElement> operand::Sealed for PackedTensor<E> {
     fn parts<'a>(&'a self, stream: &'a Arc<CudaStream>) -> (Parts, Vec<SyncOnDrop<'a>>) {
         let (pd, gd) = self.data.device_ptr(stream);
         let parts = Parts {
-            family: Family::Plain,
+            family: ScaleFamily::Plain,
             rows: self.rows,
             k: self.k,
             major: self.major,
@@ -147,7 +147,7 @@ impl<E: MxElement> NarrowOperand for PackedTensor<E> {
 pub(crate) struct Rules {
     pub(crate) problem: GemmProblem,
     pub(crate) spec: KernelSpec,
-    pub(crate) family: Family,
+    pub(crate) family: ScaleFamily,
     pub(crate) nvfp4_out: bool,
 }
 
@@ -176,7 +176,7 @@ pub(crate) fn check_problem(problem: &GemmProblem) -> Result<()> {
 /// Which rule a kernel breaks for a plan of these types, family and layouts.
 pub(crate) fn serves(
     s: &KernelSpec,
-    family: Family,
+    family: ScaleFamily,
     nvfp4_out: bool,
     (ta, tb, tc): (DataType, DataType, DataType),
     (la, lb): (Layout, Layout),
@@ -433,7 +433,8 @@ impl Rules {
         }
         let p = &self.problem;
         let want = ScaleFactorLayout::new(p.m, p.n, 1, 16);
-        let Some((psd, sd_len, layout)) = d.scales.filter(|_| d.family == Family::Nvfp4) else {
+        let Some((psd, sd_len, layout)) = d.scales.filter(|_| d.family == ScaleFamily::Nvfp4)
+        else {
             return Err(Error::ScaleMismatch {
                 operand: OperandName::D,
                 rule: ScaleRule::OutputNotNvfp4 { found: d.family },
@@ -510,7 +511,7 @@ impl<EA: MxElement, EB: MxElement, TD: Element> BlockScaledGemm<EA, EB, TD> {
         problem: &GemmProblem,
         kernel: Option<&str>,
     ) -> Result<Self> {
-        Self::plan(device, problem, kernel, Family::Mx, false, false)
+        Self::plan(device, problem, kernel, ScaleFamily::Mx, false, false)
     }
 
     /// Plans a GEMM of packed FP8/FP6/FP4 operands without block scales ([`PackedTensor`]; Table
@@ -525,7 +526,7 @@ impl<EA: MxElement, EB: MxElement, TD: Element> BlockScaledGemm<EA, EB, TD> {
         problem: &GemmProblem,
         kernel: Option<&str>,
     ) -> Result<Self> {
-        Self::plan(device, problem, kernel, Family::Plain, false, false)
+        Self::plan(device, problem, kernel, ScaleFamily::Plain, false, false)
     }
 
     /// Plans an MX GEMM whose D is NVFP4 (e2m1 with ue4m3 per 16 along N, C of type `TD`): the
@@ -535,7 +536,7 @@ impl<EA: MxElement, EB: MxElement, TD: Element> BlockScaledGemm<EA, EB, TD> {
         problem: &GemmProblem,
         kernel: Option<&str>,
     ) -> Result<Self> {
-        Self::plan(device, problem, kernel, Family::Mx, true, false)
+        Self::plan(device, problem, kernel, ScaleFamily::Mx, true, false)
     }
 
     /// Plans with the named kernel even when `device` cannot run it: every check and
@@ -548,9 +549,9 @@ impl<EA: MxElement, EB: MxElement, TD: Element> BlockScaledGemm<EA, EB, TD> {
             .find(|k| k.name == kernel)
             .map(|k| k.spec);
         let family = match spec.and_then(|s| s.block_scale) {
-            None if spec.is_some() => Family::Plain,
-            Some(bs) if bs.vec == 16 => Family::Nvfp4,
-            _ => Family::Mx,
+            None if spec.is_some() => ScaleFamily::Plain,
+            Some(bs) if bs.vec == 16 => ScaleFamily::Nvfp4,
+            _ => ScaleFamily::Mx,
         };
         let nvfp4_out = spec.is_some_and(|s| s.output_scale.is_some());
         Self::plan(device, problem, Some(kernel), family, nvfp4_out, true)
@@ -560,7 +561,7 @@ impl<EA: MxElement, EB: MxElement, TD: Element> BlockScaledGemm<EA, EB, TD> {
         device: DeviceInfo,
         problem: &GemmProblem,
         kernel: Option<&str>,
-        family: Family,
+        family: ScaleFamily,
         nvfp4_out: bool,
         any_arch: bool,
     ) -> Result<Self> {
@@ -814,7 +815,7 @@ impl<TD: Element> BlockScaledGemm<E2M1, E2M1, TD> {
         problem: &GemmProblem,
         kernel: Option<&str>,
     ) -> Result<Self> {
-        Self::plan(device, problem, kernel, Family::Nvfp4, false, false)
+        Self::plan(device, problem, kernel, ScaleFamily::Nvfp4, false, false)
     }
 
     /// Plans an NVFP4 x NVFP4 GEMM whose D is NVFP4 too (e2m1 with ue4m3 per 16 along N, written
@@ -825,7 +826,7 @@ impl<TD: Element> BlockScaledGemm<E2M1, E2M1, TD> {
         problem: &GemmProblem,
         kernel: Option<&str>,
     ) -> Result<Self> {
-        Self::plan(device, problem, kernel, Family::Nvfp4, true, false)
+        Self::plan(device, problem, kernel, ScaleFamily::Nvfp4, true, false)
     }
 }
 
@@ -874,7 +875,7 @@ mod tests {
         GemmProblem::new(m, n, k)
     }
 
-    fn rules(spec: KernelSpec, p: GemmProblem, family: Family) -> Rules {
+    fn rules(spec: KernelSpec, p: GemmProblem, family: ScaleFamily) -> Rules {
         Rules {
             problem: p,
             spec,
@@ -884,7 +885,7 @@ mod tests {
     }
 
     /// A well-formed operand of `rows x k` for the spec's type `ty` at aligned addresses.
-    fn operand(family: Family, rows: usize, k: usize, ty: DataType, major: Major) -> Parts {
+    fn operand(family: ScaleFamily, rows: usize, k: usize, ty: DataType, major: Major) -> Parts {
         let vec = family.scale_type().map_or(0, |(_, v)| v as usize);
         let layout = ScaleFactorLayout::new(rows, k, 1, vec);
         Parts {
@@ -923,7 +924,7 @@ mod tests {
 
     #[test]
     fn well_formed_arguments_pass() {
-        let r = rules(mx_tn(), problem(512, 384, 1024), Family::Mx);
+        let r = rules(mx_tn(), problem(512, 384, 1024), ScaleFamily::Mx);
         r.check_alignment().unwrap();
         let (a, b) = ok_args(&r);
         let args = r.args(&a, &b, None, D).unwrap();
@@ -975,29 +976,35 @@ mod tests {
         let (rm, cm) = (Layout::RowMajor, Layout::ColumnMajor);
         let s = mx_tn();
         let types = (T::E2M1, T::E2M1, T::F16);
-        serves(&s, Family::Mx, false, types, (rm, cm)).unwrap();
+        serves(&s, ScaleFamily::Mx, false, types, (rm, cm)).unwrap();
         // Scale family, plain vs block-scaled, output kind, types, layouts.
         let mx_scales = (T::UE8M0, 32);
         assert_eq!(
-            serves(&s, Family::Nvfp4, false, types, (rm, cm)),
+            serves(&s, ScaleFamily::Nvfp4, false, types, (rm, cm)),
             Err(KernelRule::BlockScales {
                 kernel: mx_scales,
-                required: Family::Nvfp4,
+                required: ScaleFamily::Nvfp4,
             })
         );
         assert_eq!(
-            serves(&s, Family::Plain, false, types, (rm, cm)),
+            serves(&s, ScaleFamily::Plain, false, types, (rm, cm)),
             Err(KernelRule::BlockScales {
                 kernel: mx_scales,
-                required: Family::Plain,
+                required: ScaleFamily::Plain,
             })
         );
         assert_eq!(
-            serves(&s, Family::Mx, true, types, (rm, cm)),
+            serves(&s, ScaleFamily::Mx, true, types, (rm, cm)),
             Err(KernelRule::NotNvfp4Output)
         );
         assert_eq!(
-            serves(&s, Family::Mx, false, (T::E2M1, T::E2M1, T::Bf16), (rm, cm)),
+            serves(
+                &s,
+                ScaleFamily::Mx,
+                false,
+                (T::E2M1, T::E2M1, T::Bf16),
+                (rm, cm)
+            ),
             Err(KernelRule::Operand {
                 operand: OperandName::C,
                 kernel: (s.c.ty, s.c.layout),
@@ -1005,7 +1012,13 @@ mod tests {
             })
         );
         assert_eq!(
-            serves(&s, Family::Mx, false, (T::E4M3, T::E2M1, T::F16), (rm, cm)),
+            serves(
+                &s,
+                ScaleFamily::Mx,
+                false,
+                (T::E4M3, T::E2M1, T::F16),
+                (rm, cm)
+            ),
             Err(KernelRule::Operand {
                 operand: OperandName::A,
                 kernel: (T::E2M1, rm),
@@ -1013,7 +1026,7 @@ mod tests {
             })
         );
         assert_eq!(
-            serves(&s, Family::Mx, false, types, (cm, rm)),
+            serves(&s, ScaleFamily::Mx, false, types, (cm, rm)),
             Err(KernelRule::Operand {
                 operand: OperandName::A,
                 kernel: (T::E2M1, rm),
@@ -1029,29 +1042,29 @@ mod tests {
         });
         let pt = (plain.a.ty, plain.b.ty, plain.d.ty);
         let pl = (plain.a.layout, plain.b.layout);
-        serves(&plain, Family::Plain, false, pt, pl).unwrap();
+        serves(&plain, ScaleFamily::Plain, false, pt, pl).unwrap();
         assert_eq!(
-            serves(&plain, Family::Mx, false, pt, pl),
+            serves(&plain, ScaleFamily::Mx, false, pt, pl),
             Err(KernelRule::NoBlockScales)
         );
         let sparse = find(|s| s.op_class.is_sparse() && s.block_scale.is_some());
         let st = (sparse.a.ty, sparse.b.ty, sparse.d.ty);
         let sl = (sparse.a.layout, sparse.b.layout);
         assert_eq!(
-            serves(&sparse, Family::Mx, false, st, sl),
+            serves(&sparse, ScaleFamily::Mx, false, st, sl),
             Err(KernelRule::Sparse)
         );
         assert_eq!(
-            serves(&sparse, Family::Nvfp4, false, st, sl),
+            serves(&sparse, ScaleFamily::Nvfp4, false, st, sl),
             Err(KernelRule::Sparse)
         );
         // An NVFP4-output kernel serves only NVFP4-output plans.
         let out = catalog::sm100_block_scaled_outputs()[0];
         let ot = (out.a.ty, out.b.ty, out.c.ty);
         let ol = (out.a.layout, out.b.layout);
-        serves(&out, Family::Mx, true, ot, ol).unwrap();
+        serves(&out, ScaleFamily::Mx, true, ot, ol).unwrap();
         assert_eq!(
-            serves(&out, Family::Mx, false, ot, ol),
+            serves(&out, ScaleFamily::Mx, false, ot, ol),
             Err(KernelRule::Nvfp4Output)
         );
     }
@@ -1061,7 +1074,7 @@ mod tests {
         let s = mx_tn();
         let align = s.a.align as usize;
         assert!(align > 1);
-        let r = rules(s, problem(512, 384, 1024 + align / 2), Family::Mx);
+        let r = rules(s, problem(512, 384, 1024 + align / 2), ScaleFamily::Mx);
         match r.check_alignment().unwrap_err() {
             Error::Misaligned {
                 operand: OperandName::A,
@@ -1071,7 +1084,7 @@ mod tests {
             } => assert_eq!((value, required), ((1024 + align / 2) as u64, align as u64)),
             e => panic!("unexpected {e:?}"),
         }
-        let r = rules(s, problem(512, 384 + 4, 1024), Family::Mx);
+        let r = rules(s, problem(512, 384 + 4, 1024), ScaleFamily::Mx);
         assert!(matches!(
             r.check_alignment().unwrap_err(),
             Error::Misaligned {
@@ -1086,11 +1099,13 @@ mod tests {
         let p = problem(512, 384, 1024)
             .with_a(MatrixLayout::col_major())
             .with_b(MatrixLayout::row_major());
-        rules(nt, p, Family::Mx).check_alignment().unwrap();
+        rules(nt, p, ScaleFamily::Mx).check_alignment().unwrap();
         let mut bad = p;
         bad.m = 512 + 32;
         assert!(matches!(
-            rules(nt, bad, Family::Mx).check_alignment().unwrap_err(),
+            rules(nt, bad, ScaleFamily::Mx)
+                .check_alignment()
+                .unwrap_err(),
             Error::Misaligned {
                 operand: OperandName::A,
                 what: Quantity::Extent(Extent::M),
@@ -1101,7 +1116,9 @@ mod tests {
         let mut bad = p;
         bad.n = 384 + 32;
         assert!(matches!(
-            rules(nt, bad, Family::Mx).check_alignment().unwrap_err(),
+            rules(nt, bad, ScaleFamily::Mx)
+                .check_alignment()
+                .unwrap_err(),
             Error::Misaligned {
                 operand: OperandName::B,
                 what: Quantity::Extent(Extent::N),
@@ -1110,10 +1127,10 @@ mod tests {
             }
         ));
         // MN-major operands: the leading dimensions are m and n.
-        let r = rules(nt, p, Family::Mx);
+        let r = rules(nt, p, ScaleFamily::Mx);
         let (a, b) = ok_args(&r);
         let norm = 1 << 44;
-        let d = operand(Family::Nvfp4, 512, 384, DataType::E2M1, Major::K);
+        let d = operand(ScaleFamily::Nvfp4, 512, 384, DataType::E2M1, Major::K);
         let args = r.nvfp4_out_args(&a, &b, None, &d, norm).unwrap();
         assert_eq!((args.lda, args.ldb), (512, 384));
         assert_eq!((args.sfd, args.norm_constant), (d.scales.unwrap().0, norm));
@@ -1121,34 +1138,34 @@ mod tests {
 
     #[test]
     fn operand_rules() {
-        let r = rules(mx_tn(), problem(512, 384, 1024), Family::Mx);
+        let r = rules(mx_tn(), problem(512, 384, 1024), ScaleFamily::Mx);
         let (a, b) = ok_args(&r);
         let check = |a: Parts, b: Parts| r.args(&a, &b, None, D).unwrap_err();
         // Scale family.
-        let nv = operand(Family::Nvfp4, 512, 1024, DataType::E2M1, Major::K);
+        let nv = operand(ScaleFamily::Nvfp4, 512, 1024, DataType::E2M1, Major::K);
         assert!(matches!(
             check(nv, b),
             Error::ScaleMismatch {
                 operand: OperandName::ScalesA,
                 rule: ScaleRule::Family {
-                    required: Family::Mx,
-                    found: Family::Nvfp4,
+                    required: ScaleFamily::Mx,
+                    found: ScaleFamily::Nvfp4,
                 },
             }
         ));
-        let plain = operand(Family::Plain, 384, 1024, DataType::E2M1, Major::K);
+        let plain = operand(ScaleFamily::Plain, 384, 1024, DataType::E2M1, Major::K);
         assert!(matches!(
             check(a, plain),
             Error::ScaleMismatch {
                 operand: OperandName::ScalesB,
                 rule: ScaleRule::Family {
-                    required: Family::Mx,
-                    found: Family::Plain,
+                    required: ScaleFamily::Mx,
+                    found: ScaleFamily::Plain,
                 },
             }
         ));
         // Shape.
-        let short = operand(Family::Mx, 256, 1024, DataType::E2M1, Major::K);
+        let short = operand(ScaleFamily::Mx, 256, 1024, DataType::E2M1, Major::K);
         assert!(matches!(
             check(a, short),
             Error::InvalidProblem {
@@ -1247,7 +1264,7 @@ mod tests {
                 && (s.a.ty, s.b.ty) == (DataType::E4M3, DataType::E4M3)
                 && s.layout_name() == "TN"
         });
-        let r8 = rules(e4m3, problem(512, 384, 1024), Family::Mx);
+        let r8 = rules(e4m3, problem(512, 384, 1024), ScaleFamily::Mx);
         let (a8, b8) = ok_args(&r8);
         let t = Parts {
             data: (a8.data.0 + 16, a8.data.1),
@@ -1274,7 +1291,7 @@ mod tests {
         let r = rules(
             mx_tn(),
             problem(512, 384, 1024).with_scalars(1.0, 0.5),
-            Family::Mx,
+            ScaleFamily::Mx,
         );
         let (a, b) = ok_args(&r);
         let c = (1 << 41, 512 * 384);
@@ -1318,7 +1335,7 @@ mod tests {
             }
         ));
         // A plain-D plan refuses an NVFP4 D and the other way round.
-        let d = operand(Family::Nvfp4, 512, 384, DataType::E2M1, Major::K);
+        let d = operand(ScaleFamily::Nvfp4, 512, 384, DataType::E2M1, Major::K);
         assert!(matches!(
             r.nvfp4_out_args(&a, &b, Some(c), &d, 0).unwrap_err(),
             Error::ScaleMismatch {
@@ -1327,7 +1344,7 @@ mod tests {
             }
         ));
         let out = catalog::sm100_block_scaled_outputs()[1]; // NVFP4 in, NVFP4 out, TN
-        let ro = rules(out, problem(512, 384, 1024), Family::Nvfp4);
+        let ro = rules(out, problem(512, 384, 1024), ScaleFamily::Nvfp4);
         let (a, b) = ok_args(&ro);
         ro.nvfp4_out_args(&a, &b, None, &d, 256).unwrap();
         assert!(matches!(
@@ -1339,15 +1356,17 @@ mod tests {
         ));
         let bad = |d: Parts| ro.nvfp4_out_args(&a, &b, None, &d, 256).unwrap_err();
         // D's family, shape and scale layout, major, lengths, pointers.
-        let mx_d = operand(Family::Mx, 512, 384, DataType::E2M1, Major::K);
+        let mx_d = operand(ScaleFamily::Mx, 512, 384, DataType::E2M1, Major::K);
         assert!(matches!(
             bad(mx_d),
             Error::ScaleMismatch {
                 operand: OperandName::D,
-                rule: ScaleRule::OutputNotNvfp4 { found: Family::Mx },
+                rule: ScaleRule::OutputNotNvfp4 {
+                    found: ScaleFamily::Mx
+                },
             }
         ));
-        let wrong = operand(Family::Nvfp4, 512, 256, DataType::E2M1, Major::K);
+        let wrong = operand(ScaleFamily::Nvfp4, 512, 256, DataType::E2M1, Major::K);
         match bad(wrong) {
             Error::ScaleMismatch {
                 operand: OperandName::D,
