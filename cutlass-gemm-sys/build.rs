@@ -582,7 +582,7 @@ fn fail_discovery(what: &str, tried: &[Tried], variable: &str) -> ! {
 }
 
 /// The hand-written C++/CUDA sources of `csrc/` (headers the generated sources include, and the
-/// quantization kernels).
+/// quantization and staging kernels).
 fn csrc(config: &Config, name: &str) -> String {
     let path = config.manifest_dir.join("csrc").join(name);
     fs::read_to_string(&path)
@@ -690,6 +690,12 @@ fn compile_kernels(
             csrc(config, codegen::QUANTIZE_SOURCE_NAME),
             csrc(config, codegen::ENCODE_HEADER_NAME)
         ),
+        flags: nvcc_flags(config, &config.archs),
+    });
+    jobs.push(Job {
+        name: "cutlass_rs_staging".into(),
+        file: codegen::STAGING_SOURCE_NAME.into(),
+        source: csrc(config, codegen::STAGING_SOURCE_NAME),
         flags: nvcc_flags(config, &config.archs),
     });
     let objects: Vec<PathBuf> = jobs

@@ -32,6 +32,8 @@ pub const ABI_HEADER_NAME: &str = "cutlass_rs_abi.h";
 pub const SHIM_HEADER_NAME: &str = "cutlass_rs_shim.hpp";
 /// The hand-written quantization kernels.
 pub const QUANTIZE_SOURCE_NAME: &str = "cutlass_rs_quantize.cu";
+/// The hand-written staging copies (operands the TMA kernels cannot address in place).
+pub const STAGING_SOURCE_NAME: &str = "cutlass_rs_staging.cu";
 /// The FP6/FP4 encoders the quantization kernels include (also built for the host by a test).
 pub const ENCODE_HEADER_NAME: &str = "narrow_encode.cuh";
 /// This crate's SM90 FP8 mainloop (overlapped promotion), included by the kernels of

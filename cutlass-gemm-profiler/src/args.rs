@@ -7,6 +7,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use cutlass_gemm_catalog::catalog::NameFilter;
 
 use crate::kind::Kind;
+use crate::plan::NamedDevice;
 use crate::shapes::{parse_shape, Shape};
 
 /// The kernel catalog, PTX census and timings against cuBLAS / cuBLASLt.
@@ -31,6 +32,13 @@ pub enum Command {
     /// Checks each result against the other library's, prints TFLOP/s, % of the roofline and the
     /// ratio to the reference, and writes CSV and SVG charts when asked.
     Profile(ProfileArgs),
+    /// Prints, without a GPU, the kernel and schedule this build would pick on a named device for
+    /// each shape and type, or the library's typed error.
+    ///
+    /// One TSV line per shape and type: the kernel's full name, the tile-scheduler hints (swizzle,
+    /// raster, splits), whether the kernel computes Dᵀ = Bᵀ·Aᵀ, the operands served through
+    /// padded copies, the workspace size, or the error. Exit status 2 when any is refused.
+    Plan(PlanArgs),
     /// Host time per call of a planned bf16 GEMM against a bare launch of the same kernel.
     Overhead(OverheadArgs),
     /// Draws the charts of `profile --svg` from the CSV a profile run wrote (no GPU needed).
@@ -117,6 +125,30 @@ pub struct CensusArgs {
 
 #[derive(Debug, Args)]
 #[command(args_override_self = true)]
+pub struct PlanArgs {
+    /// The device to plan for.
+    #[arg(long, value_enum, default_value_t = NamedDevice::H100)]
+    pub device: NamedDevice,
+    /// Shape file: TSV with `#` comment lines and a header `name m n k source` [default:
+    /// bench/shapes.tsv of this repository].
+    #[arg(long, value_name = "FILE", conflicts_with = "shape")]
+    pub shapes: Option<PathBuf>,
+    /// Shapes to plan instead of a shape file, comma-separated.
+    #[arg(long, value_name = "MxNxK[,MxNxK...]", value_delimiter = ',', value_parser = parse_shape)]
+    pub shape: Vec<Shape>,
+    /// Types, comma-separated.
+    #[arg(
+        long,
+        value_name = "TYPES",
+        value_enum,
+        value_delimiter = ',',
+        default_value = "bf16"
+    )]
+    pub types: Vec<Kind>,
+}
+
+#[derive(Debug, Args)]
+#[command(args_override_self = true)]
 pub struct ProfileArgs {
     /// Shape file: TSV with `#` comment lines and a header `name m n k source` [default:
     /// bench/shapes.tsv of this repository].
@@ -175,9 +207,11 @@ pub struct ProfileArgs {
     /// and 1, 2, 4, 8 along M and along N) instead of its own tile-scheduler hints.
     #[arg(long)]
     pub sweep_schedules: bool,
-    /// Programmatic dependent launch: as the library launches (on, where the kernel has it),
-    /// off, or each plan both ways.
-    #[arg(long, value_enum, default_value_t = Pdl::On)]
+    /// Programmatic dependent launch. `off` (the default) measures kernel against kernel, as
+    /// cuBLAS launches; `on` as the library launches by default (PDL where the kernel has it);
+    /// `both` measures each plan both ways: the headline stays kernel against kernel, the PDL
+    /// gain is reported beside it.
+    #[arg(long, value_enum, default_value_t = Pdl::Off)]
     pub pdl: Pdl,
 }
 

@@ -13,11 +13,13 @@
 //! - `profile`: times this crate's GEMMs against cuBLAS / cuBLASLt in one process on
 //!   `bench/shapes.tsv` (or the given shapes), checks each result against the other library's,
 //!   prints TFLOP/s, % of the roofline and the ratio, and writes CSV and SVG charts when asked.
+//! - `plan`: without a GPU, the kernel and schedule this build would pick for each shape and type
+//!   on a named device (`--device h100|h200|b200|rtx5090`), or the library's typed error.
 //! - `overhead`: the host time per call of a planned bf16 GEMM against a bare launch of the same
 //!   kernel.
 //! - `chart`: the charts of `profile --svg`, drawn again from a profile CSV.
 //!
-//! Modules: [`args`] (the command line), [`list`], [`census`], [`profile`] (the per-type drivers)
+//! Modules: [`args`] (the command line), [`list`], [`census`], [`plan`], [`profile`] (the per-type drivers)
 //! with [`plans`], [`timing`], [`cublas`], [`device`], [`report`] and [`charts`], [`overhead`],
 //! and [`shapes`] and [`kind`] shared by them.
 
@@ -33,6 +35,7 @@ mod device;
 mod kind;
 mod list;
 mod overhead;
+mod plan;
 mod plans;
 mod profile;
 mod report;
@@ -46,6 +49,7 @@ fn main() -> ExitCode {
         Command::List(a) => list::main(&a),
         Command::Census(a) => census::main(&a),
         Command::Profile(a) => profile::main(&a),
+        Command::Plan(a) => plan::main(&a),
         Command::Overhead(a) => overhead::main(&a),
         Command::Chart(a) => charts::main(&a),
     }

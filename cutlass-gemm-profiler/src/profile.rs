@@ -38,7 +38,7 @@ use crate::kind::Kind;
 use crate::plans::{pdl_of, plans};
 use crate::report::{self, Row};
 use crate::shapes::{default_shapes_file, read_shapes, Shape};
-use crate::timing::{fill_sets, race, rel_diff, rotation, to_f64};
+use crate::timing::{fill_sets, race, rel_diff, rotation, sample_rows, Warmed};
 
 /// The resolved `profile` options.
 pub struct Options {
@@ -55,6 +55,8 @@ pub struct Options {
     pub sweep_schedules: bool,
     /// Programmatic dependent launch: the plans' default (on), off, or each plan both ways.
     pub pdl: Pdl,
+    /// Kernels and reference libraries already warmed up (one full warm-up each per run).
+    pub warmed: Warmed,
 }
 
 impl Options {
@@ -81,6 +83,7 @@ impl Options {
             schedule,
             sweep_schedules: args.sweep_schedules,
             pdl: args.pdl,
+            warmed: Warmed::default(),
         })
     }
 }
@@ -199,7 +202,7 @@ where
     let cfg = cublas::tn_config(s, T::from_f64(1.0), T::from_f64(0.0));
     // cuBLAS's time is measured against each kernel; its output once.
     unsafe { blas.gemm(cfg, &b[0], &a[0], &mut d_blas) }?;
-    let reference = to_f64(&stream.clone_dtoh(&d_blas)?);
+    let reference = sample_rows(stream, &d_blas, s.m, s.n)?;
     let mut theirs = |i: usize| -> Result<()> {
         unsafe { blas.gemm(cfg, &b[i], &a[i], &mut d_blas) }?;
         Ok(())
@@ -249,9 +252,22 @@ where
             Ok(())
         };
         run(0, &mut d_ours)?;
-        let diff = rel_diff(&to_f64(&stream.clone_dtoh(&d_ours)?), check.reference);
+        let diff = rel_diff(&sample_rows(stream, &d_ours, s.m, s.n)?, check.reference);
         let mut ours = |i: usize| run(i, &mut d_ours);
-        let (t_ours, t_ref) = race(dev, p.flops(), a.len(), o.rounds, &mut ours, Some(theirs))?;
+        let warmed = (
+            o.warmed
+                .seen(&format!("{}{:?}", g.kernel_name(), pdl_of(g))),
+            o.warmed.seen(kind.reference()),
+        );
+        let (t_ours, t_ref) = race(
+            dev,
+            p.flops(),
+            a.len(),
+            o.rounds,
+            &mut ours,
+            Some(theirs),
+            warmed,
+        )?;
         rows.push(Row {
             shape: s.clone(),
             kind,
@@ -287,7 +303,7 @@ where
     let b: Vec<CudaSlice<T>> = fill_sets(stream, sets, s.n * s.k, 101)?;
     let mut d_blas = stream.alloc_zeros::<TD>(s.m * s.n)?;
     cublas::gemm_ex(blas, stream, kind, s, &a[0], &b[0], &mut d_blas)?;
-    let reference = to_f64(&stream.clone_dtoh(&d_blas)?);
+    let reference = sample_rows(stream, &d_blas, s.m, s.n)?;
     let mut theirs = |i: usize| cublas::gemm_ex(blas, stream, kind, s, &a[i], &b[i], &mut d_blas);
     // i8: exact s32 sums (below 2^24, where the f32 epilogue is exact). tf32: the same exact
     // products, f32 sums in different orders.
@@ -309,14 +325,21 @@ fn profile_fp8(dev: &Device, s: &Shape, kind: Kind, o: &Options) -> Result<Vec<R
     let w: Vec<CudaSlice<E4M3>> = fill_sets(stream, sets, s.n * s.k, 101)?;
     let mut d_ours = stream.alloc_zeros::<bf16>(s.m * s.n)?;
     let mut d_lt = stream.alloc_zeros::<bf16>(s.m * s.n)?;
-    // The check: cuBLASLt's tensor-wise FP8 result (the blockwise scales are all 1).
-    let mut lt_check = LtFp8::new(dev, s.m, s.n, s.k, false)?;
-    lt_check.run(stream, &a[0], &w[0], &mut d_lt)?;
-    let reference = to_f64(&stream.clone_dtoh(&d_lt)?);
+    // The check: cuBLASLt's tensor-wise FP8 result (the blockwise scales are all 1). Where
+    // cuBLASLt has no algorithm (n = 50257, say), this crate's result is timed unchecked (the GPU
+    // tests check such shapes against the host reference) and the row has no reference time.
+    let mut lt_check = LtFp8::new(dev, s.m, s.n, s.k, false).ok();
+    let reference = match lt_check.as_mut() {
+        Some(lt) => {
+            lt.run(stream, &a[0], &w[0], &mut d_lt)?;
+            Some(sample_rows(stream, &d_lt, s.m, s.n)?)
+        }
+        None => None,
+    };
     let mut lt = if kind == Kind::Fp8Blockwise {
         LtFp8::new(dev, s.m, s.n, s.k, true).ok()
     } else {
-        Some(lt_check)
+        lt_check
     };
     let mut rows = Vec::new();
     let mut measure = |name: &str,
@@ -326,7 +349,10 @@ fn profile_fp8(dev: &Device, s: &Shape, kind: Kind, o: &Options) -> Result<Vec<R
                        run: &mut dyn FnMut(usize, &mut CudaSlice<bf16>) -> Result<()>|
      -> Result<()> {
         run(0, &mut d_ours)?;
-        let diff = rel_diff(&to_f64(&stream.clone_dtoh(&d_ours)?), &reference);
+        let diff = match &reference {
+            Some(r) => rel_diff(&sample_rows(stream, &d_ours, s.m, s.n)?, r),
+            None => f64::NAN,
+        };
         let mut ours = |i: usize| run(i, &mut d_ours);
         let has_lt = lt.is_some();
         let mut theirs = |i: usize| -> Result<()> {
@@ -335,6 +361,10 @@ fn profile_fp8(dev: &Device, s: &Shape, kind: Kind, o: &Options) -> Result<Vec<R
                 None => Ok(()),
             }
         };
+        let warmed = (
+            o.warmed.seen(&format!("{name}{pdl:?}")),
+            o.warmed.seen(kind.reference()),
+        );
         let (t_ours, t_lt) = race(
             dev,
             p.flops(),
@@ -342,6 +372,7 @@ fn profile_fp8(dev: &Device, s: &Shape, kind: Kind, o: &Options) -> Result<Vec<R
             o.rounds,
             &mut ours,
             if has_lt { Some(&mut theirs) } else { None },
+            warmed,
         )?;
         rows.push(Row {
             shape: s.clone(),
@@ -353,7 +384,7 @@ fn profile_fp8(dev: &Device, s: &Shape, kind: Kind, o: &Options) -> Result<Vec<R
             ours_s: t_ours,
             theirs_s: t_lt,
             // Exact products, f32 sums in different orders, one bf16 rounding each.
-            ok: diff <= 2.0 / 256.0,
+            ok: reference.is_none() || diff <= 2.0 / 256.0,
             max_rel_diff: diff,
         });
         Ok(())

@@ -404,22 +404,49 @@ pub fn geometric_mean(ratios: &[f64]) -> f64 {
 /// reference over the shapes, the lowest ratio, and with `--kernels all` how far the heuristic's
 /// pick is from the best kernel.
 pub fn summarize(rows: &[Row], kinds: &[Kind], mode: &KernelMode, pdl: Pdl) {
+    // Kernel against kernel first: cuBLAS launches without programmatic dependent launch.
     let launches: &[Pdl] = match pdl {
-        Pdl::Both => &[Pdl::On, Pdl::Off],
+        Pdl::Both => &[Pdl::Off, Pdl::On],
         _ => &[pdl],
     };
     for &kind in kinds {
         for &launch in launches {
             summarize_kind(rows, kind, mode, launch, pdl == Pdl::Both);
         }
+        if pdl == Pdl::Both {
+            if let Some(gain) = pdl_gain(rows, kind) {
+                println!(
+                    "{}: programmatic dependent launch saves {:.1}% of the time (geometric mean over the shapes; a second number: cuBLAS has none)",
+                    kind.label(),
+                    100.0 * (1.0 - 1.0 / gain)
+                );
+            }
+        }
     }
+}
+
+/// The geometric mean over the shapes of (best time without PDL) / (best time with PDL).
+pub fn pdl_gain(rows: &[Row], kind: Kind) -> Option<f64> {
+    let off = best_rows(rows, kind, Pdl::Off);
+    let on = best_rows(rows, kind, Pdl::On);
+    let gains: Vec<f64> = off
+        .iter()
+        .filter_map(|o| {
+            on.iter()
+                .find(|r| r.shape.name == o.shape.name)
+                .map(|r| o.ours_s / r.ours_s)
+        })
+        .collect();
+    (!gains.is_empty()).then(|| geometric_mean(&gains))
 }
 
 fn summarize_kind(rows: &[Row], kind: Kind, mode: &KernelMode, launch: Pdl, label: bool) {
     let label = match (label, launch) {
         (false, _) => "",
-        (true, Pdl::Off) => ", without programmatic dependent launch",
-        (true, _) => ", with programmatic dependent launch where the kernel has it",
+        (true, Pdl::Off) => ", kernel against kernel (no programmatic dependent launch)",
+        (true, _) => {
+            ", with programmatic dependent launch where the kernel has it (second number: cuBLAS has none)"
+        }
     };
     let best = best_rows(rows, kind, launch);
     let ratios: Vec<f64> = best.iter().filter_map(|r| r.ratio()).collect();

@@ -32,7 +32,21 @@ pub fn time(
     Ok(s.elapsed_ms(&e)? as f64 / 1e3 / iters as f64)
 }
 
+/// Kernels (and reference libraries) warmed up in this process: each gets its full warm-up
+/// once, on its first shape; later shapes start with two launches (the clocks are up already).
+#[derive(Default)]
+pub struct Warmed(std::sync::Mutex<std::collections::HashSet<String>>);
+
+impl Warmed {
+    /// Whether `name` was warmed up before (and marks it warmed).
+    pub fn seen(&self, name: &str) -> bool {
+        !self.0.lock().unwrap().insert(name.to_string())
+    }
+}
+
 /// Times `ours` against `theirs`, alternating rounds, after warm-up; median seconds per launch.
+/// `warmed` says, for each side, whether it was warmed up on an earlier shape.
+#[allow(clippy::too_many_arguments)]
 pub fn race(
     dev: &Device,
     flops: f64,
@@ -40,13 +54,15 @@ pub fn race(
     rounds: usize,
     ours: &mut dyn FnMut(usize) -> Result<()>,
     theirs: Option<&mut dyn FnMut(usize) -> Result<()>>,
+    warmed: (bool, bool),
 ) -> Result<(f64, Option<f64>)> {
     // About 10 ms per round at 600 TFLOP/s.
     let iters = ((6e12 / flops) as usize).clamp(3, 200);
-    time(dev, iters, sets, ours)?;
+    let warm_up = |warmed: bool| if warmed { 2.min(iters) } else { iters };
+    time(dev, warm_up(warmed.0), sets, ours)?;
     let mut theirs = theirs;
     if let Some(t) = theirs.as_deref_mut() {
-        time(dev, iters, sets, t)?;
+        time(dev, warm_up(warmed.1), sets, t)?;
     }
     let (mut a, mut b) = (Vec::new(), Vec::new());
     for _ in 0..rounds {
@@ -70,22 +86,69 @@ pub fn rotation(dev: &Device, bytes: usize) -> usize {
     (2 * dev.l2_bytes).div_ceil(bytes.max(1)).clamp(1, 8)
 }
 
-/// Uniform values in [-1, 1), from a repeating 16 Mi-element pattern (a fast fill of large
-/// buffers; periodicity does not matter for timing or for the cross-check).
+/// Elements of the host pattern [`fill`] copies from.
+const PERIOD: usize = 1 << 24;
+/// The pattern is this much longer than [`PERIOD`]: seeds start at different offsets.
+const SHIFTS: usize = 1 << 12;
+
+/// A random pattern of `PERIOD + SHIFTS` values in [-1, 1) per element type, made once per
+/// process (generating it is what made large fills slow).
+fn pattern<T: Element>() -> Arc<Vec<T>> {
+    use std::any::{Any, TypeId};
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    type Patterns = Mutex<HashMap<TypeId, Arc<dyn Any + Send + Sync>>>;
+    static PATTERNS: OnceLock<Patterns> = OnceLock::new();
+    let mut map = PATTERNS.get_or_init(Default::default).lock().unwrap();
+    let entry = map.entry(TypeId::of::<T>()).or_insert_with(|| {
+        Arc::new(Arc::new(cutlass_gemm::selection::tune::random_values::<T>(
+            PERIOD + SHIFTS,
+            1,
+        )))
+    });
+    entry.downcast_ref::<Arc<Vec<T>>>().unwrap().clone()
+}
+
+/// Uniform values in [-1, 1), from a repeating 16 Mi-element pattern that each seed enters at
+/// another offset (a fast fill of large buffers; periodicity does not matter for timing or for
+/// the cross-check).
 pub fn fill<T: Element + cudarc::driver::DeviceRepr>(
     stream: &Arc<CudaStream>,
     len: usize,
     seed: u64,
 ) -> Result<CudaSlice<T>> {
-    let period = len.min(1 << 24);
-    let pattern: Vec<T> = cutlass_gemm::selection::tune::random_values(period, seed);
+    let pattern = pattern::<T>();
+    let start = (seed as usize).wrapping_mul(2654435761) % SHIFTS;
+    let pattern = &pattern[start..start + PERIOD];
     // SAFETY: every element is written below.
     let mut out = unsafe { stream.alloc::<T>(len) }?;
     let mut off = 0;
     while off < len {
-        let n = (len - off).min(period);
+        let n = (len - off).min(PERIOD);
         stream.memcpy_htod(&pattern[..n], &mut out.slice_mut(off..off + n))?;
         off += n;
+    }
+    Ok(out)
+}
+
+/// Rows of an `m x n` row-major output that the libraries' results are compared on: the first
+/// and the last 64 (all of them when m <= 128), as f64. Copying all of a large output to the host
+/// took longer than timing it.
+pub fn sample_rows<T: Element + cudarc::driver::DeviceRepr>(
+    stream: &Arc<CudaStream>,
+    d: &CudaSlice<T>,
+    m: usize,
+    n: usize,
+) -> Result<Vec<f64>> {
+    const ROWS: usize = 64;
+    let ranges = if m <= 2 * ROWS {
+        vec![0..m * n]
+    } else {
+        vec![0..ROWS * n, (m - ROWS) * n..m * n]
+    };
+    let mut out = Vec::new();
+    for r in ranges {
+        out.extend(to_f64(&stream.clone_dtoh(&d.slice(r))?));
     }
     Ok(out)
 }

@@ -244,6 +244,23 @@ unsafe extern "C" {
     ) -> ::std::os::raw::c_int;
 }
 unsafe extern "C" {
+    pub fn cutlass_rs_copy_matrix(
+        src: *const ::std::os::raw::c_void,
+        src_ld: i64,
+        src_batch_stride: i64,
+        dst: *mut ::std::os::raw::c_void,
+        dst_ld: i64,
+        dst_batch_stride: i64,
+        element_bytes: i64,
+        inner: i64,
+        outer: i64,
+        dst_inner: i64,
+        dst_outer: i64,
+        batch: i64,
+        stream: *mut ::std::os::raw::c_void,
+    ) -> ::std::os::raw::c_int;
+}
+unsafe extern "C" {
     pub fn cutlass_rs_launch_probe(
         cluster_x: ::std::os::raw::c_int,
         cluster_y: ::std::os::raw::c_int,

@@ -12,11 +12,12 @@
 //!
 //! **Layouts.** Each operand's last two dimensions may be row-major (contiguous rows, any row
 //! stride) or column-major (a transposed view such as `w.t()`), and its batch dimensions may have
-//! any strides that one stride describes; the offset and the leading dimension must be 16-byte
-//! aligned (the kernels read through TMA). [`matmul`] copies operands it cannot serve as they are
-//! (a strided batch, a misaligned view, a layout without a built kernel) into packed tensors, and
-//! returns the planner's error when even the copy cannot be served (a `k` that is not a multiple
-//! of 8 for 16-bit types, say). The custom ops never copy: they return that error. A batch
+//! any strides that one stride describes. Every m, n and k runs: extents and leading dimensions
+//! that the kernels' TMA cannot address in place (k = 100, n = 50257, a 2 x 2 product) are served
+//! through padded copies in the plan's workspace ([`Gemm::staged_operands`]). A view's offset must
+//! be 16-byte aligned; [`matmul`] copies operands it cannot serve as they are (a strided batch, a
+//! misaligned view, a layout without a built kernel) into packed tensors. The custom ops never
+//! copy: they return the planner's error. A batch
 //! broadcast over `b` (stride 0, as from `broadcast_as`) is folded into M when `a`'s batches are
 //! contiguous, the common `x · W` case.
 //!

@@ -339,3 +339,45 @@ pub fn status_message(status: i32) -> String {
         x => format!("unknown status {x}"),
     }
 }
+
+/// Copies the common part of two matrices of one layout, `src`'s geometry into `dst`'s, and zeros
+/// the rest of `dst` (the staging of operands the TMA kernels cannot address in place:
+/// `csrc/cutlass_rs_staging.cu`). Both have `batch` slices.
+///
+/// # Safety
+/// `src` and `dst` must be device pointers of the stream's device holding the extents their
+/// geometries reach, of `element_bytes`-byte elements; `stream` must be live and its context bound.
+pub(crate) unsafe fn copy_matrix(
+    src: u64,
+    from: &crate::plans::problem::ResolvedMatrix,
+    dst: u64,
+    to: &crate::plans::problem::ResolvedMatrix,
+    element_bytes: usize,
+    stream: sys::CUstream,
+) -> Result<()> {
+    debug_assert_eq!(from.layout, to.layout);
+    let batch = from.batch.max(1);
+    let stride = |m: &crate::plans::problem::ResolvedMatrix| {
+        if batch > 1 {
+            m.batch_stride as i64
+        } else {
+            0
+        }
+    };
+    let status = cutlass_gemm_sys::cutlass_rs_copy_matrix(
+        src as *const _,
+        from.ld as i64,
+        stride(from),
+        dst as *mut _,
+        to.ld as i64,
+        stride(to),
+        element_bytes as i64,
+        from.contiguous().min(to.contiguous()) as i64,
+        from.strided().min(to.strided()) as i64,
+        to.contiguous() as i64,
+        to.strided() as i64,
+        batch as i64,
+        stream as *mut _,
+    );
+    check_status("cutlass_rs_copy_matrix", status)
+}

@@ -571,12 +571,6 @@ impl fmt::Display for LayoutRule {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ScaleRule {
-    /// Blockwise GEMMs need m a multiple of 4: A's scales are loaded by TMA as M-major rows of m
-    /// floats, which must span a multiple of 16 bytes.
-    BlockwiseM {
-        /// The problem's m.
-        m: usize,
-    },
     /// An FP8 blockwise tensor of another granularity than the kernel reads for this operand.
     Fp8Block {
         /// The granularity the kernel reads.
@@ -640,11 +634,6 @@ pub enum ScaleRule {
 impl fmt::Display for ScaleRule {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ScaleRule::BlockwiseM { m } => write!(
-                f,
-                "m = {m} is not a multiple of 4: A's scales are loaded by TMA as M-major rows of \
-                 m floats, which must span a multiple of 16 bytes"
-            ),
             ScaleRule::Fp8Block { required, found } => write!(
                 f,
                 "the kernel reads {required:?} scales, the tensor has {found:?}"

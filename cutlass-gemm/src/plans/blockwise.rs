@@ -48,8 +48,11 @@ impl<TA: Fp8, TB: Fp8, TD: Element> BlockwiseGemm<TA, TB, TD> {
     /// Rules, each a typed error naming the operand: A row-major and B column-major (K
     /// contiguous, as Hopper's wgmma reads 8-bit operands); D row-major (A and B have different
     /// scale granularities, so the transpose identity that serves a column-major D elsewhere does
-    /// not apply); m a multiple of 4 (A's scales are loaded by TMA in rows of m floats, which
-    /// must be 16-byte aligned); and the alignment rules of the kernel.
+    /// not apply). Any m, n and k run: where m is not a multiple of 4 (A's scales are loaded by
+    /// TMA in rows of m floats, which must span a multiple of 16 bytes) or k or n is off the
+    /// kernel's 16-element alignment, the plan pads the kernel's problem and serves the operands
+    /// concerned through padded copies in its workspace ([`Gemm::staged_operands`]); the scales
+    /// keep the caller's layout.
     pub fn plan(device: DeviceInfo, problem: &GemmProblem, kernel: Option<&str>) -> Result<Self> {
         problem.check()?;
         for (op, layout, want, rule) in [
@@ -75,12 +78,6 @@ impl<TA: Fp8, TB: Fp8, TD: Element> BlockwiseGemm<TA, TB, TD> {
             if layout != want {
                 return Err(Error::UnsupportedLayout { operand: op, rule });
             }
-        }
-        if problem.m % 4 != 0 {
-            return Err(Error::ScaleMismatch {
-                operand: OperandName::ScalesA,
-                rule: ScaleRule::BlockwiseM { m: problem.m },
-            });
         }
         Ok(BlockwiseGemm {
             inner: Gemm::plan_with(device, problem, kernel, Scaling::Blockwise)?,

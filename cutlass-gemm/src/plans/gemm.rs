@@ -14,6 +14,7 @@ use crate::error::{
 use crate::ffi::{DeviceInfo, Kernel, ScheduleHints};
 use crate::formats::element::Element;
 use crate::plans::problem::{GemmProblem, ResolvedMatrix};
+use crate::plans::staging::{self, Slot, StagingPlan, STAGING_ALIGNMENT};
 use crate::selection::heuristic;
 use crate::selection::{select, ArchPolicy};
 
@@ -73,6 +74,10 @@ pub struct Gemm<TA: Element, TB: Element, TD: Element> {
     ops: [KernelOperand; 4],
     /// User-side geometry of A, B, C, D.
     user: [ResolvedMatrix; 4],
+    /// Operands served through padded copies in the workspace ([`staging`]).
+    staging: StagingPlan,
+    /// Bytes of the kernel's own workspace (the staging area follows it).
+    kernel_workspace: usize,
     workspace_size: usize,
     scaling: Scaling,
     schedule: ScheduleHints,
@@ -92,6 +97,8 @@ impl<TA: Element, TB: Element, TD: Element> Clone for Gemm<TA, TB, TD> {
             swapped: self.swapped,
             ops: self.ops,
             user: self.user,
+            staging: self.staging,
+            kernel_workspace: self.kernel_workspace,
             workspace_size: self.workspace_size,
             scaling: self.scaling,
             schedule: self.schedule,
@@ -231,8 +238,24 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
             name: kernel.name.into(),
             reason,
         })?;
-        let ops = if swapped == primary { ops_p } else { ops_s };
-
+        let mut ops = if swapped == primary { ops_p } else { ops_s };
+        // Operands TMA cannot address in place go through padded copies; after that every
+        // alignment rule holds, which check_alignment confirms.
+        let spec = &kernel.spec;
+        let staging = staging::plan(
+            spec,
+            ops.map(|o| o.m),
+            ops.map(|o| o.user),
+            [spec.a.ty, spec.b.ty, spec.c.ty, spec.d.ty].map(|t| (t.bits() as usize).div_ceil(8)),
+            spec.blockwise
+                .filter(|_| scaling == Scaling::Blockwise)
+                .map(|bw| problem.k.div_ceil(bw.k as usize)),
+            problem.beta != 0.0,
+            MAX_STRIDE_BYTES,
+        );
+        for (o, m) in ops.iter_mut().zip(staging.ops) {
+            o.m = m;
+        }
         check_alignment(&kernel.spec, &ops, swapped, problem.batch)?;
         let (kernel_m, kernel_n) = shape(swapped);
         let schedule = crate::selection::heuristic::default_schedule(
@@ -248,15 +271,15 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
             swapped,
             ops,
             user,
+            staging,
+            kernel_workspace: 0,
             workspace_size: 0,
             scaling,
             schedule,
             dependent_launch: true,
             _types: PhantomData,
         };
-        // Aligned stand-in addresses: the workspace size depends on the shape only.
-        let args = gemm.args(16, 16, None, 16, Some((16, 16)));
-        gemm.workspace_size = kernel.workspace_size_of(&args)?;
+        gemm.size_workspace()?;
         Ok(gemm)
     }
 
@@ -275,7 +298,8 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
         &self.problem
     }
 
-    /// Bytes of workspace the kernel needs.
+    /// Bytes of workspace a launch needs: the kernel's own, plus room for the padded copies of
+    /// [`Gemm::staged_operands`].
     pub fn workspace_size(&self) -> usize {
         self.workspace_size
     }
@@ -299,9 +323,45 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
             });
         }
         self.schedule = schedule;
-        let args = self.args(16, 16, None, 16, Some((16, 16)));
-        self.workspace_size = self.kernel.workspace_size_of(&args)?;
+        self.size_workspace()?;
         Ok(self)
+    }
+
+    /// Sizes the workspace: the kernel's own (with aligned stand-in addresses: it depends on the
+    /// shape only), then the staging area.
+    fn size_workspace(&mut self) -> Result<()> {
+        let args = self.args([16; 4], true, Some((16, 16)));
+        self.kernel_workspace = self.kernel.workspace_size_of(&args)?;
+        self.workspace_size = if self.staging.bytes == 0 {
+            self.kernel_workspace
+        } else {
+            self.kernel_workspace.next_multiple_of(STAGING_ALIGNMENT) + self.staging.bytes
+        };
+        Ok(())
+    }
+
+    /// The user's operands that this plan serves through padded copies in its workspace, because
+    /// the kernels' TMA cannot address them in place (an extent or leading dimension off the
+    /// kernel's alignment, such as k = 4095 or n = 50257 in bf16, or m not a multiple of 4 with
+    /// blockwise scales). Each costs one extra pass over the operand (D: copied back after the
+    /// kernel). Empty for aligned problems.
+    pub fn staged_operands(&self) -> Vec<OperandName> {
+        let mut ops: Vec<OperandName> = self
+            .staging
+            .staged
+            .iter()
+            .flatten()
+            .map(|s| s.user)
+            .collect();
+        let order = [
+            OperandName::A,
+            OperandName::B,
+            OperandName::C,
+            OperandName::D,
+            OperandName::ScalesA,
+        ];
+        ops.sort_by_key(|o| order.iter().position(|x| x == o));
+        ops
     }
 
     /// The tile-scheduler hints of this plan: the library's choice for the kernel and problem
@@ -545,6 +605,8 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
         self.raw_checked(a, b, None, c, d, workspace, workspace_bytes, stream)
     }
 
+    /// Stages the operands the plan serves through padded copies, launches the kernel, and copies a
+    /// staged D back. `c` is the user's C (`Some(d)` when C is D).
     #[allow(clippy::too_many_arguments)]
     pub(crate) unsafe fn launch(
         &self,
@@ -557,31 +619,61 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
         workspace_bytes: usize,
         stream: sys::CUstream,
     ) -> Result<()> {
-        let args = self.args(a, b, c, d, scales);
+        let (ka, kb) = if self.swapped { (b, a) } else { (a, b) };
+        let c_read = self.problem.beta != 0.0;
+        let in_place = c == Some(d);
+        // Kernel-side A, B, C, D; C stands for D when it is not read or is D.
+        let mut ptrs = [ka, kb, c.unwrap_or(d), d];
+        let mut scales = scales;
+        let base = workspace + self.kernel_workspace.next_multiple_of(STAGING_ALIGNMENT) as u64;
+        for s in self.staging.staged.iter().flatten() {
+            let copy = base + s.offset as u64;
+            let source = match s.slot {
+                Slot::A => Some(ptrs[0]),
+                Slot::B => Some(ptrs[1]),
+                Slot::C => (c_read && !in_place).then_some(ptrs[2]),
+                Slot::D => (c_read && in_place).then_some(d),
+                Slot::ScalesA => scales.map(|(sa, _)| sa),
+            };
+            if let Some(src) = source {
+                crate::ffi::copy_matrix(src, &s.from, copy, &s.to, s.element_bytes, stream)?;
+            }
+            match s.slot {
+                Slot::A => ptrs[0] = copy,
+                Slot::B => ptrs[1] = copy,
+                Slot::C => ptrs[2] = copy,
+                Slot::D => ptrs[3] = copy,
+                Slot::ScalesA => scales = scales.map(|(_, sb)| (copy, sb)),
+            }
+        }
+        let c_is_d = !c_read || in_place || c.is_none();
+        if c_is_d {
+            ptrs[2] = ptrs[3];
+        }
+        let args = self.args(ptrs, c_is_d, scales);
         self.kernel
-            .launch_abi(&args, workspace, workspace_bytes, stream)
+            .launch_abi(&args, workspace, workspace_bytes, stream)?;
+        if let Some(s) = self.staging.staged[3] {
+            crate::ffi::copy_matrix(ptrs[3], &s.to, d, &s.from, s.element_bytes, stream)?;
+        }
+        Ok(())
     }
 
-    /// The C ABI arguments in the kernel's view (A and B exchanged when swapped). Without C, C is D.
-    /// `scales` (of A, of B) are passed to blockwise kernels only.
+    /// The C ABI arguments from kernel-side pointers (A, B, C, D: A and B already exchanged when
+    /// swapped). `c_is_d` gives C D's geometry (C is D, or is not read). `scales` (of A, of B) are
+    /// passed to blockwise kernels only.
     fn args(
         &self,
-        a: u64,
-        b: u64,
-        c: Option<u64>,
-        d: u64,
+        [ka, kb, pc, d]: [u64; 4],
+        c_is_d: bool,
         scales: Option<(u64, u64)>,
     ) -> cutlass_rs_gemm_args {
         let (sfa, sfb) = match (self.scaling, scales) {
             (Scaling::Blockwise, Some(sf)) => sf,
             _ => (0, 0),
         };
-        let (ka, kb) = if self.swapped { (b, a) } else { (a, b) };
         let [oa, ob, oc, od] = self.ops;
-        let (pc, c_geom) = match c {
-            Some(c) => (c, oc.m),
-            None => (d, od.m),
-        };
+        let c_geom = if c_is_d { od.m } else { oc.m };
         let raw = crate::ffi::RawArgs {
             m: od.m.rows,
             n: od.m.cols,
@@ -990,7 +1082,7 @@ mod tests {
             seen[usize::from(supported)] = true;
             assert_eq!(g.programmatic_dependent_launch(), supported, "{}", k.name);
             let flags = |g: &Gemm<half::bf16, half::bf16, half::bf16>| {
-                g.args(16, 16, None, 16, None).launch_flags
+                g.args([16; 4], true, None).launch_flags
             };
             let on = if supported {
                 cutlass_gemm_sys::CUTLASS_RS_LAUNCH_PDL

@@ -8,3 +8,4 @@ pub mod block_scaled;
 pub mod blockwise;
 pub mod gemm;
 pub mod problem;
+pub(crate) mod staging;

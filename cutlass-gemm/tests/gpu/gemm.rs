@@ -228,6 +228,143 @@ fn batched_with_padded_leading_dimensions_and_strides() {
     }
 }
 
+/// Shapes and geometries the TMA kernels cannot address in place, by the automatic choice, in all
+/// four A/B layouts and both D orders, with C: tiny and odd extents, k = 4095, a vocabulary-sized
+/// n, leading dimensions and batch strides off the 16-byte alignment. The plan serves them
+/// through padded copies; results must match the f64 reference and D's padding stay untouched.
+fn any_shape<T: Element, TD: Element>(layouts: &[(&str, Layout, Layout)]) {
+    let (ctx, stream) = gemm_device();
+    let mut rng = rng();
+    let mut runs = 0;
+    let mut staged = 0;
+    let mut worst: f64 = 0.0;
+    let shapes = [
+        (1, 1, 1),
+        (2, 2, 2),
+        (3, 5, 7),
+        (17, 33, 4095),
+        (257, 1001, 129),
+    ];
+    for &(_, la, lb) in layouts {
+        for d in [Layout::RowMajor, Layout::ColumnMajor] {
+            for (i, &(m, n, k)) in shapes.iter().enumerate() {
+                let beta = if i % 2 == 0 { 0.5 } else { 0.0 };
+                let p = GemmProblem::new(m, n, k)
+                    .with_a(ml(la))
+                    .with_b(ml(lb))
+                    .with_c(ml(d))
+                    .with_d(ml(d))
+                    .with_scalars(1.25, beta);
+                staged += usize::from(
+                    !Gemm::<T, T, TD>::new(&ctx, &p)
+                        .unwrap()
+                        .staged_operands()
+                        .is_empty(),
+                );
+                let cmp = run_and_check::<T, T, TD>(&ctx, &stream, &mut rng, &p, beta != 0.0);
+                worst = worst.max(cmp.max_error_ratio);
+                runs += 1;
+            }
+            // Odd leading dimensions and batch strides (batch 3).
+            let (m, n, k) = (37, 45, 53);
+            let ld = |l: Layout, rows: usize, cols: usize| match l {
+                Layout::RowMajor => cols + 3,
+                Layout::ColumnMajor => rows + 5,
+            };
+            let geometry = |l: Layout, rows: usize, cols: usize| {
+                let ld = ld(l, rows, cols);
+                ml(l).with_ld(ld).with_batch_stride(ld * rows.max(cols) + 7)
+            };
+            let p = GemmProblem::new(m, n, k)
+                .with_batch(3)
+                .with_a(geometry(la, m, k))
+                .with_b(geometry(lb, k, n))
+                .with_c(geometry(d, m, n))
+                .with_d(geometry(d, m, n))
+                .with_scalars(0.5, -1.0);
+            let cmp = run_and_check::<T, T, TD>(&ctx, &stream, &mut rng, &p, true);
+            worst = worst.max(cmp.max_error_ratio);
+            runs += 1;
+        }
+    }
+    // A vocabulary-sized n (GPT-2's 50257) with the TN layout of a language-model head.
+    if layouts.iter().any(|&(name, _, _)| name == "TN") {
+        let p = GemmProblem::new(8, 50257, 768);
+        let cmp = run_and_check::<T, T, TD>(&ctx, &stream, &mut rng, &p, false);
+        worst = worst.max(cmp.max_error_ratio);
+        runs += 1;
+    }
+    // In place (C is D) with a staged D: D is copied in, accumulated and copied back.
+    let p = GemmProblem::new(5, 7, 9).with_scalars(1.0, 1.0);
+    let g = Gemm::<T, T, TD>::new(&ctx, &p).unwrap();
+    assert!(g.staged_operands().contains(&OperandName::D));
+    let a: Vec<T> = random_matrix(&mut rng, &g.operand(OperandName::A));
+    let b: Vec<T> = random_matrix(&mut rng, &g.operand(OperandName::B));
+    let c: Vec<TD> = random_matrix(&mut rng, &g.operand(OperandName::D));
+    let (da, db) = (
+        stream.clone_htod(&a).unwrap(),
+        stream.clone_htod(&b).unwrap(),
+    );
+    let mut dd = stream.clone_htod(&c).unwrap();
+    // Twice: each launch is checked against the reference from the D it started from (each
+    // rounds to TD once, so a second launch is not 2 A·B + C rounded once).
+    let mut before = c;
+    for launch in 0..2 {
+        g.run_in_place(&stream, &da, &db, &mut dd, Workspace::Managed)
+            .unwrap();
+        let d = stream.clone_dtoh(&dd).unwrap();
+        let r = reference::gemm(&p, &a, &b, Some(&before[..])).unwrap();
+        let cmp = reference::compare(&d, &g.operand(OperandName::D), &r);
+        assert!(cmp.passed(), "in place, launch {launch}: {cmp:?}");
+        before = d;
+    }
+    println!(
+        "{} -> {} any shape: {runs} problems ({staged} with staged operands), worst error / bound = {worst:.3}",
+        T::DATA_TYPE,
+        TD::DATA_TYPE
+    );
+    assert!(staged > 0);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn bf16_any_shape_in_all_layouts() {
+    any_shape::<bf16, bf16>(&LAYOUTS);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn f16_any_shape_in_all_layouts() {
+    any_shape::<f16, f16>(&LAYOUTS);
+}
+
+/// tf32 (f32 output): Hopper reads 32-bit operands K-major, so TN.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn tf32_any_shape() {
+    any_shape::<Tf32, f32>(&LAYOUTS[..1]);
+}
+
+/// Problems near the limits: more than 65535 batches (beyond a grid's y and z), k = 2^17 + 8, and
+/// an odd k over many batches (the staging copies stride over their grid).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn large_problems_stay_correct() {
+    let (ctx, stream) = gemm_device();
+    let mut rng = rng();
+    for p in [
+        GemmProblem::new(16, 16, 16).with_batch(70_000),
+        GemmProblem::new(64, 64, (1 << 17) + 8).with_scalars(1.0, 0.5),
+        GemmProblem::new(5, 8, 13).with_batch(70_001),
+    ] {
+        let cmp = run_and_check::<bf16, bf16, bf16>(&ctx, &stream, &mut rng, &p, p.beta != 0.0);
+        println!(
+            "m {} n {} k {} batch {}: worst error / bound = {:.3}",
+            p.m, p.n, p.k, p.batch, cmp.max_error_ratio
+        );
+    }
+}
+
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn in_place_accumulation_and_plan_reuse() {
