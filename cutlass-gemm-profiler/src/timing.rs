@@ -142,12 +142,12 @@ pub fn sample_rows<T: Element + cudarc::driver::DeviceRepr>(
 ) -> Result<Vec<f64>> {
     const ROWS: usize = 64;
     let ranges = if m <= 2 * ROWS {
-        vec![0..m * n]
+        [0..m * n, 0..0]
     } else {
-        vec![0..ROWS * n, (m - ROWS) * n..m * n]
+        [0..ROWS * n, (m - ROWS) * n..m * n]
     };
     let mut out = Vec::new();
-    for r in ranges {
+    for r in ranges.into_iter().filter(|r| !r.is_empty()) {
         out.extend(to_f64(&stream.clone_dtoh(&d.slice(r))?));
     }
     Ok(out)
