@@ -200,6 +200,29 @@ pub const SM90_MENU_16BIT: &[Sm90MenuTile] = &[
     menu_pingpong_swapped([64, 16, 64], [2, 1, 1]),
 ];
 
+/// The SM90 16-bit TN kernels whose C and D need no alignment (alignment 1): TMA main loops with
+/// CUTLASS's epilogue without shared memory (`NoSmemWarpSpecialized`), which stores each element
+/// itself instead of through a TMA descriptor (whose strides must be multiples of 16 bytes). They
+/// serve an n that is not a multiple of 8 with a row-major D (a vocabulary of 50257, say) without
+/// copying B and D ([`UNALIGNED_OUTPUT_ALIGNMENT`]); a 128x256 cooperative tile for large M and a
+/// 64x128 pingpong tile for the rest. CUTLASS's generator names them as their aligned twins (its
+/// names carry A's and B's alignment only), which the catalog therefore does not hold.
+pub const SM90_MENU_16BIT_UNALIGNED_OUTPUT: &[Sm90MenuTile] = &[
+    Sm90MenuTile {
+        tile: sm90_tile([128, 256, 64], [2, 1, 1], COOP, NOSMEM),
+        scheduler: TileScheduler::Persistent,
+        output: Layout::RowMajor,
+    },
+    Sm90MenuTile {
+        tile: sm90_tile([64, 128, 64], [1, 2, 1], PINGPONG, NOSMEM),
+        scheduler: TileScheduler::Persistent,
+        output: Layout::RowMajor,
+    },
+];
+
+/// The C and D alignment of [`SM90_MENU_16BIT_UNALIGNED_OUTPUT`], in elements.
+pub const UNALIGNED_OUTPUT_ALIGNMENT: u32 = 1;
+
 /// The SM90 menu for e4m3 x e4m3 TN GEMMs (bf16 and f16 outputs) beyond [`SM90_TILES_FP8`]:
 /// stream-K at 128x128x128, the 128x128x128 tile with a 2x1x1 cluster, and the swapped narrow-N
 /// stream-K kernels for decode-size M. All with the f32-promoting (not fast-accumulation)
@@ -593,6 +616,12 @@ pub fn sm90() -> Vec<KernelSpec> {
         for m in SM90_MENU_16BIT {
             out.push(sm90_menu_spec((input, input), input, m));
         }
+        for m in SM90_MENU_16BIT_UNALIGNED_OUTPUT {
+            let mut spec = sm90_menu_spec((input, input), input, m);
+            spec.c.align = UNALIGNED_OUTPUT_ALIGNMENT;
+            spec.d.align = UNALIGNED_OUTPUT_ALIGNMENT;
+            out.push(spec);
+        }
     }
     for output in [DataType::Bf16, DataType::F16] {
         for m in SM90_MENU_FP8.iter().chain(SM90_MENU_FP8_OVERLAP) {
@@ -635,7 +664,19 @@ pub fn sm90() -> Vec<KernelSpec> {
 /// type (38 kernels). Small enough that a cold build stays within about fifteen minutes on two
 /// cores.
 pub fn is_default(spec: &KernelSpec) -> bool {
-    is_default_16bit(spec) || is_default_fp8(spec) || is_default_menu(spec)
+    is_default_16bit(spec)
+        || is_default_fp8(spec)
+        || is_default_menu(spec)
+        || is_unaligned_output(spec)
+}
+
+/// The kernels of [`SM90_MENU_16BIT_UNALIGNED_OUTPUT`] (all in the default set: GPT-2's and
+/// other vocabularies of an odd size are common).
+fn is_unaligned_output(spec: &KernelSpec) -> bool {
+    spec.arch == Arch::Sm90a
+        && SM90_16BIT_INPUTS.contains(&spec.a.ty)
+        && spec.d.ty == spec.a.ty
+        && spec.d.align == UNALIGNED_OUTPUT_ALIGNMENT
 }
 
 /// The small-problem kernels of the default set: for f16 and bf16 TN (output of the input type),
@@ -672,33 +713,42 @@ fn is_default_menu(spec: &KernelSpec) -> bool {
         }
 }
 
-/// The FP8 kernels of the default set: e4m3 x e4m3 to bf16 at 128x128x128 (cluster 1x2x1,
-/// cooperative), tensor-wise (scales folded into alpha) and blockwise (1x128 x 128x128 scales),
-/// each as CUTLASS's kernel and as this crate's overlapped-promotion twin (which the automatic
-/// choice takes: same results, faster; the CUTLASS kernel stays for comparison and pinning); and
-/// the overlapped tensor-wise kernels 128x256x128 (sliced) and 128x144x128 cooperative (large
-/// problems), 64x96x128 and
-/// 64x64x128 pingpong with 2x1x1 clusters (M = 128), and the swapped 64x8x128 pingpong (M = 16).
+/// The FP8 kernels of the default set: e4m3 x e4m3 to bf16, all with this crate's
+/// overlapped-promotion main loops (same results as CUTLASS's f32-promoting kernels, bit for bit,
+/// faster; CUTLASS's own kernels are in the catalog and the `gpu-tests` preset, for comparison and
+/// pinning): blockwise (1x128 x 128x128 scales) at 128x128x128; tensor-wise (scales folded into
+/// alpha) at 128x128x128, 128x144x128 and the sliced 128x192x128 and 128x256x128 (cooperative,
+/// cluster 1x2x1: large problems), 64x128x128 (1x2x1), 64x96x128 and 64x64x128 (2x1x1) pingpong
+/// (M = 32-512), and for decode-size M the swapped 64x8x128 (1x2x1) and 64x16x128 (2x1x1) pingpong
+/// and 128x16x128 stream-K kernels. The additions to the suite's menu were measured on
+/// `bench/shapes-broad.tsv` (H100, `bench/training/broad-bf16-e4m3-h100.csv`): the best kernel
+/// per shape went from 0.951x to 0.972x cuBLASLt and the shapes below 0.85x from 21 to 9.
 fn is_default_fp8(spec: &KernelSpec) -> bool {
     let e4m3_bf16 = spec.arch == Arch::Sm90a
-        && spec.tile_scheduler == TileScheduler::Persistent
         && (spec.a.ty, spec.b.ty, spec.d.ty) == (DataType::E4M3, DataType::E4M3, DataType::Bf16);
+    let persistent = spec.tile_scheduler == TileScheduler::Persistent;
     let pingpong = spec.kernel_schedule == KernelSchedule::TmaWarpSpecializedPingpongFp8Overlap;
+    let cooperative =
+        spec.kernel_schedule == KernelSchedule::TmaWarpSpecializedCooperativeFp8Overlap;
     e4m3_bf16
         && match (spec.tile, spec.cluster, spec.d.layout) {
-            ([128, 128, 128], [1, 2, 1], Layout::RowMajor) => matches!(
-                spec.kernel_schedule,
-                KernelSchedule::TmaWarpSpecializedCooperative
-                    | KernelSchedule::TmaWarpSpecializedCooperativeFp8Blockwise
-                    | KernelSchedule::TmaWarpSpecializedCooperativeFp8Overlap
-                    | KernelSchedule::TmaWarpSpecializedCooperativeFp8BlockwiseOverlap
-            ),
-            ([128, 144, 128] | [128, 256, 128], [1, 2, 1], Layout::RowMajor) => {
-                spec.kernel_schedule == KernelSchedule::TmaWarpSpecializedCooperativeFp8Overlap
+            ([128, 128, 128], [1, 2, 1], Layout::RowMajor) => {
+                persistent
+                    && (cooperative
+                        || spec.kernel_schedule
+                            == KernelSchedule::TmaWarpSpecializedCooperativeFp8BlockwiseOverlap)
             }
-            ([64, 96, 128], [2, 1, 1], Layout::RowMajor)
+            ([128, 144, 128] | [128, 192, 128] | [128, 256, 128], [1, 2, 1], Layout::RowMajor) => {
+                persistent && cooperative
+            }
+            ([128, 16, 128], [1, 1, 1], Layout::ColumnMajor) => {
+                cooperative && spec.tile_scheduler == TileScheduler::StreamK
+            }
+            ([64, 128, 128], [1, 2, 1], Layout::RowMajor)
+            | ([64, 96, 128], [2, 1, 1], Layout::RowMajor)
             | ([64, 64, 128], [2, 1, 1], Layout::RowMajor)
-            | ([64, 8, 128], [1, 2, 1], Layout::ColumnMajor) => pingpong,
+            | ([64, 8, 128], [1, 2, 1], Layout::ColumnMajor)
+            | ([64, 16, 128], [2, 1, 1], Layout::ColumnMajor) => persistent && pingpong,
             _ => false,
         }
 }

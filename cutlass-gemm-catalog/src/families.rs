@@ -54,10 +54,13 @@ pub const SM120_STARTER: &[&str] = &[
     "cutlass3x_sm120_bstensorop_gemm_ue8m0xe4m3_ue8m0xe4m3_f32_f16_f16_128x128x128_1x1x1_0_tnt_align16_warpspecialized_cooperative",
 ];
 
-/// SM90 kernels the GPU tests run beyond the families: the four layouts of the 16-bit kernels with
-/// an f32 output, FP8 with other type pairs and outputs, and CUTLASS's own FP8 schedules that the
-/// overlapped kernels are checked against bit for bit.
+/// SM90 kernels the GPU tests run beyond the families: CUTLASS's own f32-promoting FP8 kernels
+/// that the default set's overlapped ones are checked against bit for bit, the four layouts of the
+/// 16-bit kernels with an f32 output, FP8 with other type pairs and outputs, and CUTLASS's other
+/// FP8 schedules.
 pub const GPU_TEST_KERNELS: &[&str] = &[
+    "cutlass3x_sm90_tensorop_gemm_1x128f32xe4m3_128x128f32xe4m3_f32_bf16_bf16_128x128x128_1x2x1_0_tnt_align16_warpspecialized_cooperative_epi_tma",
+    "cutlass3x_sm90_tensorop_gemm_e4m3_e4m3_f32_bf16_bf16_128x128x128_1x2x1_0_tnt_align16_warpspecialized_cooperative_epi_tma",
     "cutlass3x_sm90_tensorop_gemm_1x128f32xe4m3_128x128f32xe4m3_f32_f32_f32_128x128x128_1x2x1_0_tnt_align16_warpspecialized_cooperative_epi_tma",
     "cutlass3x_sm90_tensorop_gemm_1x128f32xe4m3_128x128f32xe5m2_f32_bf16_bf16_128x128x128_1x2x1_0_tnt_align16_warpspecialized_cooperative_epi_tma",
     "cutlass3x_sm90_tensorop_gemm_bf16_bf16_f32_f32_f32_128x256x64_2x1x1_0_tnt_align8_warpspecialized_cooperative_epi_tma",

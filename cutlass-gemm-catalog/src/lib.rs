@@ -60,7 +60,7 @@ mod tests {
     #[test]
     fn default_set_is_small_and_covers_all_layouts() {
         let d = catalog::select(&[Arch::Sm90a], &catalog::NameFilter::parse(""));
-        assert_eq!(d.len(), 39);
+        assert_eq!(d.len(), 45);
         // The small- and odd-shape kernels: per 16-bit type, four pingpong (64x128, 64x96 2x1x1,
         // 64x64 with two cluster shapes), stream-K, three swapped ones (two stream-K, the 64x8
         // pingpong) and the 128x128 and 176-wide cooperative ones.
@@ -69,34 +69,42 @@ mod tests {
                 .iter()
                 .filter(|s| {
                     s.a.ty == ty
+                        && s.d.align == s.d.ty.tma_alignment()
                         && (s.tile[1] < 256
                             || s.tile[0] == 64
                             || s.tile_scheduler == crate::TileScheduler::StreamK)
                 })
                 .count();
             assert_eq!(small, 10, "{ty}");
+            // And the two kernels for outputs of any alignment.
+            let unaligned = d.iter().filter(|s| s.a.ty == ty && s.d.align == 1).count();
+            assert_eq!(unaligned, 2, "{ty}");
         }
-        // FP8: tensor-wise and blockwise, each as CUTLASS's kernel and its overlapped twin.
+        // FP8: one blockwise kernel and ten tensor-wise ones, all with the overlapped-promotion
+        // main loops (CUTLASS's own kernels are in the gpu-tests preset).
         assert_eq!(
             d.iter()
                 .filter(|s| s.a.ty == DataType::E4M3 && s.blockwise.is_some())
                 .count(),
-            2
+            1
         );
-        // The overlapped twins, the 128x144 and sliced 128x256 cooperative and the 64x96 and
-        // 64x64 (2x1x1) and swapped 64x8 pingpong overlapped kernels.
         assert_eq!(
             d.iter()
                 .filter(|s| s.kernel_schedule.mainloop_wrapper().is_some())
                 .count(),
-            7
+            11
         );
+        assert!(d
+            .iter()
+            .filter(|s| s.a.ty == DataType::E4M3)
+            .all(|s| s.kernel_schedule.mainloop_wrapper().is_some()));
+        // The sliced main loop for the wide cooperative tiles.
         assert_eq!(
             d.iter()
                 .filter(|s| s.mainloop_wrapper() != s.kernel_schedule.mainloop_wrapper())
                 .map(|s| s.tile)
                 .collect::<Vec<_>>(),
-            [[128, 256, 128]]
+            [[128, 192, 128], [128, 256, 128]]
         );
         for ty in catalog::SM90_16BIT_INPUTS {
             let layouts: HashSet<String> = d
@@ -127,9 +135,11 @@ mod tests {
     fn filters_behave_like_cutlass_library_kernels() {
         let f = catalog::NameFilter::parse("cutlass3x_sm90_*_bf16_bf16_f32_bf16_bf16_*_tnt_*");
         let sel = catalog::select(&[Arch::Sm90a], &f);
-        // The base tiles plus the menu's row-major-output (stream-K) kernels.
+        // The base tiles plus the menu's row-major-output (stream-K) kernels and its kernels for
+        // unaligned outputs.
         let menu = catalog::SM90_MENU_16BIT
             .iter()
+            .chain(catalog::SM90_MENU_16BIT_UNALIGNED_OUTPUT)
             .filter(|m| m.output == crate::Layout::RowMajor)
             .count();
         assert_eq!(sel.len(), catalog::SM90_TILES_16BIT.len() + menu);

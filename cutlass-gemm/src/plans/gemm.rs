@@ -222,6 +222,21 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
             let od = if swapped == primary { &ops_p } else { &ops_s }[3].m;
             (od.rows, od.cols)
         };
+        // The padded copies a kernel would need in an orientation ([`staging`]).
+        let plan_staging = |spec: &KernelSpec, ops: &[KernelOperand; 4]| {
+            staging::plan(
+                spec,
+                ops.map(|o| o.m),
+                ops.map(|o| o.user),
+                [spec.a.ty, spec.b.ty, spec.c.ty, spec.d.ty]
+                    .map(|t| (t.bits() as usize).div_ceil(8)),
+                spec.blockwise
+                    .filter(|_| scaling == Scaling::Blockwise)
+                    .map(|bw| problem.k.div_ceil(bw.k as usize)),
+                problem.beta != 0.0,
+                MAX_STRIDE_BYTES,
+            )
+        };
         let kernel = select(
             &device,
             kernel,
@@ -229,9 +244,18 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
             &|s: &KernelSpec| serving(s).map(|_| ()),
             &request,
             &|runnable: &[Kernel]| {
-                heuristic::choose(runnable, problem.k, problem.batch, device.sm_count, &|s| {
-                    shape(serving(s).unwrap_or(primary))
-                })
+                heuristic::choose(
+                    runnable,
+                    problem.k,
+                    problem.batch,
+                    device.sm_count,
+                    &|s| shape(serving(s).unwrap_or(primary)),
+                    &|s| {
+                        let swapped = serving(s).unwrap_or(primary);
+                        let ops = if swapped == primary { &ops_p } else { &ops_s };
+                        heuristic::staging_us(&plan_staging(s, ops), problem.beta != 0.0)
+                    },
+                )
             },
         )?;
         let swapped = serving(&kernel.spec).map_err(|reason| Error::KernelMismatch {
@@ -241,18 +265,7 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
         let mut ops = if swapped == primary { ops_p } else { ops_s };
         // Operands TMA cannot address in place go through padded copies; after that every
         // alignment rule holds, which check_alignment confirms.
-        let spec = &kernel.spec;
-        let staging = staging::plan(
-            spec,
-            ops.map(|o| o.m),
-            ops.map(|o| o.user),
-            [spec.a.ty, spec.b.ty, spec.c.ty, spec.d.ty].map(|t| (t.bits() as usize).div_ceil(8)),
-            spec.blockwise
-                .filter(|_| scaling == Scaling::Blockwise)
-                .map(|bw| problem.k.div_ceil(bw.k as usize)),
-            problem.beta != 0.0,
-            MAX_STRIDE_BYTES,
-        );
+        let staging = plan_staging(&kernel.spec, &ops);
         for (o, m) in ops.iter_mut().zip(staging.ops) {
             o.m = m;
         }
