@@ -62,30 +62,35 @@ def short(name):
 
 def main():
     runs = [load(p) for p in sys.argv[1:]]
+    # Runs measured with `--pdl off` only have no PDL column.
+    pdl = all(any(r.get("pdl") == "on" for r in csv.DictReader(open(p))) for p in sys.argv[1:])
+    modes = ("off", "on") if pdl else ("off",)
     types = [t for t in ("bf16", "f16", "e4m3", "fp8bw") if t in runs[0]]
-    print("| type | reference | kernel against kernel (no PDL): geomean, lowest | as launched (PDL): geomean, lowest |")
-    print("|---|---|---|---|")
+    print("| type | reference | kernel against kernel (no PDL): geomean, lowest |"
+          + (" as launched (PDL): geomean, lowest |" if pdl else ""))
+    print("|---|---|---|" + ("---|" if pdl else ""))
     for t in types:
         ref = next(s["off"][2] for s in runs[0][t].values() if s["off"][2])["Provider"]
         cells = []
-        for mode in ("off", "on"):
+        for mode in modes:
             parts = []
             for run in runs:
                 rs = [s[mode][0] for s in run[t].values() if mode in s]
                 parts.append(f"{geomean(rs):.3f}x, {min(rs):.3f}x")
             cells.append(" / ".join(parts))
-        print(f"| {t} | {ref} | {cells[0]} | {cells[1]} |")
+        print(f"| {t} | {ref} | " + " | ".join(cells) + " |")
     for t in types:
         print(f"\n### {t} (run 1 per shape{'; run 2 ratio beside' if len(runs) > 1 else ''})\n")
-        print("| shape | m x n x k | kernel | ours TFLOP/s | reference TFLOP/s | ratio, no PDL | ratio, PDL |"
-              + (" run 2, no PDL |" if len(runs) > 1 else ""))
-        print("|---|---|---|---|---|---|---|" + ("---|" if len(runs) > 1 else ""))
+        print("| shape | m x n x k | kernel | ours TFLOP/s | reference TFLOP/s | ratio, no PDL |"
+              + (" ratio, PDL |" if pdl else "") + (" run 2, no PDL |" if len(runs) > 1 else ""))
+        print("|---|---|---|---|---|---|" + ("---|" if pdl else "") + ("---|" if len(runs) > 1 else ""))
         for shape, s in runs[0][t].items():
             r_off, row, ref = s["off"]
             r_on = s.get("on", (float("nan"),))[0]
             tf = lambda r: float(r["GFLOPs"]) / 1e3
             line = (f"| {shape} | {row['m']} x {row['n']} x {row['k']} | {short(row['Operation'])} | "
-                    f"{tf(row):.1f} | {tf(ref) if ref else float('nan'):.1f} | {r_off:.3f} | {r_on:.3f} |")
+                    f"{tf(row):.1f} | {tf(ref) if ref else float('nan'):.1f} | {r_off:.3f} |"
+                    + (f" {r_on:.3f} |" if pdl else ""))
             if len(runs) > 1:
                 other = runs[1][t].get(shape, {}).get("off")
                 line += f" {other[0]:.3f} |" if other else " - |"

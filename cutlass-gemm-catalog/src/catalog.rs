@@ -657,12 +657,11 @@ pub fn sm90() -> Vec<KernelSpec> {
     out
 }
 
-/// The kernels built when the user selects none: the 128x256x64 cooperative kernel for f16 and bf16
-/// in all four layouts with an output of the input type, plus f32 output in the TN layout; the
-/// e4m3 x e4m3 -> bf16 FP8 kernels, tensor-wise and blockwise (CUTLASS's and the overlapped
-/// twins, and four more overlapped tiles); and ten small- and odd-shape TN kernels per 16-bit
-/// type (38 kernels). Small enough that a cold build stays within about fifteen minutes on two
-/// cores.
+/// The kernels built when the user selects none (45): the 128x256x64 cooperative kernel for f16
+/// and bf16 in all four layouts with an output of the input type, plus f32 output in the TN
+/// layout; ten small- and odd-shape TN kernels and two for outputs of any alignment per 16-bit
+/// type; and the e4m3 x e4m3 -> bf16 FP8 kernels with the overlapped promotion, ten tensor-wise
+/// and one blockwise. Chosen by coverage per compile-minute on `bench/shapes-broad.tsv`.
 pub fn is_default(spec: &KernelSpec) -> bool {
     is_default_16bit(spec)
         || is_default_fp8(spec)
