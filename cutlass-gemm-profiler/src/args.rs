@@ -123,17 +123,14 @@ pub struct CensusArgs {
     pub recheck: bool,
 }
 
+/// The shapes and types `plan` and `profile` take.
 #[derive(Debug, Args)]
-#[command(args_override_self = true)]
-pub struct PlanArgs {
-    /// The device to plan for.
-    #[arg(long, value_enum, default_value_t = NamedDevice::H100)]
-    pub device: NamedDevice,
+pub struct Problems {
     /// Shape file: TSV with `#` comment lines and a header `name m n k source` [default:
     /// bench/shapes.tsv of this repository].
     #[arg(long, value_name = "FILE", conflicts_with = "shape")]
     pub shapes: Option<PathBuf>,
-    /// Shapes to plan instead of a shape file, comma-separated.
+    /// Shapes instead of a shape file, comma-separated (each named as written).
     #[arg(long, value_name = "MxNxK[,MxNxK...]", value_delimiter = ',', value_parser = parse_shape)]
     pub shape: Vec<Shape>,
     /// Types, comma-separated.
@@ -147,25 +144,37 @@ pub struct PlanArgs {
     pub types: Vec<Kind>,
 }
 
+impl Problems {
+    /// The shapes: `--shape`'s, else those of `--shapes` (or the suite).
+    pub fn read_shapes(&self) -> anyhow::Result<Vec<Shape>> {
+        Ok(if self.shape.is_empty() {
+            crate::shapes::read_shapes(
+                &self
+                    .shapes
+                    .clone()
+                    .unwrap_or_else(crate::shapes::default_shapes_file),
+            )?
+        } else {
+            self.shape.clone()
+        })
+    }
+}
+
+#[derive(Debug, Args)]
+#[command(args_override_self = true)]
+pub struct PlanArgs {
+    /// The device to plan for.
+    #[arg(long, value_enum, default_value_t = NamedDevice::H100)]
+    pub device: NamedDevice,
+    #[command(flatten)]
+    pub problems: Problems,
+}
+
 #[derive(Debug, Args)]
 #[command(args_override_self = true)]
 pub struct ProfileArgs {
-    /// Shape file: TSV with `#` comment lines and a header `name m n k source` [default:
-    /// bench/shapes.tsv of this repository].
-    #[arg(long, value_name = "FILE", conflicts_with = "shape")]
-    pub shapes: Option<PathBuf>,
-    /// Shapes to measure instead of a shape file, comma-separated (each named as written).
-    #[arg(long, value_name = "MxNxK[,MxNxK...]", value_delimiter = ',', value_parser = parse_shape)]
-    pub shape: Vec<Shape>,
-    /// Types to measure, comma-separated.
-    #[arg(
-        long,
-        value_name = "TYPES",
-        value_enum,
-        value_delimiter = ',',
-        default_value = "bf16"
-    )]
-    pub types: Vec<Kind>,
+    #[command(flatten)]
+    pub problems: Problems,
     /// Kernels per shape: `heuristic` (the library's pick), `all` (every candidate of the
     /// build), one kernel NAME, or comma-separated names and `*`/`?` globs (the matching
     /// candidates). fp8bw takes a NAME or its heuristic.
@@ -289,9 +298,9 @@ mod tests {
         let Command::Profile(p) = cli.command else {
             panic!("not profile")
         };
-        assert_eq!(p.shape.len(), 2);
+        assert_eq!(p.problems.shape.len(), 2);
         assert_eq!(
-            p.types,
+            p.problems.types,
             [Kind::Bf16, Kind::E4m3, Kind::Fp8Blockwise, Kind::I8]
         );
         assert!(matches!(p.kernels, KernelMode::Matching(_)));

@@ -17,7 +17,7 @@ use half::{bf16, f16};
 
 use crate::args::PlanArgs;
 use crate::kind::Kind;
-use crate::shapes::{default_shapes_file, read_shapes, Shape};
+use crate::shapes::Shape;
 
 /// The devices `plan` knows: the facts kernel selection reads (compute capability, SM count).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -130,16 +130,12 @@ pub fn main(args: &PlanArgs) -> ExitCode {
 }
 
 fn run(args: &PlanArgs) -> Result<ExitCode> {
-    let shapes = if args.shape.is_empty() {
-        read_shapes(&args.shapes.clone().unwrap_or_else(default_shapes_file))?
-    } else {
-        args.shape.clone()
-    };
+    let shapes = args.problems.read_shapes()?;
     let device = args.device.info();
     println!("{HEADER}");
     let mut errors = 0;
     for s in &shapes {
-        for &kind in &args.types {
+        for &kind in &args.problems.types {
             let choice = choose(device, s, kind);
             errors += usize::from(choice.is_err());
             println!("{}", line(s, kind, &choice));
@@ -148,7 +144,7 @@ fn run(args: &PlanArgs) -> Result<ExitCode> {
     eprintln!(
         "{} shapes x {} types on {:?} (cc {}.{}, {} SMs): {errors} refused",
         shapes.len(),
-        args.types.len(),
+        args.problems.types.len(),
         args.device,
         device.compute_capability.0,
         device.compute_capability.1,
@@ -164,6 +160,7 @@ fn run(args: &PlanArgs) -> Result<ExitCode> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::shapes::read_shapes;
     use std::path::Path;
 
     fn broad() -> Vec<Shape> {

@@ -37,7 +37,7 @@ use crate::device::Device;
 use crate::kind::Kind;
 use crate::plans::{pdl_of, plans};
 use crate::report::{self, Row};
-use crate::shapes::{default_shapes_file, read_shapes, Shape};
+use crate::shapes::Shape;
 use crate::timing::{fill_sets, race, rel_diff, rotation, sample_rows, Warmed};
 
 /// The resolved `profile` options.
@@ -61,18 +61,14 @@ pub struct Options {
 
 impl Options {
     fn new(args: &ProfileArgs) -> Result<Options> {
-        let shapes = if args.shape.is_empty() {
-            read_shapes(&args.shapes.clone().unwrap_or_else(default_shapes_file))?
-        } else {
-            args.shape.clone()
-        };
+        let shapes = args.problems.read_shapes()?;
         let mut schedule = ScheduleHints::default();
         schedule.swizzle = args.swizzle.unwrap_or(schedule.swizzle);
         schedule.raster = args.raster.unwrap_or(schedule.raster);
         schedule.splits = args.splits.unwrap_or(schedule.splits);
         Ok(Options {
             shapes,
-            kinds: args.types.clone(),
+            kinds: args.problems.types.clone(),
             mode: match &args.autotune {
                 Some(cache) => KernelMode::Autotune(cache.clone()),
                 None => args.kernels.clone(),
