@@ -163,23 +163,15 @@ pub(crate) fn plan(
         if !needs || (slots[i] == Slot::C && !stage_c) {
             continue;
         }
-        let contiguous = match m.layout {
-            Layout::RowMajor => cols,
-            Layout::ColumnMajor => rows,
-        };
-        let strided = match m.layout {
-            Layout::RowMajor => rows,
-            Layout::ColumnMajor => cols,
-        };
-        let ld = contiguous.next_multiple_of(align);
-        let to = ResolvedMatrix {
+        let mut to = ResolvedMatrix {
             rows,
             cols,
-            layout: m.layout,
-            ld,
-            batch_stride: ld * strided,
-            batch: m.batch,
+            ld: 0,
+            batch_stride: 0,
+            ..m
         };
+        to.ld = to.contiguous().next_multiple_of(align);
+        to.batch_stride = to.ld * to.strided();
         out.ops[i] = to;
         push(
             &mut out,

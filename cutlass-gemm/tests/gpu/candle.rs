@@ -222,38 +222,41 @@ fn matmul_matches_candle_across_layouts() {
     }
     assert_eq!(cases, 30);
     // broadcast_matmul: a rank-2 weight against a batch.
-    let x = rand(&dev, &[3, 48, 128], DType::BF16);
     let w = rand(&dev, &[256, 128], DType::BF16);
-    let ours = broadcast_matmul(&x, &w.t().unwrap()).unwrap();
-    let reference = x.broadcast_matmul(&w.t().unwrap()).unwrap();
-    let mag = magnitude(&x, &w.t().unwrap().broadcast_as((3, 128, 256)).unwrap());
-    let (bad, max, rel_rms) = compare(
-        &ours,
-        &reference,
-        &mag,
-        2.0 * 2f64.powi(-8),
-        2.0 * 128.0 * 2f64.powi(-24),
-    );
-    println!("BF16 broadcast_matmul [3, 48, 128] x [128, 256]: max |diff| {max:.3e}, rms {rel_rms:.2e}, {bad} outside the bound");
-    assert_eq!(bad, 0.0);
+    check_broadcast(&rand(&dev, &[3, 48, 128], DType::BF16), &w.t().unwrap());
     // Both sides broadcast, odd extents: (2, 1, 5, 9) x (1, 3, 9, 7) -> (2, 3, 5, 7).
-    let x = rand(&dev, &[2, 1, 5, 9], DType::F16);
-    let y = rand(&dev, &[1, 3, 9, 7], DType::F16);
-    let ours = broadcast_matmul(&x, &y).unwrap();
-    let reference = x.broadcast_matmul(&y).unwrap();
-    let mag = magnitude(
-        &x.broadcast_as((2, 3, 5, 9)).unwrap(),
-        &y.broadcast_as((2, 3, 9, 7)).unwrap(),
+    check_broadcast(
+        &rand(&dev, &[2, 1, 5, 9], DType::F16),
+        &rand(&dev, &[1, 3, 9, 7], DType::F16),
     );
+}
+
+/// `broadcast_matmul` against candle's, elementwise within the bound (|a|·|b| with both sides
+/// broadcast to the common batch).
+fn check_broadcast(x: &Tensor, y: &Tensor) {
+    let ours = broadcast_matmul(x, y).unwrap();
+    let reference = x.broadcast_matmul(y).unwrap();
+    assert_eq!(ours.dims(), reference.dims());
+    let batch = &reference.dims()[..reference.rank() - 2];
+    let full = |t: &Tensor| {
+        let mut dims = batch.to_vec();
+        dims.extend_from_slice(&t.dims()[t.rank() - 2..]);
+        t.broadcast_as(dims).unwrap()
+    };
+    let k = x.dim(D::Minus1).unwrap() as f64;
     let (bad, max, rel_rms) = compare(
         &ours,
         &reference,
-        &mag,
-        2.0 * 2f64.powi(-11),
-        2.0 * 9.0 * 2f64.powi(-24),
+        &magnitude(&full(x), &full(y)),
+        2.0 * unit_roundoff(x.dtype()),
+        2.0 * k * 2f64.powi(-24),
     );
-    println!("F16 broadcast_matmul [2, 1, 5, 9] x [1, 3, 9, 7]: max |diff| {max:.3e}, rms {rel_rms:.2e}, {bad} outside the bound");
-    assert_eq!(ours.dims(), &[2, 3, 5, 7]);
+    println!(
+        "{:?} broadcast_matmul {:?} x {:?}: max |diff| {max:.3e}, rms {rel_rms:.2e}, {bad} outside the bound",
+        x.dtype(),
+        x.dims(),
+        y.dims()
+    );
     assert_eq!(bad, 0.0);
 }
 
