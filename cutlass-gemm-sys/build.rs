@@ -692,12 +692,17 @@ fn compile_kernels(
         ),
         flags: nvcc_flags(config, &config.archs),
     });
-    jobs.push(Job {
-        name: "cutlass_rs_staging".into(),
-        file: codegen::STAGING_SOURCE_NAME.into(),
-        source: csrc(config, codegen::STAGING_SOURCE_NAME),
-        flags: nvcc_flags(config, &config.archs),
-    });
+    for (name, file) in [
+        ("cutlass_rs_staging", codegen::STAGING_SOURCE_NAME),
+        ("cutlass_rs_elementwise", codegen::ELEMENTWISE_SOURCE_NAME),
+    ] {
+        jobs.push(Job {
+            name: name.into(),
+            file: file.into(),
+            source: csrc(config, file),
+            flags: nvcc_flags(config, &config.archs),
+        });
+    }
     let objects: Vec<PathBuf> = jobs
         .iter()
         .map(|j| {

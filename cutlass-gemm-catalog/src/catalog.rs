@@ -6,8 +6,8 @@
 
 use crate::families::Preset;
 use crate::spec::{
-    BlockScale, Blockwise, EpilogueSchedule, KernelSchedule, KernelSpec, OpClass, Operand, Origin,
-    TileScheduler,
+    BlockScale, Blockwise, EpilogueSchedule, Fusion, KernelSchedule, KernelSpec, OpClass, Operand,
+    Origin, TileScheduler,
 };
 use crate::tables::{type_row, TypeFamily, TypeRow};
 use crate::tile_tables::TILE_TABLES;
@@ -368,6 +368,7 @@ fn sm90_spec(
         stages: 0,
         kernel_schedule: t.schedule,
         epilogue_schedule: t.epilogue,
+        fusion: Fusion::LinearCombination,
         tile_scheduler: TileScheduler::Persistent,
     }
 }
@@ -490,6 +491,7 @@ fn sm1xx_with(sparse: bool) -> Vec<KernelSpec> {
                                 stages: 0,
                                 kernel_schedule: schedule,
                                 epilogue_schedule: epilogue,
+                                fusion: Fusion::LinearCombination,
                                 tile_scheduler: TileScheduler::Persistent,
                             });
                         }
@@ -504,9 +506,28 @@ fn sm1xx_with(sparse: bool) -> Vec<KernelSpec> {
 /// Every entry of the catalog, in a stable order: SM90, then SM100 and SM120 from CUTLASS's tables.
 pub fn all() -> Vec<KernelSpec> {
     let mut out = sm90();
-    out.extend(sm1xx());
+    let blackwell = sm1xx();
+    out.extend(sm1xx_fused(&blackwell));
+    out.extend(blackwell);
     out.extend(sm100_block_scaled_outputs());
     out
+}
+
+/// The fused epilogue ([`Fusion::ScaleBiasActivation`]) on the SM100 and SM120 starter kernels
+/// of the `sm100` and `sm120` families whose epilogue can take it (one CTA per tile).
+pub fn sm1xx_fused(sm1xx: &[KernelSpec]) -> Vec<KernelSpec> {
+    use crate::families::{SM100_STARTER, SM120_STARTER};
+    sm1xx
+        .iter()
+        .filter(|s| {
+            let name = s.name();
+            SM100_STARTER.contains(&name.as_str()) || SM120_STARTER.contains(&name.as_str())
+        })
+        .filter_map(|s| {
+            let fusion = fused_epilogue(s)?;
+            Some(KernelSpec { fusion, ..*s })
+        })
+        .collect()
 }
 
 /// Entries whose D is itself block-scaled (`LinCombBlockScaleFactor`: FP4 elements plus their
@@ -643,6 +664,17 @@ pub fn sm90() -> Vec<KernelSpec> {
             out.push(sm90_spec(pair, output, DataType::F32, tn[0], t, bw));
         }
     }
+    // The default set's kernels with the fused epilogue (after all CUTLASS-named entries, so
+    // their order stays as it was).
+    let fused: Vec<KernelSpec> = out
+        .iter()
+        .filter_map(|s| {
+            let fusion = fused_epilogue(s)?;
+            let twin = KernelSpec { fusion, ..*s };
+            is_default(&twin).then_some(twin)
+        })
+        .collect();
+    out.extend(fused);
     for m in SM90_MENU_TF32 {
         let pair = (DataType::Tf32, DataType::Tf32);
         out.push(sm90_menu_spec(pair, DataType::F32, m));
@@ -657,16 +689,68 @@ pub fn sm90() -> Vec<KernelSpec> {
     out
 }
 
-/// The kernels built when the user selects none (45): the 128x256x64 cooperative kernel for f16
+/// The kernels built when the user selects none (59): the 128x256x64 cooperative kernel for f16
 /// and bf16 in all four layouts with an output of the input type, plus f32 output in the TN
 /// layout; ten small- and odd-shape TN kernels and two for outputs of any alignment per 16-bit
 /// type; and the e4m3 x e4m3 -> bf16 FP8 kernels with the overlapped promotion, ten tensor-wise
-/// and one blockwise. Chosen by coverage per compile-minute on `bench/shapes-broad.tsv`.
+/// and one blockwise. Chosen by coverage per compile-minute on `bench/shapes-broad.tsv`. All with
+/// CUTLASS's `LinearCombination` epilogue; and fourteen of them also with the fused epilogue
+/// ([`Fusion::ScaleBiasActivation`], [`is_default_fused`]) for GEMMs with a bias, an activation
+/// or row and column scales. (With the fused epilogue on every kernel, plain GEMMs whose
+/// epilogue dominates, large M·N against small K, ran up to 30 % slower on an H100: a plain GEMM
+/// keeps CUTLASS's.)
 pub fn is_default(spec: &KernelSpec) -> bool {
-    is_default_16bit(spec)
+    let tile = is_default_16bit(spec)
         || is_default_fp8(spec)
         || is_default_menu(spec)
-        || is_unaligned_output(spec)
+        || is_unaligned_output(spec);
+    tile && match spec.fusion {
+        Fusion::LinearCombination => true,
+        fused => fused_epilogue(spec) == Some(fused) && is_default_fused(spec),
+    }
+}
+
+/// The tiles of the default set that also come with the fused epilogue: per 16-bit type the
+/// 128x256 cooperative kernels (persistent, 2x1x1, and stream-K) for large problems, 128x128
+/// cooperative for M = 128-512 and the 64x128 pingpong for smaller M (bf16 also the swapped 64x8
+/// pingpong for decode); FP8 tensor-wise the sliced 128x256, 128x128 and 64x128 cooperative and
+/// pingpong kernels and the swapped 64x8; FP8 blockwise its one kernel.
+pub fn is_default_fused(spec: &KernelSpec) -> bool {
+    let stream_k = spec.tile_scheduler == TileScheduler::StreamK;
+    let pingpong = matches!(
+        spec.kernel_schedule,
+        KernelSchedule::TmaWarpSpecializedPingpong
+            | KernelSchedule::TmaWarpSpecializedPingpongFp8Overlap
+    );
+    let row_major = spec.d.layout == Layout::RowMajor;
+    let tn = (spec.a.layout, spec.b.layout) == AB_LAYOUTS[0];
+    if spec.arch != Arch::Sm90a || !tn || spec.d.ty == DataType::F32 {
+        return false;
+    }
+    match (spec.a.ty, spec.tile, spec.cluster) {
+        (DataType::Bf16 | DataType::F16, [128, 256, 64], [2, 1, 1]) => row_major,
+        (DataType::Bf16 | DataType::F16, [128, 128, 64], [1, 2, 1]) => row_major && !stream_k,
+        (DataType::Bf16 | DataType::F16, [64, 128, 64], [1, 2, 1]) => row_major && pingpong,
+        (DataType::Bf16, [64, 8, 64], [1, 2, 1]) => !row_major && pingpong,
+        (DataType::E4M3, [128, 256, 128] | [128, 128, 128], [1, 2, 1]) => row_major && !stream_k,
+        (DataType::E4M3, [64, 128, 128], [1, 2, 1]) => row_major && pingpong,
+        (DataType::E4M3, [64, 8, 128], [1, 2, 1]) => !row_major && pingpong,
+        _ => false,
+    }
+}
+
+/// The fused epilogue ([`Fusion::ScaleBiasActivation`], with a bias of D's type) that a kernel
+/// of this kind takes, or `None` where its epilogue cannot (no TMA epilogue over one CTA's tile,
+/// integer or block-scaled outputs).
+pub fn fused_epilogue(spec: &KernelSpec) -> Option<Fusion> {
+    let fused = Fusion::ScaleBiasActivation { bias: spec.d.ty };
+    KernelSpec {
+        fusion: fused,
+        ..*spec
+    }
+    .validate()
+    .ok()
+    .map(|()| fused)
 }
 
 /// The kernels of [`SM90_MENU_16BIT_UNALIGNED_OUTPUT`] (all in the default set: GPT-2's and

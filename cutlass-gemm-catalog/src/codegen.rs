@@ -2,7 +2,7 @@
 //!
 //! Every generated file starts with "generated, do not edit". One kernel instantiation per `.cu`.
 
-use crate::spec::KernelSpec;
+use crate::spec::{Fusion, KernelSpec};
 use crate::types::Arch;
 
 /// The C ABI header template (one header: shared types, the registry, per-kernel declarations).
@@ -34,6 +34,8 @@ pub const SHIM_HEADER_NAME: &str = "cutlass_rs_shim.hpp";
 pub const QUANTIZE_SOURCE_NAME: &str = "cutlass_rs_quantize.cu";
 /// The hand-written staging copies (operands the TMA kernels cannot address in place).
 pub const STAGING_SOURCE_NAME: &str = "cutlass_rs_staging.cu";
+/// The hand-written bias-and-activation pass over D: the fused epilogue's unfused twin.
+pub const ELEMENTWISE_SOURCE_NAME: &str = "cutlass_rs_elementwise.cu";
 /// The FP6/FP4 encoders the quantization kernels include (also built for the host by a test).
 pub const ENCODE_HEADER_NAME: &str = "narrow_encode.cuh";
 /// This crate's SM90 FP8 mainloop (overlapped promotion), included by the kernels of
@@ -45,18 +47,59 @@ pub const SM90_FP8_BLOCKWISE_HEADER_NAME: &str = "cutlass_rs_sm90_fp8_blockwise.
 /// The SM90 FP8 mainloop for the wide cooperative tiles (N slices, the promotion hidden across the
 /// warp groups), included by the kernels that [`KernelSpec::mainloop_wrapper`] gives it.
 pub const SM90_FP8_SLICED_HEADER_NAME: &str = "cutlass_rs_sm90_fp8_sliced.hpp";
+/// This crate's fused epilogue (bias, activation, row and column scales), included by the kernels
+/// of [`crate::Fusion::ScaleBiasActivation`] only.
+pub const EPILOGUE_HEADER_NAME: &str = "cutlass_rs_epilogue.hpp";
 /// The name of the rendered C ABI header.
 pub const HEADER_NAME: &str = "cutlass_rs.h";
 
 /// The hand-written headers a kernel's source includes besides the shim and the ABI header, by
 /// file name (their texts are part of its object's cache key).
 pub fn extra_headers(spec: &KernelSpec) -> Vec<&'static str> {
-    match spec.mainloop_wrapper() {
+    let mut headers = match spec.mainloop_wrapper() {
         // The blockwise and sliced headers include the tensor-wise one (the operand partitioning
         // all three share; the blockwise one also its k-tile loop).
         Some((_, name)) if name != SM90_FP8_HEADER_NAME => vec![name, SM90_FP8_HEADER_NAME],
         Some((_, name)) => vec![name],
         None => Vec::new(),
+    };
+    if spec.fusion.is_fused() {
+        headers.push(EPILOGUE_HEADER_NAME);
+    }
+    headers
+}
+
+/// The C++ of a kernel's epilogue fusion: a declaration before the collective epilogue and the
+/// builder's fusion argument (both empty for CUTLASS's default, `LinearCombination`, so those
+/// sources stay as they were).
+fn fusion_values(spec: &KernelSpec) -> (String, String) {
+    match (spec.fusion, spec.output_scale) {
+        (Fusion::ScaleBiasActivation { bias }, _) => (
+            format!(
+                "using FusionCallbacks = cutlass_rs::ScaleBiasActivation<\n    Shape<_{}, _{}, _{}>, {}, {}, {}>;\n\n",
+                spec.tile[0],
+                spec.tile[1],
+                spec.tile[2],
+                spec.d.ty.cpp_type(),
+                spec.c.ty.cpp_type(),
+                bias.cpp_type()
+            ),
+            ",\n    FusionCallbacks".to_string(),
+        ),
+        // A block-scaled D: the LinCombBlockScaleFactor fusion (D and its scale factors).
+        (Fusion::LinearCombination, Some(o)) => (
+            format!(
+                "using FusionOperation = cutlass::epilogue::fusion::LinCombBlockScaleFactor<\n    {}, {}, {}, {}, {}, {}>;\n\n",
+                o.vec,
+                spec.d.ty.cpp_type(),
+                spec.compute.cpp_type(),
+                o.sf.cpp_type(),
+                spec.d.layout.cpp_type(),
+                spec.c.ty.cpp_type()
+            ),
+            ",\n    FusionOperation".to_string(),
+        ),
+        (Fusion::LinearCombination, None) => (String::new(), String::new()),
     }
 }
 
@@ -147,13 +190,19 @@ pub fn kernel_source(spec: &KernelSpec) -> Result<String, String> {
             // This crate's own mainloops wrap the builder's (both placeholders render to nothing
             // new for CUTLASS's schedules, so those sources, and their cached objects, stay as
             // they were).
-            let (mainloop, extra_include) = match spec.mainloop_wrapper() {
+            let (mainloop, mut extra_include) = match spec.mainloop_wrapper() {
                 Some((wrapper, header)) => (
                     format!("{wrapper}<CollectiveMainloop>"),
                     format!("\n#include \"{header}\""),
                 ),
                 None => ("CollectiveMainloop".to_string(), String::new()),
             };
+            if spec.fusion.is_fused() {
+                extra_include.push_str(&format!("\n#include \"{EPILOGUE_HEADER_NAME}\""));
+            }
+            let (fusion_decl, epilogue_fusion) = fusion_values(spec);
+            values.push(("fusion_decl", fusion_decl));
+            values.push(("epilogue_fusion", epilogue_fusion));
             values.push(("mainloop", mainloop));
             values.push(("extra_include", extra_include));
             values.push(("mma_shapes", mma_shapes(spec)));
@@ -184,24 +233,17 @@ pub fn kernel_source(spec: &KernelSpec) -> Result<String, String> {
                 "cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(\n        sizeof(typename CollectiveEpilogue::SharedStorage))>".to_string()
             };
             values.push(("stage_count", stage_count));
-            // A block-scaled D: the LinCombBlockScaleFactor fusion (D and its scale factors).
-            let (fusion_decl, epilogue_fusion) = match spec.output_scale {
-                Some(o) => (
-                    format!(
-                        "using FusionOperation = cutlass::epilogue::fusion::LinCombBlockScaleFactor<\n    {}, {}, {}, {}, {}, {}>;\n\n",
-                        o.vec,
-                        spec.d.ty.cpp_type(),
-                        spec.compute.cpp_type(),
-                        o.sf.cpp_type(),
-                        spec.d.layout.cpp_type(),
-                        spec.c.ty.cpp_type()
-                    ),
-                    ",\n    FusionOperation".to_string(),
-                ),
-                None => (String::new(), String::new()),
-            };
+            let (fusion_decl, epilogue_fusion) = fusion_values(spec);
             values.push(("fusion_decl", fusion_decl));
             values.push(("epilogue_fusion", epilogue_fusion));
+            values.push((
+                "extra_include",
+                if spec.fusion.is_fused() {
+                    format!("\n#include \"{EPILOGUE_HEADER_NAME}\"")
+                } else {
+                    String::new()
+                },
+            ));
             values.push(("type_table", o.type_table.to_string()));
             values.push(("type_row", o.type_row.to_string()));
             values.push(("tile_table", o.tile_table.to_string()));

@@ -39,7 +39,8 @@ pub enum Family {
     Sm120,
 }
 
-/// The SM100 kernels of the `sm100` family: NVFP4 and MXFP4 to f16, block-scaled NVFP4 outputs
+/// The SM100 kernels of the `sm100` family (each of them whose epilogue takes it also with the
+/// fused epilogue, [`crate::catalog::sm1xx_fused`]): NVFP4 and MXFP4 to f16, block-scaled NVFP4 outputs
 /// from NVFP4 and MXFP4 inputs, and plain e2m1 x e4m3 (CUTLASS's Blackwell narrow-precision walkthrough among them).
 pub const SM100_STARTER: &[&str] = &[
     "cutlass3x_sm100_bstensorop_gemm_ue4m3xe2m1_ue4m3xe2m1_f32_f16_f16_128x128x256_1x1x1_0_tnt_align32_o_vs16_1sm",
@@ -49,7 +50,7 @@ pub const SM100_STARTER: &[&str] = &[
     "cutlass3x_sm100_tensorop_gemm_e2m1_e4m3_f32_f16_f16_128x128x128_1x1x1_0_tnt_align128_1sm",
 ];
 
-/// The SM120 kernels of the `sm120` family: MXFP8 to f16.
+/// The SM120 kernels of the `sm120` family (and its fused twin): MXFP8 to f16.
 pub const SM120_STARTER: &[&str] = &[
     "cutlass3x_sm120_bstensorop_gemm_ue8m0xe4m3_ue8m0xe4m3_f32_f16_f16_128x128x128_1x1x1_0_tnt_align16_warpspecialized_cooperative",
 ];
@@ -131,8 +132,19 @@ impl Family {
             Family::Fp8Blockwise => is_default(spec) && spec.blockwise.is_some(),
             Family::Tf32 => spec.a.ty == DataType::Tf32,
             Family::I8 => spec.a.ty == DataType::I8,
-            Family::Sm100 => SM100_STARTER.contains(&spec.name().as_str()),
-            Family::Sm120 => SM120_STARTER.contains(&spec.name().as_str()),
+            // The starter kernels, with CUTLASS's epilogue and with the fused one.
+            Family::Sm100 | Family::Sm120 => {
+                let starter = if self == Family::Sm100 {
+                    SM100_STARTER
+                } else {
+                    SM120_STARTER
+                };
+                let plain = KernelSpec {
+                    fusion: crate::Fusion::LinearCombination,
+                    ..*spec
+                };
+                starter.contains(&plain.name().as_str())
+            }
         }
     }
 }
@@ -265,8 +277,19 @@ mod tests {
         assert!(gpu
             .iter()
             .all(|s| Preset::GpuTests.archs().contains(&s.arch)));
-        let sm1xx = gpu.iter().filter(|s| s.arch != Arch::Sm90a).count();
-        assert_eq!(sm1xx, SM100_STARTER.len() + SM120_STARTER.len());
+        // The starter kernels, and the fused twins of the 1SM SM100 ones and the SM120 one.
+        let sm1xx: Vec<&&KernelSpec> = gpu.iter().filter(|s| s.arch != Arch::Sm90a).collect();
+        let fused = sm1xx.iter().filter(|s| s.fusion.is_fused()).count();
+        assert_eq!(
+            sm1xx.len() - fused,
+            SM100_STARTER.len() + SM120_STARTER.len()
+        );
+        assert_eq!(
+            fused,
+            3,
+            "{:?}",
+            sm1xx.iter().map(|s| s.name()).collect::<Vec<_>>()
+        );
         assert_eq!(Preset::parse("gpu-tests"), Some(Preset::GpuTests));
         assert_eq!(Preset::parse("nothing"), None);
     }

@@ -19,7 +19,9 @@ pub mod tile_tables;
 pub mod types;
 
 pub use families::{Family, Preset};
-pub use spec::{Blockwise, EpilogueSchedule, KernelSchedule, KernelSpec, Operand, TileScheduler};
+pub use spec::{
+    Blockwise, EpilogueSchedule, Fusion, KernelSchedule, KernelSpec, Operand, TileScheduler,
+};
 pub use types::{Arch, DataType, Layout};
 
 #[cfg(test)]
@@ -59,8 +61,16 @@ mod tests {
 
     #[test]
     fn default_set_is_small_and_covers_all_layouts() {
-        let d = catalog::select(&[Arch::Sm90a], &catalog::NameFilter::parse(""));
-        assert_eq!(d.len(), 45);
+        let all = catalog::select(&[Arch::Sm90a], &catalog::NameFilter::parse(""));
+        assert_eq!(all.len(), 59);
+        // Fourteen with the fused epilogue, each the twin of a kernel with CUTLASS's.
+        let (fused, d): (Vec<KernelSpec>, Vec<KernelSpec>) =
+            all.iter().partition(|s| s.fusion.is_fused());
+        assert_eq!((fused.len(), d.len()), (14, 45));
+        assert!(fused.iter().all(|f| d.contains(&KernelSpec {
+            fusion: crate::Fusion::LinearCombination,
+            ..*f
+        })));
         // The small- and odd-shape kernels: per 16-bit type, four pingpong (64x128, 64x96 2x1x1,
         // 64x64 with two cluster shapes), stream-K, three swapped ones (two stream-K, the 64x8
         // pingpong) and the 128x128 and 176-wide cooperative ones.
@@ -142,7 +152,15 @@ mod tests {
             .chain(catalog::SM90_MENU_16BIT_UNALIGNED_OUTPUT)
             .filter(|m| m.output == crate::Layout::RowMajor)
             .count();
-        assert_eq!(sel.len(), catalog::SM90_TILES_16BIT.len() + menu);
+        // The default set's kernels among them come twice: with CUTLASS's epilogue and the fused one.
+        let (fused, plain): (Vec<KernelSpec>, Vec<KernelSpec>) =
+            sel.iter().partition(|s| s.fusion.is_fused());
+        assert_eq!(plain.len(), catalog::SM90_TILES_16BIT.len() + menu);
+        assert!(!fused.is_empty());
+        assert!(fused.iter().all(|f| plain.contains(&KernelSpec {
+            fusion: crate::Fusion::LinearCombination,
+            ..*f
+        })));
         assert!(sel
             .iter()
             .all(|s| s.layout_name() == "TN" && s.a.ty == DataType::Bf16));
@@ -183,12 +201,26 @@ mod tests {
             // cached objects, do not change when this crate adds mainloops of its own); this
             // crate's schedules wrap it and include the wrapper's header, which is part of the
             // object's cache key.
+            // The fused epilogue's header likewise.
+            assert_eq!(
+                src.contains(&format!("#include \"{}\"", codegen::EPILOGUE_HEADER_NAME)),
+                s.fusion.is_fused()
+            );
+            assert_eq!(
+                codegen::extra_headers(&s).contains(&codegen::EPILOGUE_HEADER_NAME),
+                s.fusion.is_fused()
+            );
+            assert_eq!(
+                src.contains("FusionCallbacks>::CollectiveOp;"),
+                s.fusion.is_fused()
+            );
             match s.mainloop_wrapper() {
-                None => {
+                None if !s.fusion.is_fused() => {
                     assert!(src.contains("#include \"cutlass_rs_shim.hpp\"\n\nnamespace {"));
                     assert!(src.contains("Shape<int, int, int, int>, CollectiveMainloop,"));
                     assert!(codegen::extra_headers(&s).is_empty());
                 }
+                None => {}
                 Some((wrapper, header)) => {
                     assert!(src.contains(&format!("#include \"{header}\"")));
                     assert!(src.contains(&format!("{wrapper}<CollectiveMainloop>")));

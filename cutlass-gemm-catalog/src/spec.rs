@@ -286,6 +286,44 @@ impl KernelSchedule {
     }
 }
 
+/// What the epilogue computes from the accumulator (the fusion; [`EpilogueSchedule`] says how it
+/// runs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Fusion {
+    /// `D = alpha·acc + beta·C`: CUTLASS's `LinearCombination`, the fusion `cutlass_library`'s
+    /// kernels (and names) have.
+    LinearCombination,
+    /// `D = act(alpha · s_row[m] · s_col[n] · acc + beta·C + bias_row[m] + bias_col[n])`, this
+    /// crate's epilogue visitor tree (`cutlass-gemm-sys/csrc/cutlass_rs_epilogue.hpp`): f32 scales
+    /// per row and per column (FP8's "rowwise" recipe), a bias per row or per column (a Linear
+    /// layer's), then ReLU, GELU (tanh or erf), SiLU or nothing. Every vector is optional and the
+    /// activation is chosen at run time, so one kernel serves every combination (a missing scale
+    /// is 1, a missing bias 0, and a missing C is not read). The vectors are shared by the batch.
+    /// Not in `cutlass_library`: names add `_evt_scale_bias{bias type}_act`.
+    ScaleBiasActivation {
+        /// The element type of the bias vectors (the output type or f32).
+        bias: DataType,
+    },
+}
+
+impl Fusion {
+    /// The suffix in procedural names (none for CUTLASS's `LinearCombination`).
+    pub fn suffix(self) -> String {
+        match self {
+            Fusion::LinearCombination => String::new(),
+            Fusion::ScaleBiasActivation { bias } => {
+                format!("_evt_scale_bias{}_act", bias.short_name())
+            }
+        }
+    }
+
+    /// Whether the epilogue takes the per-row and per-column vectors and an activation.
+    pub fn is_fused(self) -> bool {
+        !matches!(self, Fusion::LinearCombination)
+    }
+}
+
 /// The epilogue schedule (`EpilogueSchedule` in CUTLASS; Table 14 for SM100).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -476,6 +514,8 @@ pub struct KernelSpec {
     pub kernel_schedule: KernelSchedule,
     /// Epilogue schedule.
     pub epilogue_schedule: EpilogueSchedule,
+    /// What the epilogue computes.
+    pub fusion: Fusion,
     /// Tile scheduler.
     pub tile_scheduler: TileScheduler,
 }
@@ -489,13 +529,14 @@ pub const OVERLAP_MAX_ACCUMULATORS: u32 = 72;
 impl KernelSpec {
     /// The procedural name, compatible with `cutlass_library`'s `GemmOperation.procedural_name()`
     /// for CUTLASS 3.x kernels:
-    /// `cutlass3x_sm{arch}_{op}_{gemm|spgemm}_{a}_{b}_{acc}_{c}_{d}_{tile}_{cluster}_{stages}_{layouts}_align{n}{scheduler}{schedule}{epilogue}`.
+    /// `cutlass3x_sm{arch}_{op}_{gemm|spgemm}_{a}_{b}_{acc}_{c}_{d}_{tile}_{cluster}_{stages}_{layouts}_align{n}{scheduler}{schedule}{epilogue}`,
+    /// plus [`Fusion::suffix`] for this crate's fused epilogues.
     ///
     /// It names the generated file, the C symbols and what `CUTLASS_RS_KERNELS` matches.
     pub fn name(&self) -> String {
         let join = |v: &[u32; 3]| format!("{}x{}x{}", v[0], v[1], v[2]);
         format!(
-            "cutlass3x_sm{arch}_{op}_{core}_{a}_{b}_{acc}_{c}_{d}_{tile}_{cluster}_{stages}_{la}{lb}{lc}_align{align}{sched}{ks}{es}",
+            "cutlass3x_sm{arch}_{op}_{core}_{a}_{b}_{acc}_{c}_{d}_{tile}_{cluster}_{stages}_{la}{lb}{lc}_align{align}{sched}{ks}{es}{fusion}",
             arch = self.arch.number(),
             op = self.op_class.name(),
             core = if self.op_class.is_sparse() { "spgemm" } else { "gemm" },
@@ -526,6 +567,7 @@ impl KernelSpec {
                 ),
                 None => self.epilogue_schedule.suffix().to_string(),
             },
+            fusion = self.fusion.suffix(),
         )
     }
 
@@ -686,6 +728,45 @@ impl KernelSpec {
         format!("{}{}", up(self.a.layout), up(self.b.layout))
     }
 
+    /// The rules of [`Fusion::ScaleBiasActivation`]: an SM90 kernel with a TMA epilogue (the visitor
+    /// tree runs in CUTLASS's TMA warp-specialized epilogues only), a floating-point f32
+    /// accumulator and output, no block-scaled output, and a bias of the output type or f32.
+    fn check_fusion(&self, name: &str) -> Result<(), String> {
+        let Fusion::ScaleBiasActivation { bias } = self.fusion else {
+            return Ok(());
+        };
+        // The tree's broadcasts are laid out over the CTA's tile, which is the catalog's tile
+        // except for SM100's 2SM MMAs (two CTAs per tile).
+        let tma_epilogue = match self.arch {
+            Arch::Sm90a => matches!(
+                self.epilogue_schedule,
+                EpilogueSchedule::TmaWarpSpecialized
+                    | EpilogueSchedule::TmaWarpSpecializedCooperative
+            ),
+            Arch::Sm100a => self.epilogue_schedule == EpilogueSchedule::TmaWarpSpecialized1Sm,
+            Arch::Sm120a => self.epilogue_schedule == EpilogueSchedule::Auto,
+        };
+        if !tma_epilogue || self.op_class.is_sparse() {
+            return Err(format!(
+                "{name}: the scale-bias-activation epilogue needs a TMA epilogue over one CTA's tile (SM90, SM100 1SM, SM120), dense"
+            ));
+        }
+        if self.output_scale.is_some()
+            || self.accumulator != DataType::F32
+            || !matches!(self.d.ty, DataType::Bf16 | DataType::F16 | DataType::F32)
+        {
+            return Err(format!(
+                "{name}: the scale-bias-activation epilogue needs an f32 accumulator and a bf16, f16 or f32 D"
+            ));
+        }
+        if bias != self.d.ty && bias != DataType::F32 {
+            return Err(format!(
+                "{name}: the bias of a fused epilogue is of D's type or f32, not {bias}"
+            ));
+        }
+        Ok(())
+    }
+
     /// Checks the rules that make a spec instantiable; `Err` says which rule fails.
     pub fn validate(&self) -> Result<(), String> {
         let name = self.name();
@@ -708,6 +789,7 @@ impl KernelSpec {
         if self.c.layout != self.d.layout {
             return Err(format!("{name}: C and D must have the same layout"));
         }
+        self.check_fusion(&name)?;
         if self.tile.iter().chain(self.cluster.iter()).any(|&v| v == 0) {
             return Err(format!("{name}: tile and cluster extents must be positive"));
         }

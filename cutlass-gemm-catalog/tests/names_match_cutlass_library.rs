@@ -5,7 +5,9 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 
 use cutlass_gemm_catalog::spec::OpClass;
-use cutlass_gemm_catalog::{catalog, EpilogueSchedule, KernelSchedule, TileScheduler};
+use cutlass_gemm_catalog::{
+    catalog, EpilogueSchedule, Fusion, KernelSchedule, KernelSpec, TileScheduler,
+};
 
 fn line(s: &cutlass_gemm_catalog::KernelSpec) -> String {
     let x = |v: [u32; 3]| format!("{}x{}x{}", v[0], v[1], v[2]);
@@ -109,7 +111,17 @@ fn catalog_names_equal_cutlass_library_procedural_names() {
     let (specs, ours): (Vec<_>, Vec<_>) = catalog::all().into_iter().partition(|s| {
         s.op_class != OpClass::BlockScaledSparseTensorOp
             && s.kernel_schedule.mainloop_wrapper().is_none()
+            && !s.fusion.is_fused()
     });
+    // Fused epilogues (this crate's own): the name of the kernel with CUTLASS's epilogue, plus
+    // the fusion's suffix.
+    for s in ours.iter().filter(|s| s.fusion.is_fused()) {
+        let twin = KernelSpec {
+            fusion: Fusion::LinearCombination,
+            ..*s
+        };
+        assert_eq!(s.name(), twin.name() + &s.fusion.suffix());
+    }
     for s in ours
         .iter()
         .filter(|s| s.kernel_schedule.mainloop_wrapper().is_some())
@@ -228,6 +240,14 @@ fn sm90_entries_are_emitted_by_cutlass_generator() {
     assert!(emitted.len() > 1000, "only {} names", emitted.len());
     let (mut found, mut excepted, mut own, mut unaligned_output) = (0, 0, 0, 0);
     for s in catalog::sm90() {
+        // A fused epilogue (this crate's own): its twin with CUTLASS's epilogue is checked.
+        if s.fusion.is_fused() {
+            assert!(catalog::sm90().contains(&KernelSpec {
+                fusion: Fusion::LinearCombination,
+                ..s
+            }));
+            continue;
+        }
         let name = s.name();
         // This crate's own schedules (CUTLASS's kernels with a mainloop of ours): checked by name
         // in the test above, and on the GPU against their CUTLASS twins (cutlass-gemm/tests/gpu/fp8.rs).

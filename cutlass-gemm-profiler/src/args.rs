@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use cutlass_gemm_catalog::catalog::NameFilter;
 
+use crate::fused::EpilogueArg;
 use crate::kind::Kind;
 use crate::plan::NamedDevice;
 use crate::shapes::{parse_shape, Shape};
@@ -222,6 +223,11 @@ pub struct ProfileArgs {
     /// gain is reported beside it.
     #[arg(long, value_enum, default_value_t = Pdl::Off)]
     pub pdl: Pdl,
+    /// Measure a fused epilogue instead: this crate's GEMM with it against cuBLASLt's matmul with
+    /// the matching epilogue and against this crate's plain GEMM (bf16, f16, e4m3; kernel against
+    /// kernel; `--kernels` and the schedule options do not apply).
+    #[arg(long, value_enum, default_value_t = EpilogueArg::None)]
+    pub epilogue: EpilogueArg,
 }
 
 #[derive(Debug, Args)]

@@ -1,5 +1,6 @@
-//! The reference libraries' calls: cuBLAS (`cublasGemm*`, `cublasGemmEx`) and cuBLASLt's FP8
-//! matmul (tensor-wise, and blockwise with `VEC128_32F` x `BLK128x128_32F` scales).
+//! The reference libraries' calls: cuBLAS (`cublasGemm*`, `cublasGemmEx`) and cuBLASLt's matmul
+//! (FP8 tensor-wise, blockwise with `VEC128_32F` x `BLK128x128_32F` scales and per row and column
+//! with `OUTER_VEC_32F`; the bias and activation epilogues).
 //!
 //! The problem is row-major `D[m,n] = A[m,k] · W[n,k]ᵀ`; the column-major libraries get the same
 //! memory as `Dᵀ = W · Aᵀ` (`transa = T`).
@@ -12,8 +13,6 @@ use cudarc::cublas::sys::cublasOperation_t;
 use cudarc::cublas::{CudaBlas, GemmConfig};
 use cudarc::cublaslt::{result as lt, sys as ltsys};
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
-use cutlass_gemm::numeric::E4M3;
-use half::bf16;
 
 use crate::device::Device;
 use crate::kind::Kind;
@@ -98,9 +97,40 @@ pub fn gemm_ex<T, TD>(
     .map_err(|e| anyhow!("cublasGemmEx: {e:?}"))
 }
 
-/// cuBLASLt FP8 (e4m3 x e4m3 -> bf16) matmul for `D[m,n] = A[m,k] · W[n,k]ᵀ`, optionally with
-/// blockwise scales (`VEC128_32F` for A, `BLK128x128_32F` for W).
-pub struct LtFp8 {
+/// The epilogue of a [`LtMatmul`]: cuBLASLt's `CUBLASLT_EPILOGUE_*`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LtEpilogue {
+    /// `DEFAULT`.
+    None,
+    /// `BIAS`: a bias per column of the row-major D (per row in cuBLASLt's column-major view).
+    Bias,
+    /// `RELU_BIAS`.
+    ReluBias,
+    /// `GELU_BIAS` (GELU's tanh approximation).
+    GeluBias,
+}
+
+/// How a [`LtMatmul`] scales A and W (FP8 only).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LtScales {
+    /// None (tensor-wise scales would go in alpha).
+    None,
+    /// f32 scales per row of A and per row of W (per column of D), device pointers:
+    /// `CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F` (CUDA 12.9 and later).
+    Outer {
+        /// m scales.
+        rows: u64,
+        /// n scales.
+        cols: u64,
+    },
+    /// Blockwise scales, all 1: `VEC128_32F` for A and `BLK128x128_32F` for W.
+    Blockwise,
+}
+
+/// A cuBLASLt matmul for `D[m,n] = epilogue(A[m,k] · W[n,k]ᵀ)`: bf16 or f16 in and out, or e4m3 in
+/// and bf16 out (tensor-wise, blockwise or per-row and per-column scales), with a bias of D's type
+/// for the bias epilogues.
+pub struct LtMatmul {
     handle: ltsys::cublasLtHandle_t,
     desc: ltsys::cublasLtMatmulDesc_t,
     layouts: [ltsys::cublasLtMatrixLayout_t; 3],
@@ -110,8 +140,17 @@ pub struct LtFp8 {
     _scales: Option<(CudaSlice<f32>, CudaSlice<f32>)>,
 }
 
-impl LtFp8 {
-    pub fn new(dev: &Device, m: usize, n: usize, k: usize, blockwise: bool) -> Result<LtFp8> {
+impl LtMatmul {
+    /// `input`: `CUDA_R_16BF`, `CUDA_R_16F` or `CUDA_R_8F_E4M3`; D is bf16 for e4m3, else the input
+    /// type. `bias` is a device pointer (0 for none).
+    pub fn new(
+        dev: &Device,
+        (m, n, k): (usize, usize, usize),
+        input: ltsys::cudaDataType_t,
+        epilogue: LtEpilogue,
+        bias: u64,
+        scales: LtScales,
+    ) -> Result<LtMatmul> {
         use ltsys::cublasLtMatmulDescAttributes_t as A;
         use ltsys::cudaDataType_t as T;
         let lt_err = |e: cudarc::cublaslt::result::CublasError| anyhow!("cuBLASLt: {e:?}");
@@ -127,49 +166,86 @@ impl LtFp8 {
         };
         let t = cublasOperation_t::CUBLAS_OP_T;
         set(A::CUBLASLT_MATMUL_DESC_TRANSA, &t as *const _ as _, 4)?;
-        let scales = if blockwise {
-            let sa =
-                ltsys::cublasLtMatmulMatrixScale_t::CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
-            let sb = ltsys::cublasLtMatmulMatrixScale_t::CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+        let out = if input == T::CUDA_R_16F {
+            T::CUDA_R_16F
+        } else {
+            T::CUDA_R_16BF
+        };
+        // cuBLASLt's A is W (scales per output column), its B is A (per row).
+        use ltsys::cublasLtMatmulMatrixScale_t as Mode;
+        let mut owned = None;
+        let modes = match scales {
+            LtScales::None => None,
+            LtScales::Outer { rows, cols } => Some((
+                Mode::CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F,
+                Mode::CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F,
+                cols,
+                rows,
+            )),
+            LtScales::Blockwise => {
+                // All ones, generously sized for either scale order.
+                let kb = k.div_ceil(128) + 1;
+                let ones_w = dev
+                    .stream
+                    .clone_htod(&vec![1.0f32; (n.div_ceil(128) + 1) * kb])?;
+                let ones_a = dev.stream.clone_htod(&vec![1.0f32; (m + 128) * kb])?;
+                let (pw, pa) = (
+                    ones_w.device_ptr(&dev.stream).0,
+                    ones_a.device_ptr(&dev.stream).0,
+                );
+                owned = Some((ones_w, ones_a));
+                Some((
+                    Mode::CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F,
+                    Mode::CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F,
+                    pw,
+                    pa,
+                ))
+            }
+        };
+        if let Some((mode_a, mode_b, ptr_a, ptr_b)) = modes {
             set(
                 A::CUBLASLT_MATMUL_DESC_A_SCALE_MODE,
-                &sa as *const _ as _,
+                &mode_a as *const _ as _,
                 4,
             )?;
             set(
                 A::CUBLASLT_MATMUL_DESC_B_SCALE_MODE,
-                &sb as *const _ as _,
+                &mode_b as *const _ as _,
                 4,
             )?;
-            // All ones, generously sized for either scale order.
-            let kb = k.div_ceil(128) + 1;
-            let ones_a = vec![1.0f32; (n.div_ceil(128) + 1) * kb];
-            let ones_b = vec![1.0f32; (m + 128) * kb];
-            let da = dev.stream.clone_htod(&ones_a)?;
-            let db = dev.stream.clone_htod(&ones_b)?;
-            let pa = da.device_ptr(&dev.stream).0;
-            let pb = db.device_ptr(&dev.stream).0;
             set(
                 A::CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
-                &pa as *const _ as _,
+                &ptr_a as *const _ as _,
                 8,
             )?;
             set(
                 A::CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
-                &pb as *const _ as _,
+                &ptr_b as *const _ as _,
                 8,
             )?;
-            Some((da, db))
-        } else {
-            None
+        }
+        let epi = match epilogue {
+            LtEpilogue::None => ltsys::cublasLtEpilogue_t::CUBLASLT_EPILOGUE_DEFAULT,
+            LtEpilogue::Bias => ltsys::cublasLtEpilogue_t::CUBLASLT_EPILOGUE_BIAS,
+            LtEpilogue::ReluBias => ltsys::cublasLtEpilogue_t::CUBLASLT_EPILOGUE_RELU_BIAS,
+            LtEpilogue::GeluBias => ltsys::cublasLtEpilogue_t::CUBLASLT_EPILOGUE_GELU_BIAS,
         };
-        // Column-major view: A_cb = W as k x n (transposed to n x k), B_cb = A as k x m, D_cb n x m.
-        let la = lt::create_matrix_layout(T::CUDA_R_8F_E4M3, k as u64, n as u64, k as i64)
-            .map_err(lt_err)?;
-        let lb = lt::create_matrix_layout(T::CUDA_R_8F_E4M3, k as u64, m as u64, k as i64)
-            .map_err(lt_err)?;
-        let ld = lt::create_matrix_layout(T::CUDA_R_16BF, n as u64, m as u64, n as i64)
-            .map_err(lt_err)?;
+        set(A::CUBLASLT_MATMUL_DESC_EPILOGUE, &epi as *const _ as _, 4)?;
+        if epilogue != LtEpilogue::None {
+            set(
+                A::CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                &bias as *const _ as _,
+                8,
+            )?;
+            set(
+                A::CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
+                &out as *const _ as _,
+                4,
+            )?;
+        }
+        let la = lt::create_matrix_layout(input, k as u64, n as u64, k as i64).map_err(lt_err)?;
+        let lb = lt::create_matrix_layout(input, k as u64, m as u64, k as i64).map_err(lt_err)?;
+        let ld = lt::create_matrix_layout(out, n as u64, m as u64, n as i64).map_err(lt_err)?;
         let ws_bytes = 64usize << 20;
         let pref = lt::create_matmul_pref().map_err(lt_err)?;
         // SAFETY: a u64 attribute.
@@ -184,47 +260,40 @@ impl LtFp8 {
         .map_err(lt_err)?;
         // SAFETY: valid handle, descriptors and preference.
         let heur = unsafe { lt::get_matmul_algo_heuristic(handle, desc, la, lb, ld, ld, pref) }
-            .map_err(|e| anyhow!("cuBLASLt has no algorithm for this FP8 matmul: {e:?}"))?;
+            .map_err(|e| anyhow!("cuBLASLt has no algorithm for this matmul: {e:?}"))?;
         // SAFETY: created above.
         unsafe { lt::destroy_matmul_pref(pref) }.map_err(lt_err)?;
-        Ok(LtFp8 {
+        Ok(LtMatmul {
             handle,
             desc,
             layouts: [la, lb, ld],
             algo: heur.algo,
             workspace: dev.stream.alloc_zeros::<u8>(ws_bytes)?,
             ws_bytes,
-            _scales: scales,
+            _scales: owned,
         })
     }
 
-    pub fn run(
-        &mut self,
-        stream: &Arc<CudaStream>,
-        a: &CudaSlice<E4M3>,
-        w: &CudaSlice<E4M3>,
-        d: &mut CudaSlice<bf16>,
-    ) -> Result<()> {
+    /// Runs on device pointers of A (m x k), W (n x k) and D (m x n) of the types given to
+    /// [`LtMatmul::new`].
+    pub fn run(&mut self, stream: &Arc<CudaStream>, a: u64, w: u64, d: u64) -> Result<()> {
         let (alpha, beta) = (1.0f32, 0.0f32);
-        let (pa, _g1) = a.device_ptr(stream);
-        let (pw, _g2) = w.device_ptr(stream);
-        let (pd, _g3) = d.device_ptr_mut(stream);
-        let (pws, _g4) = self.workspace.device_ptr_mut(stream);
+        let (pws, _g) = self.workspace.device_ptr_mut(stream);
         let [la, lb, ld] = self.layouts;
-        // SAFETY: the buffers match the layouts created for this shape; workspace as declared.
+        // SAFETY: the caller's buffers match the layouts created for this shape.
         unsafe {
             lt::matmul(
                 self.handle,
                 self.desc,
                 &alpha as *const f32 as _,
                 &beta as *const f32 as _,
-                pw as *const c_void,
+                w as *const c_void,
                 la,
-                pa as *const c_void,
+                a as *const c_void,
                 lb,
-                pd as *const c_void,
+                d as *const c_void,
                 ld,
-                pd as *mut c_void,
+                d as *mut c_void,
                 ld,
                 &self.algo,
                 pws as *mut c_void,
@@ -236,7 +305,7 @@ impl LtFp8 {
     }
 }
 
-impl Drop for LtFp8 {
+impl Drop for LtMatmul {
     fn drop(&mut self) {
         // SAFETY: created in new, destroyed once.
         unsafe {

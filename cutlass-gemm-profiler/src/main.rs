@@ -32,6 +32,7 @@ mod census;
 mod charts;
 mod cublas;
 mod device;
+mod fused;
 mod kind;
 mod list;
 mod overhead;

@@ -24,7 +24,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use cudarc::cublas::{CudaBlas, Gemm as _};
-use cudarc::driver::CudaSlice;
+use cudarc::driver::{CudaSlice, DevicePtr};
 use cutlass_gemm::numeric::{Tf32, E4M3};
 use cutlass_gemm::{BlockwiseGemm, Element, GemmProblem, ScheduleHints, Workspace};
 use half::{bf16, f16};
@@ -32,7 +32,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::args::{KernelMode, Pdl, ProfileArgs};
 use crate::charts;
-use crate::cublas::{self, LtFp8};
+use crate::cublas::{self, LtEpilogue, LtMatmul, LtScales};
 use crate::device::Device;
 use crate::kind::Kind;
 use crate::plans::{pdl_of, plans};
@@ -99,6 +99,9 @@ fn run(args: &ProfileArgs) -> Result<ExitCode> {
     if !cutlass_gemm::cuda_available() {
         eprintln!("cutlass-profiler profile: no CUDA GPU found; nothing to profile");
         return Ok(ExitCode::from(3));
+    }
+    if args.epilogue != crate::fused::EpilogueArg::None {
+        return crate::fused::run(args, args.epilogue);
     }
     let dev = Device::open()?;
     let blas =
@@ -320,20 +323,25 @@ fn profile_fp8(dev: &Device, s: &Shape, kind: Kind, o: &Options) -> Result<Vec<R
     let a: Vec<CudaSlice<E4M3>> = fill_sets(stream, sets, s.m * s.k, 1)?;
     let w: Vec<CudaSlice<E4M3>> = fill_sets(stream, sets, s.n * s.k, 101)?;
     let mut d_ours = stream.alloc_zeros::<bf16>(s.m * s.n)?;
-    let mut d_lt = stream.alloc_zeros::<bf16>(s.m * s.n)?;
+    let d_lt = stream.alloc_zeros::<bf16>(s.m * s.n)?;
     // The check: cuBLASLt's tensor-wise FP8 result (the blockwise scales are all 1). Where
     // cuBLASLt has no algorithm (n = 50257, say), this crate's result is timed unchecked (the GPU
     // tests check such shapes against the host reference) and the row has no reference time.
-    let mut lt_check = LtFp8::new(dev, s.m, s.n, s.k, false).ok();
+    let shape = (s.m, s.n, s.k);
+    let e4m3 = cudarc::cublaslt::sys::cudaDataType_t::CUDA_R_8F_E4M3;
+    let lt_of = |scales| LtMatmul::new(dev, shape, e4m3, LtEpilogue::None, 0, scales).ok();
+    let ptr = |x: &CudaSlice<E4M3>| x.device_ptr(stream).0;
+    let d_lt_ptr = d_lt.device_ptr(stream).0;
+    let mut lt_check = lt_of(LtScales::None);
     let reference = match lt_check.as_mut() {
         Some(lt) => {
-            lt.run(stream, &a[0], &w[0], &mut d_lt)?;
+            lt.run(stream, ptr(&a[0]), ptr(&w[0]), d_lt_ptr)?;
             Some(sample_rows(stream, &d_lt, s.m, s.n)?)
         }
         None => None,
     };
     let mut lt = if kind == Kind::Fp8Blockwise {
-        LtFp8::new(dev, s.m, s.n, s.k, true).ok()
+        lt_of(LtScales::Blockwise)
     } else {
         lt_check
     };
@@ -353,7 +361,7 @@ fn profile_fp8(dev: &Device, s: &Shape, kind: Kind, o: &Options) -> Result<Vec<R
         let has_lt = lt.is_some();
         let mut theirs = |i: usize| -> Result<()> {
             match lt.as_mut() {
-                Some(lt) => lt.run(stream, &a[i], &w[i], &mut d_lt),
+                Some(lt) => lt.run(stream, ptr(&a[i]), ptr(&w[i]), d_lt_ptr),
                 None => Ok(()),
             }
         };

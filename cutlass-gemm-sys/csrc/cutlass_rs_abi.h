@@ -87,7 +87,29 @@ typedef struct cutlass_rs_gemm_args {
   int32_t splits;
   /* CUTLASS_RS_LAUNCH_* bits. */
   int32_t launch_flags;
+  /* Fused epilogues (kernels whose names end in _evt_scale_bias{type}_act):
+   *   D = act(alpha * row_scale[i] * col_scale[j] * (A.B)[i][j] + beta * C[i][j]
+   *           + row_bias[i] + col_bias[j])
+   * computed in f32, for row i < m and column j < n. Each vector may be null: a scale is then 1
+   * and a bias 0. The biases are of the kernel's bias type; the vectors are shared by every matrix
+   * of the batch. activation is a CUTLASS_RS_ACTIVATION_* code. Ignored by other kernels. */
+  const float *row_scale;
+  const float *col_scale;
+  const void *row_bias;
+  const void *col_bias;
+  int32_t activation;
+  /* Zero. Makes the struct's size a sum of its fields' (no padding): launches compare it
+   * bytewise. */
+  int32_t reserved;
 } cutlass_rs_gemm_args;
+
+/* Activations of the fused epilogues. GELU_TANH is GELU's tanh approximation (with the hardware
+ * tanh), GELU_ERF the exact one; SILU is x * sigmoid(x). */
+#define CUTLASS_RS_ACTIVATION_IDENTITY 0
+#define CUTLASS_RS_ACTIVATION_RELU 1
+#define CUTLASS_RS_ACTIVATION_GELU_TANH 2
+#define CUTLASS_RS_ACTIVATION_GELU_ERF 3
+#define CUTLASS_RS_ACTIVATION_SILU 4
 
 /* launch_flags: launch with programmatic dependent launch (CUDA's programmatic stream
  * serialization). The kernel may then start while the kernel before it in the stream finishes; it

@@ -82,6 +82,17 @@ struct scale_config<Mainloop, ScaleConfig, std::void_t<typename Mainloop::Sm1xxB
   using type = typename Mainloop::Sm1xxBlkScaledConfig;
 };
 
+// Whether an epilogue's arguments are CUTLASS's fusion operations' (alpha, beta, ...) rather than
+// a visitor tree's (this crate's fused epilogue, cutlass_rs_epilogue.hpp).
+template <class T, class = void>
+struct has_alpha : std::false_type {};
+template <class T>
+struct has_alpha<T, std::void_t<decltype(std::declval<T &>().alpha)>> : std::true_type {};
+
+// The fused epilogue's arguments (defined in cutlass_rs_epilogue.hpp, which its kernels include).
+template <class Thread>
+Thread fused_arguments(const cutlass_rs_gemm_args *a);
+
 // Builds the CUTLASS 3.x arguments (LinearCombination epilogue) field by field, so one function
 // serves the SM90, SM100 and SM120 collectives, block-scaled and blockwise ones included.
 // ScaleConfig is the blockwise scale config (void for the other kernels).
@@ -120,8 +131,12 @@ typename Gemm::Arguments make_arguments(const cutlass_rs_gemm_args *a) {
   args.epilogue.dC = make_stride<typename Kernel::StrideC>(a->ldc, a->batch_stride_c);
   args.epilogue.ptr_D = static_cast<decltype(args.epilogue.ptr_D)>(a->d);
   args.epilogue.dD = make_stride<typename Kernel::StrideD>(a->ldd, a->batch_stride_d);
-  args.epilogue.thread.alpha = a->alpha;
-  args.epilogue.thread.beta = a->beta;
+  if constexpr (has_alpha<decltype(args.epilogue.thread)>::value) {
+    args.epilogue.thread.alpha = a->alpha;
+    args.epilogue.thread.beta = a->beta;
+  } else {
+    args.epilogue.thread = fused_arguments<decltype(args.epilogue.thread)>(a);
+  }
   if constexpr (writes_scale_factors<decltype(args.epilogue.thread)>::value) {
     args.epilogue.thread.block_scale_factor_ptr =
         static_cast<decltype(args.epilogue.thread.block_scale_factor_ptr)>(a->sfd);
@@ -253,7 +268,10 @@ int ensure_function_attributes(int device) noexcept {
   return CUTLASS_RS_OK;
 }
 
-static_assert(sizeof(cutlass_rs_gemm_args) % 8 == 0, "no trailing padding: compared bytewise");
+// Launches compare the arguments bytewise: no padding anywhere, the last field ends the struct.
+static_assert(offsetof(cutlass_rs_gemm_args, reserved) + sizeof(int32_t) ==
+                  sizeof(cutlass_rs_gemm_args),
+              "no trailing padding: compared bytewise");
 
 // What the last launch of a kernel on this thread was built from and launched with: the arguments
 // (pointers included: the TMA descriptors encode them), the workspace, CUTLASS's arguments and

@@ -20,6 +20,11 @@ pub const CUTLASS_RS_ERROR_WORKSPACE_TOO_SMALL: i32 = 102;
 pub const CUTLASS_RS_ERROR_NOT_BUILT: i32 = 103;
 pub const CUTLASS_RS_ERROR_TMA_DESCRIPTOR: i32 = 104;
 pub const CUTLASS_RS_ERROR_CUDA_BASE: i32 = 1000;
+pub const CUTLASS_RS_ACTIVATION_IDENTITY: i32 = 0;
+pub const CUTLASS_RS_ACTIVATION_RELU: i32 = 1;
+pub const CUTLASS_RS_ACTIVATION_GELU_TANH: i32 = 2;
+pub const CUTLASS_RS_ACTIVATION_GELU_ERF: i32 = 3;
+pub const CUTLASS_RS_ACTIVATION_SILU: i32 = 4;
 pub const CUTLASS_RS_LAUNCH_PDL: i32 = 1;
 pub const CUTLASS_RS_DTYPE_F32: i32 = 0;
 pub const CUTLASS_RS_DTYPE_F16: i32 = 1;
@@ -61,10 +66,16 @@ pub struct cutlass_rs_gemm_args {
     pub raster: i32,
     pub splits: i32,
     pub launch_flags: i32,
+    pub row_scale: *const f32,
+    pub col_scale: *const f32,
+    pub row_bias: *const ::std::os::raw::c_void,
+    pub col_bias: *const ::std::os::raw::c_void,
+    pub activation: i32,
+    pub reserved: i32,
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of cutlass_rs_gemm_args"][::std::mem::size_of::<cutlass_rs_gemm_args>() - 200usize];
+    ["Size of cutlass_rs_gemm_args"][::std::mem::size_of::<cutlass_rs_gemm_args>() - 240usize];
     ["Alignment of cutlass_rs_gemm_args"][::std::mem::align_of::<cutlass_rs_gemm_args>() - 8usize];
     ["Offset of field: cutlass_rs_gemm_args::m"]
         [::std::mem::offset_of!(cutlass_rs_gemm_args, m) - 0usize];
@@ -124,6 +135,18 @@ const _: () = {
         [::std::mem::offset_of!(cutlass_rs_gemm_args, splits) - 192usize];
     ["Offset of field: cutlass_rs_gemm_args::launch_flags"]
         [::std::mem::offset_of!(cutlass_rs_gemm_args, launch_flags) - 196usize];
+    ["Offset of field: cutlass_rs_gemm_args::row_scale"]
+        [::std::mem::offset_of!(cutlass_rs_gemm_args, row_scale) - 200usize];
+    ["Offset of field: cutlass_rs_gemm_args::col_scale"]
+        [::std::mem::offset_of!(cutlass_rs_gemm_args, col_scale) - 208usize];
+    ["Offset of field: cutlass_rs_gemm_args::row_bias"]
+        [::std::mem::offset_of!(cutlass_rs_gemm_args, row_bias) - 216usize];
+    ["Offset of field: cutlass_rs_gemm_args::col_bias"]
+        [::std::mem::offset_of!(cutlass_rs_gemm_args, col_bias) - 224usize];
+    ["Offset of field: cutlass_rs_gemm_args::activation"]
+        [::std::mem::offset_of!(cutlass_rs_gemm_args, activation) - 232usize];
+    ["Offset of field: cutlass_rs_gemm_args::reserved"]
+        [::std::mem::offset_of!(cutlass_rs_gemm_args, reserved) - 236usize];
 };
 pub type cutlass_rs_can_implement_fn = ::std::option::Option<
     unsafe extern "C" fn(args: *const cutlass_rs_gemm_args) -> ::std::os::raw::c_int,
@@ -257,6 +280,18 @@ unsafe extern "C" {
         dst_inner: i64,
         dst_outer: i64,
         batch: i64,
+        stream: *mut ::std::os::raw::c_void,
+    ) -> ::std::os::raw::c_int;
+}
+unsafe extern "C" {
+    pub fn cutlass_rs_bias_activation(
+        d: *mut ::std::os::raw::c_void,
+        rows: i64,
+        cols: i64,
+        ld: i64,
+        bias: *const ::std::os::raw::c_void,
+        activation: i32,
+        dtype: i32,
         stream: *mut ::std::os::raw::c_void,
     ) -> ::std::os::raw::c_int;
 }

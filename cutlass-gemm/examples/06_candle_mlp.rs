@@ -1,6 +1,8 @@
 //! A transformer MLP block at Llama-3-8B sizes (hidden 4096, intermediate 14336) in candle:
 //! `y = down(silu(gate(x)) * up(x))`, with candle's own matmul (cuBLAS), with this crate's bf16
-//! GEMMs (`cutlass_gemm::candle::matmul`), and with FP8 blockwise-quantized weights
+//! GEMMs (`cutlass_gemm::candle::matmul`), with its `Linear` layers whose epilogue applies the
+//! SiLU (`cutlass_gemm::candle::Linear`: one elementwise pass fewer), and with FP8
+//! blockwise-quantized weights
 //! (`cutlass_gemm::candle::Fp8Linear`); outputs compared with candle's and times side by side.
 //!
 //! `cargo run --release --features candle --example 06_candle_mlp`
@@ -13,7 +15,8 @@ use std::sync::Arc;
 use anyhow::Result;
 use candle_core::{DType, Device, Module, Tensor};
 use cudarc::driver::CudaStream;
-use cutlass_gemm::candle::{matmul, Fp8Linear};
+use cutlass_gemm::candle::{matmul, Fp8Linear, Linear};
+use cutlass_gemm::Activation;
 
 #[path = "common/timing.rs"]
 mod timing;
@@ -63,16 +66,24 @@ fn main() -> Result<()> {
         Fp8Linear::new(&wd, None)?,
     );
     let (wgt, wut, wdt) = (wg.t()?, wu.t()?, wd.t()?);
+    let (lg, lu, ld) = (
+        Linear::new(wg.clone(), None)?.with_activation(Activation::Silu),
+        Linear::new(wu.clone(), None)?,
+        Linear::new(wd.clone(), None)?,
+    );
 
     println!(
-        "{:>7} {:>12} {:>12} {:>8} {:>12} {:>8}   {:>22} {:>22}",
+        "{:>7} {:>12} {:>12} {:>8} {:>12} {:>8} {:>12} {:>8}   {:>22} {:>22} {:>22}",
         "tokens",
         "candle (ms)",
         "cutlass (ms)",
         "speedup",
+        "fused (ms)",
+        "speedup",
         "fp8 (ms)",
         "speedup",
         "cutlass vs candle",
+        "fused vs candle",
         "fp8 vs candle"
     );
     for tokens in [1usize, 16, 128, 512, 2048, 4096] {
@@ -85,19 +96,27 @@ fn main() -> Result<()> {
             let h = (matmul(&x, &wgt)?.silu()? * matmul(&x, &wut)?)?;
             Ok(matmul(&h, &wdt)?)
         };
+        let mut fused_mlp = || -> Result<Tensor> {
+            let h = (lg.forward(&x)? * lu.forward(&x)?)?;
+            Ok(ld.forward(&h)?)
+        };
         let mut fp8_mlp = || -> Result<Tensor> {
             let h = (qg.forward(&x)?.silu()? * qu.forward(&x)?)?;
             Ok(qd.forward(&h)?)
         };
         let (y_candle, y_cutlass, y_fp8) = (candle_mlp()?, cutlass_mlp()?, fp8_mlp()?);
+        let y_fused = fused_mlp()?;
         let (max_b, rel_b) = error(&y_cutlass, &y_candle)?;
+        let (max_f, rel_f) = error(&y_fused, &y_candle)?;
         let (max_q, rel_q) = error(&y_fp8, &y_candle)?;
         let t_candle = time(&stream, &mut candle_mlp)?;
         let t_cutlass = time(&stream, &mut cutlass_mlp)?;
+        let t_fused = time(&stream, &mut fused_mlp)?;
         let t_fp8 = time(&stream, &mut fp8_mlp)?;
         println!(
-            "{tokens:>7} {t_candle:>12.3} {t_cutlass:>12.3} {:>7.2}x {t_fp8:>12.3} {:>7.2}x   max {max_b:>8.2e} rms {rel_b:>7.1e}   max {max_q:>8.2e} rms {rel_q:>7.1e}",
+            "{tokens:>7} {t_candle:>12.3} {t_cutlass:>12.3} {:>7.2}x {t_fused:>12.3} {:>7.2}x {t_fp8:>12.3} {:>7.2}x   max {max_b:>8.2e} rms {rel_b:>7.1e}   max {max_f:>8.2e} rms {rel_f:>7.1e}   max {max_q:>8.2e} rms {rel_q:>7.1e}",
             t_candle / t_cutlass,
+            t_candle / t_fused,
             t_candle / t_fp8,
         );
     }

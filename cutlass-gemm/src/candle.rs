@@ -7,7 +7,8 @@
 //! | [`broadcast_matmul`] | candle's `a.broadcast_matmul(b)` (batch dimensions broadcast) | bf16, f16 |
 //! | [`Matmul`] | the same as a candle `CustomOp2` (`a.apply_op2_no_bwd(&b, &Matmul)`) | bf16, f16 |
 //! | [`matmul_fp8`] / [`MatmulFp8`] | `scale_a * scale_b * (a · b)` to bf16; `a` row-major, `b` column-major (`w.t()`) | F8E4M3 |
-//! | [`Fp8Linear`] | a `Linear` layer (`x · Wᵀ + bias`) whose weight is quantized once to FP8 e4m3 with one f32 scale per 128x128 block; activations are quantized per call (1x128 groups) on the GPU; the DeepSeek-V3 recipe | bf16 in and out |
+//! | [`Linear`] | `act(x · Wᵀ + bias)` with the bias and activation (ReLU, GELU, SiLU) fused into the GEMM's epilogue; `candle_nn::Linear` plus the activation in one kernel | bf16, f16 |
+//! | [`Fp8Linear`] | a `Linear` layer (`act(x · Wᵀ + bias)`, bias and activation in the epilogue) whose weight is quantized once to FP8 e4m3 with one f32 scale per 128x128 block; activations are quantized per call (1x128 groups) on the GPU; the DeepSeek-V3 recipe | bf16 in and out |
 //! | [`Nvfp4Linear`] | the same with NVFP4 weights and activations | bf16 in and out; SM100/SM120 GPUs |
 //!
 //! **Layouts.** Each operand's last two dimensions may be row-major (contiguous rows, any row
@@ -50,7 +51,8 @@ use crate::formats::numeric::{E2M1, E4M3};
 use crate::formats::scale_layout::ScaleMajor;
 use crate::quantize::{self, Fp8Block, Fp8BlockwiseTensor, Nvfp4Tensor};
 use crate::{
-    BlockScaledGemm, BlockwiseGemm, DeviceInfo, Element, Gemm, GemmProblem, MatrixLayout, Workspace,
+    Activation, BlockScaledGemm, BlockwiseGemm, DeviceInfo, Element, Epilogue, EpilogueOperands,
+    Gemm, GemmProblem, MatrixLayout, Workspace,
 };
 
 /// This crate's error as a candle error.
@@ -599,21 +601,189 @@ fn linear_forward<C: CustomOp1>(
     }
 }
 
+/// A linear layer `y = act(x · Wᵀ + bias)` whose bias and activation run in the GEMM's epilogue
+/// (no extra pass over `y`): a drop-in for `candle_nn::Linear` followed by the activation, for bf16
+/// and f16. The weight `W (out_features, in_features)` and the bias `(out_features,)` are used as
+/// they are (made contiguous once); `x (…, in_features)` is flattened to rows.
+pub struct Linear {
+    op: LinearOp,
+}
+
+struct LinearOp {
+    weight: Tensor,
+    bias: Option<Tensor>,
+    activation: Activation,
+}
+
+impl Linear {
+    /// A layer with this weight and optional bias (the weight's type, on the same CUDA device).
+    pub fn new(weight: Tensor, bias: Option<Tensor>) -> candle_core::Result<Self> {
+        cuda_device(&weight)?;
+        let (n, _) = weight.dims2()?;
+        if !matches!(weight.dtype(), DType::BF16 | DType::F16) {
+            return Err(msg(format!(
+                "cutlass_gemm::candle::Linear takes bf16 or f16 weights, not {:?}",
+                weight.dtype()
+            )));
+        }
+        if let Some(b) = &bias {
+            if b.dims() != [n] || b.dtype() != weight.dtype() {
+                return Err(msg(format!(
+                    "the bias must be ({n},) {:?}, not {:?} {:?}",
+                    weight.dtype(),
+                    b.dims(),
+                    b.dtype()
+                )));
+            }
+        }
+        Ok(Linear {
+            op: LinearOp {
+                weight: packed(&weight)?,
+                bias: bias.as_ref().map(packed).transpose()?,
+                activation: Activation::Identity,
+            },
+        })
+    }
+
+    /// The layer with an activation applied in the epilogue.
+    pub fn with_activation(mut self, activation: Activation) -> Self {
+        self.op.activation = activation;
+        self
+    }
+
+    /// The weight, `(out_features, in_features)`.
+    pub fn weight(&self) -> &Tensor {
+        &self.op.weight
+    }
+
+    /// The bias, `(out_features,)`.
+    pub fn bias(&self) -> Option<&Tensor> {
+        self.op.bias.as_ref()
+    }
+
+    /// The activation.
+    pub fn activation(&self) -> Activation {
+        self.op.activation
+    }
+}
+
+impl Module for Linear {
+    /// `x (…, in_features)` → `(…, out_features)`, of the weight's type.
+    fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        let (n, k) = self.op.weight.dims2()?;
+        let dims = x.dims().to_vec();
+        let (x2, m) = rows_of(x, k)?;
+        let y = x2.reshape((m, k))?.apply_op1_no_bwd(&self.op)?;
+        let mut out = dims;
+        *out.last_mut().unwrap() = n;
+        y.reshape(out)
+    }
+}
+
+impl CustomOp1 for LinearOp {
+    fn name(&self) -> &'static str {
+        "cutlass-linear"
+    }
+
+    fn cpu_fwd(&self, _: &CpuStorage, _: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
+        Err(msg("cutlass-linear runs on CUDA tensors only"))
+    }
+
+    fn cuda_fwd(&self, s: &CudaStorage, l: &Layout) -> candle_core::Result<(CudaStorage, Shape)> {
+        match &s.slice {
+            CudaStorageSlice::BF16(x) => self.run::<bf16>(s, x, l),
+            CudaStorageSlice::F16(x) => self.run::<f16>(s, x, l),
+            _ => Err(msg(format!(
+                "cutlass-linear takes bf16 or f16 inputs, not {:?}",
+                s.dtype()
+            ))),
+        }
+    }
+}
+
+impl LinearOp {
+    fn run<T: Element + candle_core::cuda_backend::CudaDType>(
+        &self,
+        s: &CudaStorage,
+        x: &CudaSlice<T>,
+        l: &Layout,
+    ) -> candle_core::Result<(CudaStorage, Shape)> {
+        let (m, k) = l.shape().dims2()?;
+        let (n, _) = self.weight.dims2()?;
+        let stream = s.device.cuda_stream();
+        let (w_storage, w_layout) = self.weight.storage_and_layout();
+        let candle_core::Storage::Cuda(ws) = &*w_storage else {
+            return Err(msg("cutlass-linear needs a CUDA weight"));
+        };
+        let wv = ws.as_cuda_slice::<T>()?.slice(w_layout.start_offset()..);
+        let bias = self.bias.as_ref().map(|b| b.storage_and_layout());
+        let bias_slice = match &bias {
+            Some((storage, layout)) => {
+                let candle_core::Storage::Cuda(bs) = &**storage else {
+                    return Err(msg("cutlass-linear needs a CUDA bias"));
+                };
+                Some((bs.as_cuda_slice::<T>()?, layout.start_offset()))
+            }
+            None => None,
+        };
+        let bias_view = bias_slice.as_ref().map(|(b, off)| b.slice(*off..));
+        let epilogue = Epilogue {
+            bias: self.bias.as_ref().map(|_| crate::BiasAxis::PerColumn),
+            activation: self.activation,
+            ..Epilogue::NONE
+        };
+        // W (n, k) row-major is B (k x n) column-major.
+        let problem = GemmProblem::new(m, n, k).with_b(MatrixLayout::col_major());
+        let kind = match (self.bias.is_some(), self.activation) {
+            (false, Activation::Identity) => "linear",
+            _ => "linear-fused",
+        };
+        let key = format!("{kind}-{}", epilogue.describe());
+        let gemm = cached(&stream, &problem, leak(key), |info, p| {
+            Gemm::<T, T, T>::plan(info, p, None)?.with_epilogue(epilogue)
+        })
+        .map_err(cerr)?;
+        // SAFETY: the GEMM writes every element of D before anything reads it.
+        let mut d = unsafe { stream.alloc::<T>(m * n) }.map_err(|e| cerr(e.into()))?;
+        let xv = x.slice(l.start_offset()..);
+        let ops = EpilogueOperands {
+            bias: bias_view.as_ref().map(|b| b as &dyn DevicePtr<T>),
+            ..Default::default()
+        };
+        gemm.run_fused(&stream, &xv, &wv, None, &mut d, &ops, Workspace::Managed)
+            .map_err(cerr)?;
+        Ok((
+            CudaStorage::wrap_cuda_slice(d, s.device.clone()),
+            Shape::from((m, n)),
+        ))
+    }
+}
+
+/// A cache-key name that lives as long as the process (a handful of epilogue descriptions).
+fn leak(key: String) -> &'static str {
+    static KEYS: OnceLock<Mutex<HashMap<String, &'static str>>> = OnceLock::new();
+    let mut keys = KEYS.get_or_init(Default::default).lock().unwrap();
+    keys.entry(key.clone())
+        .or_insert_with(|| Box::leak(key.into_boxed_str()))
+}
+
 /// A linear layer `y = x · Wᵀ (+ bias)` whose weight `W (out_features, in_features)` is quantized
 /// once to FP8 e4m3 with one f32 scale per 128x128 block (on the GPU, [`quantize`]); each call
 /// quantizes `x` in 1x128 groups and runs the SM90 FP8 blockwise GEMM (Hopper), bf16 out.
 pub struct Fp8Linear {
     op: Fp8LinearOp,
-    bias: Option<Tensor>,
 }
 
 struct Fp8LinearOp {
     weight: Arc<Fp8BlockwiseTensor>,
+    /// bf16, `(out_features,)`, added in the GEMM's epilogue.
+    bias: Option<Tensor>,
+    activation: Activation,
 }
 
 impl Fp8Linear {
     /// Quantizes `weight` (`(out_features, in_features)`, bf16, f16 or f32, on a CUDA device).
-    /// `bias` (`(out_features,)`) is added in the input's type after the GEMM.
+    /// `bias` (`(out_features,)`, converted to bf16 once) is added in the GEMM's epilogue.
     pub fn new(weight: &Tensor, bias: Option<Tensor>) -> candle_core::Result<Self> {
         let stream = cuda_device(weight)?.cuda_stream();
         let (n, k) = weight.dims2()?;
@@ -628,12 +798,29 @@ impl Fp8Linear {
             )
         })
         .map_err(cerr)?;
+        let bias = match bias {
+            Some(b) if b.dims() == [n] => Some(packed(&b.to_dtype(DType::BF16)?)?),
+            Some(b) => {
+                return Err(msg(format!(
+                    "Fp8Linear: the bias must be ({n},), not {:?}",
+                    b.dims()
+                )))
+            }
+            None => None,
+        };
         Ok(Fp8Linear {
             op: Fp8LinearOp {
                 weight: Arc::new(q),
+                bias,
+                activation: Activation::Identity,
             },
-            bias,
         })
+    }
+
+    /// The layer with an activation applied in the GEMM's epilogue (after the bias).
+    pub fn with_activation(mut self, activation: Activation) -> Self {
+        self.op.activation = activation;
+        self
     }
 
     /// `(out_features, in_features)`.
@@ -652,14 +839,7 @@ impl Module for Fp8Linear {
     fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
         // The kernel reads A's scales as M-major rows of m floats through TMA (16-byte multiples):
         // M is padded to a multiple of 4.
-        linear_forward(
-            "Fp8Linear",
-            &self.op,
-            self.shape(),
-            4,
-            self.bias.as_ref(),
-            x,
-        )
+        linear_forward("Fp8Linear", &self.op, self.shape(), 4, None, x)
     }
 }
 
@@ -685,16 +865,45 @@ impl CustomOp1 for Fp8LinearOp {
             ScaleMajor::MN,
         )
         .map_err(cerr)?;
+        let epilogue = Epilogue {
+            bias: self.bias.as_ref().map(|_| crate::BiasAxis::PerColumn),
+            activation: self.activation,
+            ..Epilogue::NONE
+        };
         let gemm = cached(
             &stream,
             &GemmProblem::new(m, n, k),
-            "fp8-blockwise",
-            |info, p| BlockwiseGemm::<E4M3, E4M3, bf16>::plan(info, p, None),
+            leak(format!("fp8-blockwise-{}", epilogue.describe())),
+            |info, p| {
+                BlockwiseGemm::<E4M3, E4M3, bf16>::plan(info, p, None)?.with_epilogue(epilogue)
+            },
         )
         .map_err(cerr)?;
         let mut d = linear_output(&stream, m, n)?;
-        gemm.run_tensors(&stream, &xq, &self.weight, None, &mut d, Workspace::Managed)
-            .map_err(cerr)?;
+        let bias = self.bias.as_ref().map(|b| b.storage_and_layout());
+        let bias_view = match &bias {
+            Some((storage, layout)) => {
+                let candle_core::Storage::Cuda(bs) = &**storage else {
+                    return Err(msg("Fp8Linear needs a CUDA bias"));
+                };
+                Some(bs.as_cuda_slice::<bf16>()?.slice(layout.start_offset()..))
+            }
+            None => None,
+        };
+        let ops = EpilogueOperands {
+            bias: bias_view.as_ref().map(|b| b as &dyn DevicePtr<bf16>),
+            ..Default::default()
+        };
+        gemm.run_tensors_fused(
+            &stream,
+            &xq,
+            &self.weight,
+            None,
+            &mut d,
+            &ops,
+            Workspace::Managed,
+        )
+        .map_err(cerr)?;
         Ok(wrap_output(s, d, m, n))
     }
 }

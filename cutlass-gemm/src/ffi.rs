@@ -130,6 +130,17 @@ pub struct RawArgs {
     /// without it ([`KernelSpec::supports_programmatic_dependent_launch`]). Off by default here;
     /// [`crate::Gemm`] plans turn it on.
     pub programmatic_dependent_launch: bool,
+    /// Fused epilogues ([`crate::plans::epilogue`]): f32 scales per row and per column of D, and
+    /// biases (D's type) per row and per column; 0 for none.
+    pub row_scale: sys::CUdeviceptr,
+    /// Scales per column of D.
+    pub col_scale: sys::CUdeviceptr,
+    /// Bias per row of D.
+    pub row_bias: sys::CUdeviceptr,
+    /// Bias per column of D.
+    pub col_bias: sys::CUdeviceptr,
+    /// The activation (`CUTLASS_RS_ACTIVATION_*`).
+    pub activation: i32,
 }
 
 /// Tile-scheduler hints a launch passes to the kernel; zeros keep CUTLASS's defaults.
@@ -179,6 +190,12 @@ impl Kernel {
             } else {
                 0
             },
+            row_scale: r.row_scale as *const f32,
+            col_scale: r.col_scale as *const f32,
+            row_bias: r.row_bias as *const _,
+            col_bias: r.col_bias as *const _,
+            activation: r.activation,
+            reserved: 0,
         }
     }
 

@@ -97,6 +97,7 @@ pub use formats::numeric;
 pub use half;
 pub use plans::block_scaled::{BlockScaledGemm, NarrowOperand};
 pub use plans::blockwise::BlockwiseGemm;
+pub use plans::epilogue::{Activation, BiasAxis, Epilogue, EpilogueOperands};
 pub use plans::gemm::{gemm, Gemm, Workspace};
 pub use plans::problem::{GemmProblem, MatrixLayout, ResolvedMatrix};
 pub use selection::built_kernels;

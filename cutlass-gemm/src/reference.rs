@@ -7,6 +7,7 @@
 use crate::error::{Error, OperandName, ProblemRule, Result, Scalar};
 use crate::formats::element::Element;
 pub use crate::formats::HostValue;
+use crate::plans::epilogue::{Activation, BiasAxis};
 use crate::plans::problem::{GemmProblem, ResolvedMatrix};
 
 /// The exact-as-f64 result of a GEMM, with the magnitudes that bound its rounding error.
@@ -19,6 +20,9 @@ pub struct Reference {
     pub magnitude: Vec<f64>,
     /// m, n, k, batch.
     pub shape: (usize, usize, usize, usize),
+    /// Error the device may add beyond rounding and accumulation, per element (a fused
+    /// epilogue's arithmetic and activation: [`fused`]); empty for none.
+    pub extra_error: Vec<f64>,
 }
 
 /// A host matrix whose every element has an exact value: the operands of the reference.
@@ -265,7 +269,108 @@ pub fn gemm_values(
         value,
         magnitude,
         shape: (m, n, k, batch),
+        extra_error: Vec::new(),
     })
+}
+
+/// A fused epilogue on the host, for [`fused`]: the plan's [`crate::Epilogue`] with its vectors'
+/// exact values.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct HostEpilogue<'a> {
+    /// The activation.
+    pub activation: Activation,
+    /// The bias, and the extent it runs along (`n` values per column, `m` per row).
+    pub bias: Option<(BiasAxis, &'a [f64])>,
+    /// Scales per row of D (`m`).
+    pub row_scales: Option<&'a [f32]>,
+    /// Scales per column of D (`n`).
+    pub col_scales: Option<&'a [f32]>,
+}
+
+/// The reference of a GEMM with a fused epilogue, in f64:
+/// `act(alpha · row_scale[i] · col_scale[j] · (A·B)[i][j] + beta · C[i][j] + bias)`.
+///
+/// The bound of each element ([`compare`]) is that of the plain GEMM's value before the
+/// activation (output rounding, f32 accumulation), carried through the activation's Lipschitz
+/// constant ([`Activation::lipschitz`]), plus the epilogue's six f32 roundings and the device's
+/// own activation error ([`Activation::device_error`]) in [`Reference::extra_error`].
+pub fn fused(
+    problem: &GemmProblem,
+    a: &dyn HostMatrix,
+    b: &dyn HostMatrix,
+    c: Option<&dyn HostMatrix>,
+    epilogue: &HostEpilogue<'_>,
+) -> Result<Reference> {
+    let plain = gemm_values(&problem.with_scalars(problem.alpha, 0.0), a, b, None)?;
+    if c.is_none() && problem.beta != 0.0 {
+        return Err(Error::InvalidProblem {
+            reason: ProblemRule::BetaWithoutC {
+                beta: Scalar(problem.beta),
+            },
+        });
+    }
+    let (m, n, _, batch) = plain.shape;
+    let lens = [
+        (
+            OperandName::Bias,
+            epilogue.bias.map(|(axis, v)| {
+                (
+                    v.len(),
+                    match axis {
+                        BiasAxis::PerColumn => n,
+                        BiasAxis::PerRow => m,
+                    },
+                )
+            }),
+        ),
+        (
+            OperandName::RowScales,
+            epilogue.row_scales.map(|v| (v.len(), m)),
+        ),
+        (
+            OperandName::ColScales,
+            epilogue.col_scales.map(|v| (v.len(), n)),
+        ),
+    ];
+    for (operand, len) in lens {
+        if let Some((found, required)) = len {
+            crate::error::require_len(operand, found, required)?;
+        }
+    }
+    let beta = problem.beta as f64;
+    let act = epilogue.activation;
+    let u = f32::UNIT_ROUNDOFF;
+    let mut out = Reference {
+        value: Vec::with_capacity(plain.value.len()),
+        magnitude: Vec::with_capacity(plain.value.len()),
+        shape: plain.shape,
+        extra_error: Vec::with_capacity(plain.value.len()),
+    };
+    for l in 0..batch {
+        for i in 0..m {
+            for j in 0..n {
+                let idx = (l * m + i) * n + j;
+                let rs = epilogue.row_scales.map_or(1.0, |v| v[i] as f64);
+                let cs = epilogue.col_scales.map_or(1.0, |v| v[j] as f64);
+                let bias = match epilogue.bias {
+                    Some((BiasAxis::PerColumn, v)) => v[j],
+                    Some((BiasAxis::PerRow, v)) => v[i],
+                    None => 0.0,
+                };
+                let cv = match c {
+                    Some(c) if beta != 0.0 => beta * c.value(l, i, j),
+                    _ => 0.0,
+                };
+                let pre = rs * cs * plain.value[idx] + cv + bias;
+                let mag = (rs * cs).abs() * plain.magnitude[idx] + cv.abs() + bias.abs();
+                out.value.push(act.apply(pre));
+                out.magnitude.push(act.lipschitz() * mag);
+                out.extra_error
+                    .push(act.lipschitz() * 6.0 * u * mag + act.device_error() * pre.abs());
+            }
+        }
+    }
+    Ok(out)
 }
 
 impl Reference {
@@ -399,7 +504,8 @@ pub fn compare<TD: Element>(
                 let idx = (l * m + i) * n + j;
                 let want = saturated::<TD>(reference.value[idx]);
                 let got = d[d_geometry.offset(l, i, j)].to_f64();
-                let bound = tolerance::<TD>(want, reference.magnitude[idx], k);
+                let bound = tolerance::<TD>(want, reference.magnitude[idx], k)
+                    + reference.extra_error.get(idx).copied().unwrap_or(0.0);
                 let err = (got - want).abs();
                 out.checked += 1;
                 let within = err <= bound; // false for NaN
@@ -427,6 +533,63 @@ mod tests {
     use super::*;
     use crate::plans::problem::MatrixLayout;
     use half::bf16;
+
+    /// The fused reference on numbers worked out by hand, and its bound: wide where the GPU's
+    /// tanh may err, and still catching a wrong activation.
+    #[test]
+    fn fused_reference_applies_scales_bias_and_activation() {
+        // A = [[1, 2], [3, -4]] (2 x 2, row-major), B = [[3, 1], [4, 1]] (k x n, row-major):
+        // A·B = [[11, 3], [-7, -1]].
+        let p = GemmProblem::new(2, 2, 2)
+            .with_b(MatrixLayout::row_major())
+            .with_scalars(0.5, 0.25);
+        let a = [1.0f32, 2.0, 3.0, -4.0];
+        let b = [3.0f32, 1.0, 4.0, 1.0];
+        let c = [4.0f32, 0.0, 0.0, 8.0];
+        let sa = Strided::new(&a, p.resolve(OperandName::A).unwrap(), OperandName::A).unwrap();
+        let sb = Strided::new(&b, p.resolve(OperandName::B).unwrap(), OperandName::B).unwrap();
+        let sc = Strided::new(&c, p.resolve(OperandName::C).unwrap(), OperandName::C).unwrap();
+        let bias = [1.0, -2.0];
+        let rows = [2.0f32, 1.0];
+        let cols = [1.0f32, 3.0];
+        let e = HostEpilogue {
+            activation: Activation::Relu,
+            bias: Some((BiasAxis::PerColumn, &bias)),
+            row_scales: Some(&rows),
+            col_scales: Some(&cols),
+        };
+        let r = fused(&p, &sa, &sb, Some(&sc), &e).unwrap();
+        // pre = 0.5 · rs · cs · acc + 0.25 · c + bias:
+        // (0,0) 0.5·2·1·11 + 1 + 1 = 13; (0,1) 0.5·2·3·3 + 0 - 2 = 7;
+        // (1,0) 0.5·1·1·(-7) + 0 + 1 = -2.5 -> 0; (1,1) 0.5·1·3·(-1) + 2 - 2 = -1.5 -> 0.
+        assert_eq!(r.value, [13.0, 7.0, 0.0, 0.0]);
+        assert_eq!(r.extra_error.len(), 4);
+        let e = HostEpilogue {
+            activation: Activation::GeluTanh,
+            ..e
+        };
+        let r = fused(&p, &sa, &sb, Some(&sc), &e).unwrap();
+        let d = p.resolve(OperandName::D).unwrap();
+        let exact: Vec<f32> = r.value.iter().map(|&v| v as f32).collect();
+        assert!(compare(&exact, &d, &r).passed());
+        // ReLU's output where GELU's is expected: -2.5 -> 0 against GELU(-2.5) = -0.0154.
+        let relu = [13.0f32, 7.0, 0.0, 0.0];
+        assert!(!compare(&relu, &d, &r).passed());
+        // The bound allows the hardware tanh's error at 13, and nothing near 1 ulp of f32 more.
+        assert!(r.extra_error[0] > 0.5 * 13.0 * 2f64.powf(-11.0));
+        // A short vector is an error naming it.
+        let short = HostEpilogue {
+            row_scales: Some(&rows[..1]),
+            ..e
+        };
+        assert!(matches!(
+            fused(&p, &sa, &sb, Some(&sc), &short),
+            Err(Error::BufferTooSmall {
+                operand: OperandName::RowScales,
+                ..
+            })
+        ));
+    }
 
     #[test]
     fn integer_outputs_saturate_and_admit_no_off_by_one() {

@@ -30,6 +30,12 @@ pub enum OperandName {
     ScalesB,
     /// The stream a launch was given ([`Error::DeviceMismatch`]).
     Stream,
+    /// A fused epilogue's bias ([`crate::plans::epilogue`]).
+    Bias,
+    /// A fused epilogue's scales per row of D.
+    RowScales,
+    /// A fused epilogue's scales per column of D.
+    ColScales,
 }
 
 impl fmt::Display for OperandName {
@@ -44,6 +50,9 @@ impl fmt::Display for OperandName {
             OperandName::ScalesA => "scales of A",
             OperandName::ScalesB => "scales of B",
             OperandName::Stream => "stream",
+            OperandName::Bias => "bias",
+            OperandName::RowScales => "row scales",
+            OperandName::ColScales => "column scales",
         })
     }
 }

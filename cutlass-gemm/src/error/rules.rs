@@ -269,6 +269,19 @@ pub enum ProblemRule {
     ScalesNotTaken,
     /// A blockwise plan was launched without its scales.
     ScalesRequired,
+    /// [`crate::plans::epilogue::apply_unfused`] takes bf16 and f16 outputs.
+    UnfusedEpilogueType(DataType),
+    /// The plan's fused epilogue names this vector, and the launch did not give it.
+    EpilogueOperandMissing {
+        /// The vector.
+        operand: OperandName,
+    },
+    /// The launch gave a vector the plan's fused epilogue does not name
+    /// ([`crate::Gemm::with_epilogue`]).
+    EpilogueOperandNotTaken {
+        /// The vector.
+        operand: OperandName,
+    },
     /// Tile-scheduler hints out of range: swizzle 0, 1, 2, 4 or 8, raster 0, 1 or 2.
     ScheduleOutOfRange(ScheduleHints),
     /// A leading dimension or batch stride of this operand reaches 2^40 bytes (TMA's limit).
@@ -391,6 +404,18 @@ impl fmt::Display for ProblemRule {
             ProblemRule::ScalesRequired => write!(
                 f,
                 "this plan takes blockwise scales: launch it through BlockwiseGemm"
+            ),
+            ProblemRule::UnfusedEpilogueType(ty) => write!(
+                f,
+                "the unfused bias-and-activation pass takes bf16 or f16, not {ty}"
+            ),
+            ProblemRule::EpilogueOperandMissing { operand } => write!(
+                f,
+                "the plan's fused epilogue reads the {operand}: pass it to run_fused"
+            ),
+            ProblemRule::EpilogueOperandNotTaken { operand } => write!(
+                f,
+                "the {operand} was given but the plan's epilogue has none (plan it with with_epilogue)"
             ),
             ProblemRule::ScheduleOutOfRange(schedule) => write!(
                 f,
@@ -723,6 +748,18 @@ pub enum KernelRule {
     NotNvfp4Output,
     /// A plain-output plan named a kernel that writes a block-scaled D.
     Nvfp4Output,
+    /// A plan with a fused epilogue named a kernel without it (CUTLASS's `LinearCombination`).
+    NoFusedEpilogue,
+    /// The kernel has the fused epilogue, which a plain GEMM's automatic choice leaves to GEMMs
+    /// with a bias, an activation or scales (a plain GEMM runs on it when named).
+    FusedEpilogue,
+    /// The kernel's fused epilogue reads a bias of another type than D's.
+    BiasType {
+        /// The kernel's bias type.
+        kernel: DataType,
+        /// The plan's (D's).
+        required: DataType,
+    },
     /// Split-K over a kernel whose tile scheduler is not stream-K.
     SplitKNeedsStreamK {
         /// The splits asked for.
@@ -770,6 +807,18 @@ impl fmt::Display for KernelRule {
             KernelRule::Nvfp4Output => write!(
                 f,
                 "the kernel writes a block-scaled output (plan it with plan_*_to_nvfp4)"
+            ),
+            KernelRule::NoFusedEpilogue => write!(
+                f,
+                "the kernel's epilogue is CUTLASS's LinearCombination: it has no bias, activation or row and column scales"
+            ),
+            KernelRule::FusedEpilogue => write!(
+                f,
+                "the kernel has the fused epilogue, which a plain GEMM's automatic choice leaves to fused GEMMs (name it to run a plain GEMM on it)"
+            ),
+            KernelRule::BiasType { kernel, required } => write!(
+                f,
+                "the kernel's fused epilogue reads a {kernel} bias, the plan's is {required}"
             ),
             KernelRule::SplitKNeedsStreamK { splits } => {
                 write!(f, "split-K ({splits} splits) needs a stream-K kernel")

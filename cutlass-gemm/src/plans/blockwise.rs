@@ -21,6 +21,7 @@ use crate::ffi::DeviceInfo;
 use crate::formats::element::{Element, Fp8};
 use crate::formats::numeric::E4M3;
 use crate::formats::scale_layout::ScaleMajor;
+use crate::plans::epilogue::{Epilogue, EpilogueOperands};
 use crate::plans::gemm::{Gemm, Scaling, Workspace};
 use crate::plans::problem::GemmProblem;
 use crate::quantize::{Fp8Block, Fp8BlockwiseTensor};
@@ -80,7 +81,16 @@ impl<TA: Fp8, TB: Fp8, TD: Element> BlockwiseGemm<TA, TB, TD> {
             }
         }
         Ok(BlockwiseGemm {
-            inner: Gemm::plan_with(device, problem, kernel, Scaling::Blockwise)?,
+            inner: Gemm::plan_with(device, problem, kernel, Scaling::Blockwise, Epilogue::NONE)?,
+        })
+    }
+
+    /// The plan with a fused epilogue (bias, activation, row and column scales applied after the
+    /// blockwise-scaled accumulator; [`Gemm::with_epilogue`]); launch it with
+    /// [`BlockwiseGemm::run_fused`].
+    pub fn with_epilogue(self, epilogue: Epilogue) -> Result<Self> {
+        Ok(BlockwiseGemm {
+            inner: self.inner.with_epilogue(epilogue)?,
         })
     }
 
@@ -129,8 +139,36 @@ impl<TA: Fp8, TB: Fp8, TD: Element> BlockwiseGemm<TA, TB, TD> {
         d: &mut dyn DevicePtrMut<TD>,
         workspace: Workspace<'_>,
     ) -> Result<()> {
+        let none = EpilogueOperands::default();
         self.inner
-            .run_scaled(stream, a, b, (scales_a, scales_b), c, d, workspace)
+            .run_scaled(stream, a, b, (scales_a, scales_b), c, d, &none, workspace)
+    }
+
+    /// [`BlockwiseGemm::run`] with the vectors of the plan's fused epilogue
+    /// ([`BlockwiseGemm::with_epilogue`], [`Gemm::run_fused`]).
+    #[allow(clippy::too_many_arguments)]
+    pub fn run_fused(
+        &self,
+        stream: &Arc<CudaStream>,
+        a: &dyn DevicePtr<TA>,
+        scales_a: &dyn DevicePtr<f32>,
+        b: &dyn DevicePtr<TB>,
+        scales_b: &dyn DevicePtr<f32>,
+        c: Option<&dyn DevicePtr<TD>>,
+        d: &mut dyn DevicePtrMut<TD>,
+        epilogue: &EpilogueOperands<'_, TD>,
+        workspace: Workspace<'_>,
+    ) -> Result<()> {
+        self.inner.run_scaled(
+            stream,
+            a,
+            b,
+            (scales_a, scales_b),
+            c,
+            d,
+            epilogue,
+            workspace,
+        )
     }
 
     /// Launches on raw device pointers (scales in [`ScaleMajor::MN`] order).
@@ -177,6 +215,23 @@ impl<TD: Element> BlockwiseGemm<E4M3, E4M3, TD> {
         d: &mut dyn DevicePtrMut<TD>,
         workspace: Workspace<'_>,
     ) -> Result<()> {
+        let none = EpilogueOperands::default();
+        self.run_tensors_fused(stream, a, b, c, d, &none, workspace)
+    }
+
+    /// [`BlockwiseGemm::run_tensors`] with the vectors of the plan's fused epilogue
+    /// ([`BlockwiseGemm::with_epilogue`]).
+    #[allow(clippy::too_many_arguments)]
+    pub fn run_tensors_fused(
+        &self,
+        stream: &Arc<CudaStream>,
+        a: &Fp8BlockwiseTensor,
+        b: &Fp8BlockwiseTensor,
+        c: Option<&dyn DevicePtr<TD>>,
+        d: &mut dyn DevicePtrMut<TD>,
+        epilogue: &EpilogueOperands<'_, TD>,
+        workspace: Workspace<'_>,
+    ) -> Result<()> {
         let p = *self.problem();
         for (op, t, rows, block) in [
             (OperandName::A, a, p.m, Fp8Block::Group1x128),
@@ -220,8 +275,8 @@ impl<TD: Element> BlockwiseGemm<E4M3, E4M3, TD> {
                 reason: ProblemRule::TensorsNotPacked,
             });
         }
-        self.run(
-            stream, &a.data, &a.scales, &b.data, &b.scales, c, d, workspace,
+        self.run_fused(
+            stream, &a.data, &a.scales, &b.data, &b.scales, c, d, epilogue, workspace,
         )
     }
 }

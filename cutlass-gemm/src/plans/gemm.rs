@@ -13,6 +13,7 @@ use crate::error::{
 };
 use crate::ffi::{DeviceInfo, Kernel, ScheduleHints};
 use crate::formats::element::Element;
+use crate::plans::epilogue::{BiasAxis, Epilogue, EpilogueOperands};
 use crate::plans::problem::{GemmProblem, ResolvedMatrix};
 use crate::plans::staging::{self, Slot, StagingPlan, STAGING_ALIGNMENT};
 use crate::selection::heuristic;
@@ -83,6 +84,12 @@ pub struct Gemm<TA: Element, TB: Element, TD: Element> {
     schedule: ScheduleHints,
     /// Launch with programmatic dependent launch where the kernel supports it.
     dependent_launch: bool,
+    /// The fused epilogue ([`Gemm::with_epilogue`]).
+    epilogue: Epilogue,
+    /// The kernel was named by the caller (re-planning keeps it).
+    pinned: bool,
+    /// Bytes of the staged epilogue vectors (after the operands' staging area).
+    vector_bytes: usize,
     _types: PhantomData<(TA, TB, TD)>,
 }
 
@@ -103,6 +110,9 @@ impl<TA: Element, TB: Element, TD: Element> Clone for Gemm<TA, TB, TD> {
             scaling: self.scaling,
             schedule: self.schedule,
             dependent_launch: self.dependent_launch,
+            epilogue: self.epilogue,
+            pinned: self.pinned,
+            vector_bytes: self.vector_bytes,
             _types: PhantomData,
         }
     }
@@ -132,7 +142,7 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
     /// Plans a GEMM for a described device without touching it: every check that does not need
     /// the buffers runs here, so this is how to validate a problem on a machine without the GPU.
     pub fn plan(device: DeviceInfo, problem: &GemmProblem, kernel: Option<&str>) -> Result<Self> {
-        Self::plan_with(device, problem, kernel, Scaling::None)
+        Self::plan_with(device, problem, kernel, Scaling::None, Epilogue::NONE)
     }
 
     pub(crate) fn plan_with(
@@ -140,8 +150,10 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
         problem: &GemmProblem,
         kernel: Option<&str>,
         scaling: Scaling,
+        epilogue: Epilogue,
     ) -> Result<Self> {
         problem.check()?;
+        let kernel_name_given = kernel.is_some();
         let user = [
             problem.resolve(OperandName::A)?,
             problem.resolve(OperandName::B)?,
@@ -176,6 +188,24 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
                 } else {
                     KernelRule::Blockwise
                 });
+            }
+            // A plain GEMM chooses among the kernels with CUTLASS's epilogue (their fused twins
+            // are the same tiles, slower where the epilogue dominates); named, any serves.
+            if epilogue.is_none() && !kernel_name_given && s.fusion.is_fused() {
+                return Err(KernelRule::FusedEpilogue);
+            }
+            if !epilogue.is_none() {
+                match s.fusion {
+                    cutlass_gemm_catalog::Fusion::ScaleBiasActivation { bias }
+                        if epilogue.bias.is_none() || bias == TD::DATA_TYPE => {}
+                    cutlass_gemm_catalog::Fusion::ScaleBiasActivation { bias } => {
+                        return Err(KernelRule::BiasType {
+                            kernel: bias,
+                            required: TD::DATA_TYPE,
+                        })
+                    }
+                    _ => return Err(KernelRule::NoFusedEpilogue),
+                }
             }
             let want = [
                 (ta, ops[0].m.layout),
@@ -290,10 +320,43 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
             scaling,
             schedule,
             dependent_launch: true,
+            epilogue,
+            pinned: kernel_name_given,
+            vector_bytes: 0,
             _types: PhantomData,
         };
         gemm.size_workspace()?;
         Ok(gemm)
+    }
+
+    /// The plan with a fused epilogue: bias, activation, row and column scales computed in the
+    /// kernel's epilogue ([`crate::plans::epilogue`]); launch it with [`Gemm::run_fused`]. The
+    /// default build's SM90 kernels all have it, so the kernel usually stays; where it lacks it
+    /// (a kernel whose epilogue stores D itself, tf32 or integer kernels), the problem is planned
+    /// again among the kernels that have it, which may stage an unaligned D through a padded copy.
+    /// A kernel named by the caller is kept, or refused ([`KernelRule::NoFusedEpilogue`]).
+    /// Tile-scheduler hints set before are kept when the kernel is.
+    pub fn with_epilogue(self, epilogue: Epilogue) -> Result<Self> {
+        let same_kernel = epilogue.is_none()
+            || match self.kernel.spec.fusion {
+                cutlass_gemm_catalog::Fusion::ScaleBiasActivation { bias } => {
+                    epilogue.bias.is_none() || bias == TD::DATA_TYPE
+                }
+                _ => false,
+            };
+        if same_kernel {
+            let mut gemm = Gemm { epilogue, ..self };
+            gemm.size_workspace()?;
+            return Ok(gemm);
+        }
+        let kernel = self.pinned.then_some(self.kernel.name);
+        let gemm = Self::plan_with(self.device, &self.problem, kernel, self.scaling, epilogue)?;
+        Ok(gemm.with_programmatic_dependent_launch(self.dependent_launch))
+    }
+
+    /// The plan's fused epilogue ([`Epilogue::NONE`] unless [`Gemm::with_epilogue`] set one).
+    pub fn epilogue(&self) -> Epilogue {
+        self.epilogue
     }
 
     /// The chosen kernel's name.
@@ -343,14 +406,62 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
     /// Sizes the workspace: the kernel's own (with aligned stand-in addresses: it depends on the
     /// shape only), then the staging area.
     fn size_workspace(&mut self) -> Result<()> {
-        let args = self.args([16; 4], true, Some((16, 16)));
+        let args = self.args([16; 4], true, Some((16, 16)), &[0; 4]);
         self.kernel_workspace = self.kernel.workspace_size_of(&args)?;
-        self.workspace_size = if self.staging.bytes == 0 {
+        self.vector_bytes = self
+            .staged_vectors()
+            .iter()
+            .flatten()
+            .map(|v| v.bytes.next_multiple_of(STAGING_ALIGNMENT))
+            .sum();
+        let staging = self.staging.bytes.next_multiple_of(STAGING_ALIGNMENT) + self.vector_bytes;
+        self.workspace_size = if staging == 0 {
             self.kernel_workspace
         } else {
-            self.kernel_workspace.next_multiple_of(STAGING_ALIGNMENT) + self.staging.bytes
+            self.kernel_workspace.next_multiple_of(STAGING_ALIGNMENT) + staging
         };
         Ok(())
+    }
+
+    /// The epilogue vectors in the kernel's view (row scales, column scales, row bias, column
+    /// bias: the user's rows are the kernel's columns when the plan is swapped), each with the
+    /// kernel's extent along it and its element size, and whether that extent is padded beyond
+    /// the user's (then the vector is copied into the workspace, zero-filled, like the operands).
+    fn staged_vectors(&self) -> [Option<VectorCopy>; 4] {
+        let e = self.epilogue;
+        let od = self.ops[3].m;
+        let (km, kn) = (od.rows, od.cols);
+        let (um, un) = if self.swapped {
+            (self.problem.n, self.problem.m)
+        } else {
+            (self.problem.m, self.problem.n)
+        };
+        // Which user vectors the kernel's row and column slots hold.
+        let (user_rows, user_cols) = if self.swapped {
+            (e.col_scales, e.row_scales)
+        } else {
+            (e.row_scales, e.col_scales)
+        };
+        let bias_rows = matches!(
+            (e.bias, self.swapped),
+            (Some(BiasAxis::PerRow), false) | (Some(BiasAxis::PerColumn), true)
+        );
+        let bias_cols = e.bias.is_some() && !bias_rows;
+        let td = std::mem::size_of::<TD>();
+        let slot = |present: bool, user: usize, kernel: usize, size: usize| {
+            (present && kernel != user).then_some(VectorCopy {
+                len: user,
+                padded: kernel,
+                element_bytes: size,
+                bytes: kernel * size,
+            })
+        };
+        [
+            slot(user_rows, um, km, 4),
+            slot(user_cols, un, kn, 4),
+            slot(bias_rows, um, km, td),
+            slot(bias_cols, un, kn, td),
+        ]
     }
 
     /// The user's operands that this plan serves through padded copies in its workspace, because
@@ -424,7 +535,25 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
         d: &mut dyn DevicePtrMut<TD>,
         workspace: Workspace<'_>,
     ) -> Result<()> {
-        self.run_checked(stream, a, b, None, Source::from(c), d, workspace)
+        let none = EpilogueOperands::default();
+        self.run_checked(stream, a, b, None, Source::from(c), d, &none, workspace)
+    }
+
+    /// [`Gemm::run`] with the vectors of the plan's fused epilogue ([`Gemm::with_epilogue`]):
+    /// exactly those it names, each checked (length, 16-byte alignment, not overlapping D) before
+    /// the launch.
+    #[allow(clippy::too_many_arguments)]
+    pub fn run_fused(
+        &self,
+        stream: &Arc<CudaStream>,
+        a: &dyn DevicePtr<TA>,
+        b: &dyn DevicePtr<TB>,
+        c: Option<&dyn DevicePtr<TD>>,
+        d: &mut dyn DevicePtrMut<TD>,
+        epilogue: &EpilogueOperands<'_, TD>,
+        workspace: Workspace<'_>,
+    ) -> Result<()> {
+        self.run_checked(stream, a, b, None, Source::from(c), d, epilogue, workspace)
     }
 
     /// `D = alpha * A·B + beta * D`: C is D itself, with D's geometry.
@@ -443,7 +572,8 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
                 reason: ProblemRule::InPlaceGeometry,
             });
         }
-        self.run_checked(stream, a, b, None, Source::D, d, workspace)
+        let none = EpilogueOperands::default();
+        self.run_checked(stream, a, b, None, Source::D, d, &none, workspace)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -455,9 +585,19 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
         scales: (&dyn DevicePtr<f32>, &dyn DevicePtr<f32>),
         c: Option<&dyn DevicePtr<TD>>,
         d: &mut dyn DevicePtrMut<TD>,
+        epilogue: &EpilogueOperands<'_, TD>,
         workspace: Workspace<'_>,
     ) -> Result<()> {
-        self.run_checked(stream, a, b, Some(scales), Source::from(c), d, workspace)
+        self.run_checked(
+            stream,
+            a,
+            b,
+            Some(scales),
+            Source::from(c),
+            d,
+            epilogue,
+            workspace,
+        )
     }
 
     /// [`Gemm::run_raw`] with blockwise scales.
@@ -512,8 +652,19 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
         if let Some(sf) = scales {
             self.check_scale_pointers(sf)?;
         }
+        self.check_epilogue_operands([None; 3], d)?;
         require_len(OperandName::Workspace, workspace_bytes, self.workspace_size)?;
-        self.launch(a, b, c, d, scales, workspace, workspace_bytes, stream)
+        self.launch(
+            a,
+            b,
+            c,
+            d,
+            scales,
+            [0; 3],
+            workspace,
+            workspace_bytes,
+            stream,
+        )
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -525,6 +676,7 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
         scales: Option<(&dyn DevicePtr<f32>, &dyn DevicePtr<f32>)>,
         c: Source<'_, TD>,
         d: &mut dyn DevicePtrMut<TD>,
+        epilogue: &EpilogueOperands<'_, TD>,
         workspace: Workspace<'_>,
     ) -> Result<()> {
         self.check_stream(stream)?;
@@ -577,6 +729,16 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
         if let Some(sf) = psf {
             self.check_scale_pointers(sf)?;
         }
+        // The epilogue's vectors: bias, row scales, column scales (pointer, length).
+        let bias = epilogue.bias.map(|v| (v.device_ptr(stream), v.len()));
+        let rows = epilogue.row_scales.map(|v| (v.device_ptr(stream), v.len()));
+        let cols = epilogue.col_scales.map(|v| (v.device_ptr(stream), v.len()));
+        let vectors = [
+            bias.as_ref().map(|((p, _), n)| (*p, *n)),
+            rows.as_ref().map(|((p, _), n)| (*p, *n)),
+            cols.as_ref().map(|((p, _), n)| (*p, *n)),
+        ];
+        self.check_epilogue_operands(vectors, pd)?;
         let mut managed = None;
         let (pw, _gw) = workspace_ptr(stream, workspace, self.workspace_size, &mut managed)?;
         // SAFETY: every pointer was checked against the extent the problem reaches, its alignment
@@ -588,6 +750,7 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
                 pc,
                 pd,
                 psf,
+                vectors.map(|v| v.map_or(0, |(p, _)| p)),
                 pw,
                 self.workspace_size,
                 stream.cu_stream(),
@@ -628,6 +791,7 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
         c: Option<u64>,
         d: u64,
         scales: Option<(u64, u64)>,
+        [bias, row_scales, col_scales]: [u64; 3],
         workspace: u64,
         workspace_bytes: usize,
         stream: sys::CUstream,
@@ -663,7 +827,43 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
         if c_is_d {
             ptrs[2] = ptrs[3];
         }
-        let args = self.args(ptrs, c_is_d, scales);
+        // The epilogue's vectors in the kernel's view (row scales, column scales, row bias,
+        // column bias); those along a padded extent go through zero-filled copies after the
+        // operands' staging area.
+        let e = self.epilogue;
+        let (bias_rows, bias_cols) = match e.bias {
+            Some(BiasAxis::PerRow) => (bias, 0),
+            _ => (0, bias),
+        };
+        let mut vectors = if self.swapped {
+            [col_scales, row_scales, bias_cols, bias_rows]
+        } else {
+            [row_scales, col_scales, bias_rows, bias_cols]
+        };
+        let mut next = base + self.staging.bytes.next_multiple_of(STAGING_ALIGNMENT) as u64;
+        for (v, copy) in vectors.iter_mut().zip(self.staged_vectors()) {
+            if let Some(copy) = copy {
+                let row = |n: usize| ResolvedMatrix {
+                    rows: 1,
+                    cols: n,
+                    layout: Layout::RowMajor,
+                    ld: n,
+                    batch_stride: n,
+                    batch: 1,
+                };
+                crate::ffi::copy_matrix(
+                    *v,
+                    &row(copy.len),
+                    next,
+                    &row(copy.padded),
+                    copy.element_bytes,
+                    stream,
+                )?;
+                *v = next;
+                next += copy.bytes.next_multiple_of(STAGING_ALIGNMENT) as u64;
+            }
+        }
+        let args = self.args(ptrs, c_is_d, scales, &vectors);
         self.kernel
             .launch_abi(&args, workspace, workspace_bytes, stream)?;
         if let Some(s) = self.staging.staged[3] {
@@ -680,6 +880,7 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
         [ka, kb, pc, d]: [u64; 4],
         c_is_d: bool,
         scales: Option<(u64, u64)>,
+        [row_scale, col_scale, row_bias, col_bias]: &[u64; 4],
     ) -> cutlass_rs_gemm_args {
         let (sfa, sfb) = match (self.scaling, scales) {
             (Scaling::Blockwise, Some(sf)) => sf,
@@ -710,6 +911,11 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
             beta: self.problem.beta,
             schedule: self.schedule,
             programmatic_dependent_launch: self.programmatic_dependent_launch(),
+            row_scale: *row_scale,
+            col_scale: *col_scale,
+            row_bias: *row_bias,
+            col_bias: *col_bias,
+            activation: self.epilogue.activation.code(),
             ..Default::default()
         };
         self.kernel.abi_args(&self.device, &raw)
@@ -826,6 +1032,61 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
         let (ra, rb) = self.scale_lens();
         require_len(OperandName::ScalesA, a, ra)?;
         require_len(OperandName::ScalesB, b, rb)
+    }
+
+    /// Checks the fused epilogue's vectors (bias, row scales, column scales: pointer and length)
+    /// against the plan's [`Epilogue`]: each it names is given, long enough, 16-byte aligned and
+    /// clear of D; none it does not name is given.
+    fn check_epilogue_operands(&self, vectors: [Option<(u64, usize)>; 3], d: u64) -> Result<()> {
+        let e = self.epilogue;
+        let (m, n) = (self.problem.m, self.problem.n);
+        let wanted = [
+            (
+                OperandName::Bias,
+                e.bias.map(|axis| match axis {
+                    BiasAxis::PerColumn => n,
+                    BiasAxis::PerRow => m,
+                }),
+                std::mem::size_of::<TD>(),
+            ),
+            (OperandName::RowScales, e.row_scales.then_some(m), 4),
+            (OperandName::ColScales, e.col_scales.then_some(n), 4),
+        ];
+        let d_bytes = (self.user[3].required_len() * std::mem::size_of::<TD>()) as u64;
+        for ((operand, need, size), given) in wanted.into_iter().zip(vectors) {
+            match (need, given) {
+                (None, None) => {}
+                (Some(_), None) => {
+                    return Err(Error::InvalidProblem {
+                        reason: ProblemRule::EpilogueOperandMissing { operand },
+                    })
+                }
+                (None, Some(_)) => {
+                    return Err(Error::InvalidProblem {
+                        reason: ProblemRule::EpilogueOperandNotTaken { operand },
+                    })
+                }
+                (Some(need), Some((p, len))) => {
+                    require_len(operand, len, need)?;
+                    if p % POINTER_ALIGNMENT != 0 {
+                        return Err(Error::Misaligned {
+                            operand,
+                            what: Quantity::Pointer,
+                            value: p,
+                            required: POINTER_ALIGNMENT,
+                        });
+                    }
+                    let end = p + (need * size) as u64;
+                    if p < d + d_bytes && d < end {
+                        return Err(Error::Aliasing {
+                            output: OperandName::D,
+                            input: operand,
+                        });
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 
     fn check_scale_pointers(&self, (sa, sb): (u64, u64)) -> Result<()> {
@@ -1050,6 +1311,17 @@ fn check_alignment(
     Ok(())
 }
 
+/// An epilogue vector the plan copies into its workspace, zero-filled to the kernel's padded extent.
+#[derive(Clone, Copy, Debug)]
+struct VectorCopy {
+    /// Elements the user's vector has (the user's extent).
+    len: usize,
+    /// Elements the kernel reads (its padded extent).
+    padded: usize,
+    element_bytes: usize,
+    bytes: usize,
+}
+
 /// Convenience: plan and run once, with a managed workspace.
 pub fn gemm<TA: Element, TB: Element, TD: Element>(
     stream: &Arc<CudaStream>,
@@ -1095,7 +1367,7 @@ mod tests {
             seen[usize::from(supported)] = true;
             assert_eq!(g.programmatic_dependent_launch(), supported, "{}", k.name);
             let flags = |g: &Gemm<half::bf16, half::bf16, half::bf16>| {
-                g.args([16; 4], true, None).launch_flags
+                g.args([16; 4], true, None, &[0; 4]).launch_flags
             };
             let on = if supported {
                 cutlass_gemm_sys::CUTLASS_RS_LAUNCH_PDL
@@ -1109,5 +1381,64 @@ mod tests {
         }
         // The default build has both: persistent bf16 kernels and a swapped stream-K one.
         assert_eq!(seen, [true, true]);
+    }
+
+    /// Fused epilogues: a plain GEMM runs on a kernel with CUTLASS's epilogue; with an epilogue
+    /// the plan moves to the same tile's fused twin (the default build has one for its main
+    /// tiles), or to another fused kernel; a kernel without the fusion that the caller pinned is
+    /// refused; vectors along a padded extent get workspace.
+    #[test]
+    fn epilogues_move_to_fused_kernels() {
+        use crate::plans::epilogue::{Activation, Epilogue};
+        type G = Gemm<half::bf16, half::bf16, half::bf16>;
+        let gelu = Epilogue::bias().with_activation(Activation::GeluTanh);
+        let p = GemmProblem::new(4096, 4096, 4096);
+        let g = G::plan(H100, &p, None).unwrap();
+        assert!(!g.kernel_spec().fusion.is_fused(), "{}", g.kernel_name());
+        let f = g.clone().with_epilogue(gelu).unwrap();
+        assert!(f.kernel_spec().fusion.is_fused());
+        assert_eq!(f.epilogue(), gelu);
+        assert_eq!(
+            f.kernel_spec().tile,
+            g.kernel_spec().tile,
+            "the same tile with the fused epilogue"
+        );
+        assert_eq!(f.args([16; 4], true, None, &[0; 4]).activation, 2);
+        // Named, a fused kernel runs a plain GEMM too.
+        let named = G::plan(H100, &p, Some(f.kernel_name())).unwrap();
+        assert_eq!(named.kernel_name(), f.kernel_name());
+
+        let p = GemmProblem::new(512, 50257, 4096);
+        let unaligned = crate::built_kernels()
+            .iter()
+            .find(|k| {
+                k.spec.d.align == 1
+                    && k.spec.a.ty == cutlass_gemm_catalog::DataType::Bf16
+                    && k.spec.tile[0] == 128
+            })
+            .expect("the default build has alignment-1 bf16 kernels");
+        let g = G::plan(H100, &p, Some(unaligned.name)).unwrap();
+        assert!(!g.kernel_spec().fusion.is_fused());
+        assert!(g.staged_operands().is_empty());
+        match g.clone().with_epilogue(Epilogue::bias()) {
+            Err(Error::KernelMismatch {
+                reason: KernelRule::NoFusedEpilogue,
+                ..
+            }) => {}
+            other => panic!("a pinned kernel without the fusion: {other:?}"),
+        }
+        let unpinned = G::plan(H100, &p, None).unwrap();
+        let f = unpinned.with_epilogue(Epilogue::bias()).unwrap();
+        assert!(f.kernel_spec().fusion.is_fused());
+        assert!(f.staged_operands().contains(&OperandName::D));
+        // The bias (50257 values) is copied to the kernel's padded n.
+        let vectors = f.staged_vectors();
+        let bias = vectors[3].expect("the column bias is staged");
+        assert_eq!((bias.len, bias.padded % 8), (50257, 0));
+        assert!(f.workspace_size() >= f.kernel_workspace + bias.bytes);
+        // Back to no epilogue: the same kernel, no vector copies.
+        let plain = f.clone().with_epilogue(Epilogue::NONE).unwrap();
+        assert_eq!(plain.kernel_name(), f.kernel_name());
+        assert!(plain.staged_vectors().iter().all(Option::is_none));
     }
 }

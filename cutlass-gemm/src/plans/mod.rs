@@ -6,6 +6,7 @@
 
 pub mod block_scaled;
 pub mod blockwise;
+pub mod epilogue;
 pub mod gemm;
 pub mod problem;
 pub(crate) mod staging;

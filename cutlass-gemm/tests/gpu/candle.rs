@@ -9,13 +9,21 @@
 //!   `|ours - candle| <= 2u |candle| + 2 k 2^-24 (|a|·|b|)` with u the output's unit roundoff.
 //! - FP8 `matmul_fp8` vs the f32 product of the same e4m3 values: `2 u_bf16 |ref| + 2 k 2^-24 (|a|·|b|)`
 //!   (the bound of `cutlass_gemm::reference::tolerance`, which the FP8 kernel tests use).
+//! - `Linear` (bias and activation fused) vs candle's layer and activation in f32 on the same
+//!   values: the f32 value before the activation is within `(2k + 6) 2^-24 (|x|·|W|ᵀ + |b|)` of
+//!   exact on both sides, the activations grow that by at most 1.13, the GPU's tanh adds up to
+//!   `2^-11.9 |pre|` (GELU), and D is rounded once: `2u |ref| + 1.13 ((4k + 12) 2^-24 + 2^-11)
+//!   (|x|·|W|ᵀ + |b|)`.
 //! - `Fp8Linear` vs the bf16 layer in f32: each product term carries at most (1 + 2^-4)^2 - 1 <
 //!   0.13 relative error from e4m3 rounding of x and W, so `|y_q - y| <= 0.13 (|x|·|W|ᵀ) + 2^-8 |y|`.
 
 use crate::common;
 
 use candle_core::{DType, Device, Module, Tensor, D};
-use cutlass_gemm::candle::{broadcast_matmul, matmul, matmul_fp8, Fp8Linear, Matmul, Nvfp4Linear};
+use cutlass_gemm::candle::{
+    broadcast_matmul, matmul, matmul_fp8, Fp8Linear, Linear, Matmul, Nvfp4Linear,
+};
+use cutlass_gemm::Activation;
 
 fn gpu() -> Device {
     common::gemm_device(); // asserts a GPU is there
@@ -444,4 +452,58 @@ fn nvfp4_linear_needs_blackwell() {
             assert!(cc.0 < 10, "refused on a Blackwell GPU: {e}");
         }
     }
+}
+
+/// `Linear` with each activation, with and without a bias, against candle's own layer and
+/// activation in f32 (see the bound in the module docs); n = 1001 stages the bias too.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn linear_with_fused_bias_and_activation_matches_candle() {
+    let dev = gpu();
+    for dtype in [DType::BF16, DType::F16] {
+        for (shape, n, k) in [(vec![2, 37, 512], 1024, 512), (vec![5, 96], 1001, 96)] {
+            let x = rand(&dev, &shape, dtype);
+            let w = rand(&dev, &[n, k], dtype);
+            let b = rand(&dev, &[n], dtype);
+            for act in Activation::ALL {
+                for bias in [None, Some(b.clone())] {
+                    let layer = Linear::new(w.clone(), bias.clone())
+                        .unwrap()
+                        .with_activation(act);
+                    let ours = layer.forward(&x).unwrap();
+                    let xf = x.to_dtype(DType::F32).unwrap();
+                    let wf = w.to_dtype(DType::F32).unwrap();
+                    let mut pre = xf.broadcast_matmul(&wf.t().unwrap()).unwrap();
+                    let mut mag = magnitude(&x.flatten_to(D::Minus2).unwrap(), &w.t().unwrap())
+                        .reshape(pre.dims())
+                        .unwrap();
+                    if let Some(b) = &bias {
+                        let bf = b.to_dtype(DType::F32).unwrap();
+                        pre = pre.broadcast_add(&bf).unwrap();
+                        mag = mag.broadcast_add(&bf.abs().unwrap()).unwrap();
+                    }
+                    let reference = match act {
+                        Activation::Identity => pre.clone(),
+                        Activation::Relu => pre.relu().unwrap(),
+                        Activation::GeluTanh => pre.gelu().unwrap(),
+                        Activation::GeluErf => pre.gelu_erf().unwrap(),
+                        Activation::Silu => pre.silu().unwrap(),
+                        _ => unreachable!(),
+                    };
+                    assert_eq!(ours.dtype(), dtype);
+                    let u = unit_roundoff(dtype);
+                    let abs = 1.13 * ((4 * k + 12) as f64 * 2f64.powi(-24) + 2f64.powi(-11));
+                    let (bad, max, rel_rms) = compare(&ours, &reference, &mag, 2.0 * u, abs);
+                    println!(
+                        "{dtype:?} Linear {shape:?} x ({n}, {k}) {act}{}: max |diff| {max:.3e}, rms diff / rms {rel_rms:.2e}, {bad} outside the bound",
+                        if bias.is_some() { " + bias" } else { "" }
+                    );
+                    assert_eq!(bad, 0.0);
+                }
+            }
+        }
+    }
+    // The layer refuses what it cannot serve, with a message.
+    let w = rand(&dev, &[64, 32], DType::F32);
+    assert!(Linear::new(w, None).is_err());
 }

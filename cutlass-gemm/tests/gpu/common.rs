@@ -20,7 +20,10 @@ pub fn device() -> (Arc<CudaContext>, Arc<CudaStream>) {
 
 /// Device 0 after checking that this build holds every kernel of the `gpu-tests` preset: the GEMM
 /// tests run kernels by name and every built kernel of a family, and a build without them would
-/// leave cases unchecked. Fails with the command that builds them.
+/// leave cases unchecked. Fails with the command that builds them, unless
+/// `CUTLASS_RS_GPU_TESTS_PARTIAL=1` says the run is knowingly partial (a quicker build for a
+/// change that touches some families only): then it prints what is missing, and the tests that
+/// name a missing kernel still fail.
 pub fn gemm_device() -> (Arc<CudaContext>, Arc<CudaStream>) {
     let built: std::collections::HashSet<&str> = cutlass_gemm::built_kernels()
         .iter()
@@ -32,6 +35,14 @@ pub fn gemm_device() -> (Arc<CudaContext>, Arc<CudaStream>) {
         .map(|s| s.name())
         .filter(|n| !built.contains(n.as_str()))
         .collect();
+    if !missing.is_empty() && std::env::var("CUTLASS_RS_GPU_TESTS_PARTIAL").as_deref() == Ok("1") {
+        println!(
+            "PARTIAL RUN (CUTLASS_RS_GPU_TESTS_PARTIAL=1): {} kernels of the gpu-tests preset are not in this build, the first {}",
+            missing.len(),
+            missing[0]
+        );
+        return device();
+    }
     assert!(
         missing.is_empty(),
         "{} kernels of the gpu-tests preset are not in this build (the first: {}). Build the GPU \

@@ -786,6 +786,7 @@ fn blackwell_kernels_host_paths_run_on_hopper_and_launches_are_refused() {
             beta: 0.0,
             schedule: Default::default(),
             programmatic_dependent_launch: false,
+            ..Default::default()
         };
         if sfd.is_some() {
             // Without the output's scale-factor buffer the shim refuses before CUTLASS sees it.

@@ -11,6 +11,7 @@ mod common;
 mod blockscaled;
 #[cfg(feature = "candle")]
 mod candle;
+mod epilogue;
 mod fp8;
 mod gemm;
 mod quantize;

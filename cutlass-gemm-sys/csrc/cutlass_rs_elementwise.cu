@@ -1,0 +1,96 @@
+// The fused epilogue's unfused twin: a bias per column and an activation applied to D in place,
+// after a plain GEMM. Hand-written, not generated; compiled by cutlass-gemm-sys's build script like
+// the staging copies. It is what a framework without fused epilogues runs after the GEMM (one more
+// pass over D), and what `cutlass-profiler profile --epilogue` compares the fused GEMM with.
+//
+// D is `rows` lines of `cols` contiguous elements (bf16 or f16), line r at element r * ld. The
+// arithmetic is the fused epilogue's: f32, the same activations (cutlass_rs_epilogue.hpp).
+
+#include <cstdint>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime_api.h>
+
+#include "cutlass_rs_abi.h"
+
+namespace {
+
+constexpr int kThreads = 256;
+
+__device__ float activate(float x, int kind) {
+  switch (kind) {
+    case CUTLASS_RS_ACTIVATION_RELU:
+      return fmaxf(x, 0.0f);
+    case CUTLASS_RS_ACTIVATION_GELU_TANH: {
+      float t;
+      asm("tanh.approx.f32 %0, %1;" : "=f"(t) : "f"(0.7978845608028654f * x * (1.0f + 0.044715f * x * x)));
+      return 0.5f * x * (1.0f + t);
+    }
+    case CUTLASS_RS_ACTIVATION_GELU_ERF:
+      return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+    case CUTLASS_RS_ACTIVATION_SILU:
+      return x / (1.0f + __expf(-x));
+    default:
+      return x;
+  }
+}
+
+template <class T>
+__device__ float load(T v);
+template <>
+__device__ float load(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <>
+__device__ float load(__half v) { return __half2float(v); }
+template <class T>
+__device__ T store(float v);
+template <>
+__device__ __nv_bfloat16 store(float v) { return __float2bfloat16_rn(v); }
+template <>
+__device__ __half store(float v) { return __float2half_rn(v); }
+
+// Two elements per thread (16-bit pairs); odd tails element by element.
+template <class T>
+__global__ void bias_activation_kernel(T *__restrict__ d, int64_t rows, int64_t cols, int64_t ld,
+                                       const T *__restrict__ bias, int kind) {
+  for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+    T *line = d + r * ld;
+    for (int64_t c = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * 2; c < cols;
+         c += int64_t(gridDim.x) * blockDim.x * 2) {
+      for (int64_t j = c; j < c + 2 && j < cols; ++j) {
+        float v = load(line[j]);
+        if (bias != nullptr) v += load(bias[j]);
+        line[j] = store<T>(activate(v, kind));
+      }
+    }
+  }
+}
+
+template <class T>
+int launch(void *d, int64_t rows, int64_t cols, int64_t ld, const void *bias, int kind, cudaStream_t stream) {
+  const int64_t blocks = (cols + 2 * kThreads - 1) / (2 * kThreads);
+  const dim3 grid(unsigned(blocks < 64 ? blocks : 64), unsigned(rows < 65535 ? rows : 65535), 1);
+  bias_activation_kernel<T><<<grid, kThreads, 0, stream>>>(static_cast<T *>(d), rows, cols, ld,
+                                                            static_cast<const T *>(bias), kind);
+  const cudaError_t e = cudaGetLastError();
+  return e == cudaSuccess ? CUTLASS_RS_OK : CUTLASS_RS_ERROR_CUDA_BASE + int(e);
+}
+
+}  // namespace
+
+extern "C" int cutlass_rs_bias_activation(void *d, int64_t rows, int64_t cols, int64_t ld, const void *bias,
+                                          int32_t activation, int32_t dtype, void *stream) {
+  if (d == nullptr) return CUTLASS_RS_ERROR_NULL_ARGUMENT;
+  if (rows < 0 || cols < 0 || ld < cols || activation < 0 || activation > CUTLASS_RS_ACTIVATION_SILU)
+    return CUTLASS_RS_ERROR_INVALID_PROBLEM;
+  if (rows == 0 || cols == 0) return CUTLASS_RS_OK;
+  auto s = static_cast<cudaStream_t>(stream);
+  switch (dtype) {
+    case CUTLASS_RS_DTYPE_BF16:
+      return launch<__nv_bfloat16>(d, rows, cols, ld, bias, activation, s);
+    case CUTLASS_RS_DTYPE_F16:
+      return launch<__half>(d, rows, cols, ld, bias, activation, s);
+    default:
+      return CUTLASS_RS_ERROR_INVALID_DATA_TYPE;
+  }
+}

@@ -1,0 +1,343 @@
+//! Fused epilogues: bias, activation, and per-row and per-column scales inside the GEMM.
+//!
+//! A model's linear layer is `act(x·Wᵀ + bias)`, and an FP8 checkpoint scales per token (rows of
+//! A) and per output channel (columns of B). The default build's SM90 kernels compute all of it
+//! in their epilogue, in f32, before D is rounded:
+//!
+//! ```text
+//! D = act(alpha · row_scale[i] · col_scale[j] · (A·B)[i][j] + beta · C[i][j] + bias)
+//! ```
+//!
+//! with `bias` one value per column of D (`bias[j]`, a Linear layer's) or per row (`bias[i]`).
+//! [`Epilogue`] says which of these a plan has ([`crate::Gemm::with_epilogue`]); the vectors come
+//! with each launch ([`EpilogueOperands`], [`crate::Gemm::run_fused`]), checked like A and B.
+//! Every part is optional, and one kernel serves every combination (the catalog's
+//! [`cutlass_gemm_catalog::Fusion::ScaleBiasActivation`]): a plain GEMM runs the same kernels.
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
+
+use crate::error::{require_len, Error, OperandName, ProblemRule, Result};
+use crate::formats::element::Element;
+
+/// An activation applied to the epilogue's f32 value before D is rounded.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Activation {
+    /// None.
+    #[default]
+    Identity,
+    /// `max(x, 0)`.
+    Relu,
+    /// GELU's tanh approximation, `0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))` (PyTorch's
+    /// `approximate="tanh"`), with the GPU's hardware tanh (`tanh.approx.f32`, within 2^-10.9).
+    GeluTanh,
+    /// GELU, `0.5·x·(1 + erf(x/√2))` (PyTorch's default).
+    GeluErf,
+    /// SiLU (swish), `x·sigmoid(x)`.
+    Silu,
+}
+
+impl Activation {
+    /// Every activation.
+    pub const ALL: [Activation; 5] = [
+        Activation::Identity,
+        Activation::Relu,
+        Activation::GeluTanh,
+        Activation::GeluErf,
+        Activation::Silu,
+    ];
+
+    /// The C ABI's code (`CUTLASS_RS_ACTIVATION_*`).
+    pub fn code(self) -> i32 {
+        match self {
+            Activation::Identity => cutlass_gemm_sys::CUTLASS_RS_ACTIVATION_IDENTITY,
+            Activation::Relu => cutlass_gemm_sys::CUTLASS_RS_ACTIVATION_RELU,
+            Activation::GeluTanh => cutlass_gemm_sys::CUTLASS_RS_ACTIVATION_GELU_TANH,
+            Activation::GeluErf => cutlass_gemm_sys::CUTLASS_RS_ACTIVATION_GELU_ERF,
+            Activation::Silu => cutlass_gemm_sys::CUTLASS_RS_ACTIVATION_SILU,
+        }
+    }
+
+    /// The exact function, in f64 (the host reference's).
+    pub fn apply(self, x: f64) -> f64 {
+        match self {
+            Activation::Identity => x,
+            Activation::Relu => x.max(0.0),
+            Activation::GeluTanh => {
+                let c = (2.0 / std::f64::consts::PI).sqrt();
+                0.5 * x * (1.0 + (c * (x + 0.044715 * x * x * x)).tanh())
+            }
+            Activation::GeluErf => 0.5 * x * (1.0 + libm::erf(x / std::f64::consts::SQRT_2)),
+            Activation::Silu => x / (1.0 + (-x).exp()),
+        }
+    }
+
+    /// A bound on `|act(x) - act(y)| / |x - y|` (ReLU 1, GELU 1.129, SiLU 1.0998): how much an
+    /// error of the value before the activation can grow.
+    pub fn lipschitz(self) -> f64 {
+        match self {
+            Activation::Identity | Activation::Relu => 1.0,
+            Activation::GeluTanh | Activation::GeluErf => 1.13,
+            Activation::Silu => 1.1,
+        }
+    }
+
+    /// A bound on the GPU's own error of the activation at `x`, relative to `|x|`: the hardware
+    /// tanh of [`Activation::GeluTanh`] is within 2^-10.9 absolute, which the factor `0.5·x`
+    /// scales; the others use f32 `erff`, `exp` and division (a few ulps of f32).
+    pub fn device_error(self) -> f64 {
+        match self {
+            Activation::Identity | Activation::Relu => 0.0,
+            Activation::GeluTanh => 0.5 * 2f64.powf(-10.9),
+            Activation::GeluErf | Activation::Silu => 8.0 * f32::EPSILON as f64,
+        }
+    }
+
+    /// The name `candle` and PyTorch give it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Activation::Identity => "identity",
+            Activation::Relu => "relu",
+            Activation::GeluTanh => "gelu-tanh",
+            Activation::GeluErf => "gelu-erf",
+            Activation::Silu => "silu",
+        }
+    }
+}
+
+impl std::fmt::Display for Activation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Which extent of D a bias runs along.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BiasAxis {
+    /// One value per column of D, `n` values: a Linear layer's bias (`y = x·Wᵀ + b`).
+    PerColumn,
+    /// One value per row of D, `m` values (`y = W·x + b` with the weights as A).
+    PerRow,
+}
+
+/// What a plan's epilogue computes beyond `alpha·A·B + beta·C`: see the [module](self) docs.
+/// The default is nothing (a plain GEMM).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Epilogue {
+    /// A bias of D's element type, and the extent it runs along.
+    pub bias: Option<BiasAxis>,
+    /// The activation.
+    pub activation: Activation,
+    /// f32 scales per row of D (`m` values: per token, FP8's rowwise recipe).
+    pub row_scales: bool,
+    /// f32 scales per column of D (`n` values: per output channel).
+    pub col_scales: bool,
+}
+
+impl Epilogue {
+    /// No fusion.
+    pub const NONE: Epilogue = Epilogue {
+        bias: None,
+        activation: Activation::Identity,
+        row_scales: false,
+        col_scales: false,
+    };
+
+    /// A bias per column of D (a Linear layer's).
+    pub fn bias() -> Epilogue {
+        Epilogue {
+            bias: Some(BiasAxis::PerColumn),
+            ..Epilogue::NONE
+        }
+    }
+
+    /// This epilogue with a bias along `axis`.
+    pub fn with_bias(self, axis: BiasAxis) -> Epilogue {
+        Epilogue {
+            bias: Some(axis),
+            ..self
+        }
+    }
+
+    /// This epilogue with an activation.
+    pub fn with_activation(self, activation: Activation) -> Epilogue {
+        Epilogue { activation, ..self }
+    }
+
+    /// FP8's rowwise recipe: f32 scales per row of D (A's, per token) and per column (B's, per
+    /// output channel).
+    pub fn rowwise() -> Epilogue {
+        Epilogue {
+            row_scales: true,
+            col_scales: true,
+            ..Epilogue::NONE
+        }
+    }
+
+    /// Whether this is a plain GEMM's epilogue.
+    pub fn is_none(&self) -> bool {
+        *self == Epilogue::NONE
+    }
+
+    /// A short description, e.g. `bias(col)+gelu-tanh` or `row-scales+col-scales`.
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if self.row_scales {
+            parts.push("row-scales".to_string());
+        }
+        if self.col_scales {
+            parts.push("col-scales".to_string());
+        }
+        match self.bias {
+            Some(BiasAxis::PerColumn) => parts.push("bias(col)".into()),
+            Some(BiasAxis::PerRow) => parts.push("bias(row)".into()),
+            None => {}
+        }
+        if self.activation != Activation::Identity {
+            parts.push(self.activation.name().into());
+        }
+        if parts.is_empty() {
+            "none".into()
+        } else {
+            parts.join("+")
+        }
+    }
+}
+
+/// The device vectors of a fused epilogue for one launch: exactly those its [`Epilogue`] names.
+/// Lengths: the bias `n` (per column) or `m` (per row), the row scales `m`, the column scales `n`;
+/// each 16-byte aligned.
+pub struct EpilogueOperands<'a, TD> {
+    /// The bias, of D's element type.
+    pub bias: Option<&'a dyn DevicePtr<TD>>,
+    /// The scales per row of D.
+    pub row_scales: Option<&'a dyn DevicePtr<f32>>,
+    /// The scales per column of D.
+    pub col_scales: Option<&'a dyn DevicePtr<f32>>,
+}
+
+impl<TD> Default for EpilogueOperands<'_, TD> {
+    fn default() -> Self {
+        EpilogueOperands {
+            bias: None,
+            row_scales: None,
+            col_scales: None,
+        }
+    }
+}
+
+impl<'a, TD> EpilogueOperands<'a, TD> {
+    /// Only a bias.
+    pub fn bias(bias: &'a dyn DevicePtr<TD>) -> Self {
+        EpilogueOperands {
+            bias: Some(bias),
+            ..Default::default()
+        }
+    }
+}
+
+/// `D = act(D + bias)` as a separate pass over a row-major `rows x cols` D (bf16 or f16, leading
+/// dimension `ld`; the bias per column, `cols` values): the fused epilogue's unfused twin, for
+/// comparisons (`cutlass-profiler profile --epilogue`) and for D written by something else. The
+/// arithmetic is the fused epilogue's (f32, the same activations).
+pub fn apply_unfused<TD: Element>(
+    stream: &Arc<CudaStream>,
+    d: &mut dyn DevicePtrMut<TD>,
+    (rows, cols, ld): (usize, usize, usize),
+    bias: Option<&dyn DevicePtr<TD>>,
+    activation: Activation,
+) -> Result<()> {
+    let dtype = match TD::DATA_TYPE {
+        cutlass_gemm_catalog::DataType::Bf16 => cutlass_gemm_sys::CUTLASS_RS_DTYPE_BF16,
+        cutlass_gemm_catalog::DataType::F16 => cutlass_gemm_sys::CUTLASS_RS_DTYPE_F16,
+        other => {
+            return Err(Error::InvalidProblem {
+                reason: ProblemRule::UnfusedEpilogueType(other),
+            })
+        }
+    };
+    if ld < cols {
+        return Err(Error::LeadingDimension {
+            operand: OperandName::D,
+            ld,
+            min: cols,
+            layout: cutlass_gemm_catalog::Layout::RowMajor,
+            rows,
+            cols,
+        });
+    }
+    let need = if rows == 0 { 0 } else { (rows - 1) * ld + cols };
+    require_len(OperandName::D, d.len(), need)?;
+    if let Some(b) = bias {
+        require_len(OperandName::Bias, b.len(), cols)?;
+    }
+    stream.context().bind_to_thread()?;
+    let (pd, _gd) = d.device_ptr_mut(stream);
+    let bias = bias.map(|b| b.device_ptr(stream));
+    // SAFETY: D holds the rows x cols elements at ld that were checked, the bias cols elements;
+    // the guards keep the buffers' stream ordering until the launch is queued.
+    let status = unsafe {
+        cutlass_gemm_sys::cutlass_rs_bias_activation(
+            pd as *mut _,
+            rows as i64,
+            cols as i64,
+            ld as i64,
+            bias.as_ref()
+                .map_or(std::ptr::null(), |(p, _)| *p as *const _),
+            activation.code(),
+            dtype,
+            stream.cu_stream() as *mut _,
+        )
+    };
+    crate::ffi::check_status("cutlass_rs_bias_activation", status)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn activations_match_their_definitions() {
+        // The definitions evaluated with Python's math module (erf, tanh, exp), to 1e-12.
+        let cases = [
+            (Activation::GeluErf, 1.0, 0.841_344_746_068_542_9),
+            (Activation::GeluErf, -2.0, -0.045_500_263_896_358_4),
+            (Activation::GeluTanh, 1.0, 0.841_191_990_608_276_8),
+            (Activation::Silu, 1.0, 0.731_058_578_630_004_9),
+            (Activation::Silu, -3.0, -0.142_277_619_532_700_35),
+            (Activation::Relu, -3.0, 0.0),
+        ];
+        for (act, x, want) in cases {
+            assert!((act.apply(x) - want).abs() < 1e-12, "{act} {x}");
+        }
+        // The Lipschitz bounds hold on a fine grid.
+        for act in Activation::ALL {
+            let mut worst: f64 = 0.0;
+            for i in -4000..4000 {
+                let (x, y) = (i as f64 / 400.0, (i + 1) as f64 / 400.0);
+                worst = worst.max((act.apply(y) - act.apply(x)).abs() / (y - x));
+            }
+            assert!(worst <= act.lipschitz(), "{act}: {worst}");
+        }
+        let codes: std::collections::HashSet<i32> =
+            Activation::ALL.iter().map(|a| a.code()).collect();
+        assert_eq!(codes.len(), 5);
+    }
+
+    #[test]
+    fn describe_names_every_part() {
+        assert_eq!(Epilogue::NONE.describe(), "none");
+        assert_eq!(
+            Epilogue::bias()
+                .with_activation(Activation::GeluTanh)
+                .describe(),
+            "bias(col)+gelu-tanh"
+        );
+        assert_eq!(
+            Epilogue::rowwise().with_bias(BiasAxis::PerRow).describe(),
+            "row-scales+col-scales+bias(row)"
+        );
+    }
+}

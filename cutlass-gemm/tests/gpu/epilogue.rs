@@ -1,0 +1,434 @@
+//! Fused epilogues (bias, activation, row and column scales) on every fused kernel of the build,
+//! element by element against the f64 host reference (`reference::fused`, whose bound carries the
+//! activation's own error), and the launch-time checks of their vectors.
+
+use crate::common::*;
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
+use cutlass_gemm::numeric::E4M3;
+use cutlass_gemm::reference::{self, Comparison, HostEpilogue, Strided};
+use cutlass_gemm::{
+    Activation, BiasAxis, BlockwiseGemm, DataType, Element, Epilogue, EpilogueOperands, Error,
+    Gemm, GemmProblem, Layout, MatrixLayout, OperandName, ProblemRule, Workspace,
+};
+use half::{bf16, f16};
+use rand::rngs::StdRng;
+use rand::Rng;
+
+/// Random values in [-scale, scale) rounded to T; for FP8 operands (`T` of 8 bits) integers in
+/// [-3, 3] instead: Hopper's FP8 tensor cores do not accumulate in full f32, and with small
+/// integers every sum is exact, so the bound checks the epilogue alone (as `fp8.rs` does).
+fn random<T: Element>(rng: &mut StdRng, g: &cutlass_gemm::ResolvedMatrix, scale: f64) -> Vec<T> {
+    let mut v = vec![T::POISON; g.required_len()];
+    for l in 0..g.batch {
+        for i in 0..g.rows {
+            for j in 0..g.cols {
+                let x = if T::DATA_TYPE.bits() == 8 {
+                    rng.random_range(-3i32..=3) as f64
+                } else {
+                    rng.random_range(-scale..scale)
+                };
+                v[g.offset(l, i, j)] = T::from_f64(x);
+            }
+        }
+    }
+    v
+}
+
+/// The epilogues each kernel runs: every activation, both bias axes, the rowwise scales, C.
+fn epilogues() -> Vec<(Epilogue, bool)> {
+    let mut out = vec![
+        (Epilogue::bias(), false),
+        (Epilogue::bias().with_bias(BiasAxis::PerRow), true),
+        (Epilogue::rowwise(), false),
+        (
+            Epilogue::rowwise()
+                .with_bias(BiasAxis::PerColumn)
+                .with_activation(Activation::Silu),
+            true,
+        ),
+    ];
+    for act in Activation::ALL {
+        out.push((Epilogue::bias().with_activation(act), false));
+    }
+    out.push((Epilogue::NONE.with_activation(Activation::GeluTanh), false));
+    out
+}
+
+/// Runs `g` (planned with its epilogue) on random operands and vectors, and compares with the
+/// reference. `scale` is the range of 16-bit operands (FP8 ones are small integers: [`random`]).
+#[allow(clippy::too_many_arguments)]
+fn run_fused<TA: Element, TB: Element, TD: Element>(
+    stream: &Arc<CudaStream>,
+    rng: &mut StdRng,
+    g: &Gemm<TA, TB, TD>,
+    with_c: bool,
+    scale: f64,
+    blockwise: Option<&BlockwiseGemm<E4M3, E4M3, TD>>,
+) -> Comparison {
+    let p = *g.problem();
+    let e = g.epilogue();
+    let (ga, gb, gc, gd) = (
+        g.operand(OperandName::A),
+        g.operand(OperandName::B),
+        g.operand(OperandName::C),
+        g.operand(OperandName::D),
+    );
+    let a: Vec<TA> = random(rng, &ga, scale);
+    let b: Vec<TB> = random(rng, &gb, scale);
+    let c: Vec<TD> = random(rng, &gc, 1.0);
+    let bias_len = match e.bias {
+        Some(BiasAxis::PerColumn) => p.n,
+        Some(BiasAxis::PerRow) => p.m,
+        None => 0,
+    };
+    let bias: Vec<TD> = (0..bias_len)
+        .map(|_| TD::from_f64(rng.random_range(-2.0..2.0)))
+        .collect();
+    let rows: Vec<f32> = (0..p.m).map(|_| rng.random_range(0.25f32..2.0)).collect();
+    let cols: Vec<f32> = (0..p.n).map(|_| rng.random_range(0.25f32..2.0)).collect();
+    let (da, db, dc) = (
+        stream.clone_htod(&a).unwrap(),
+        stream.clone_htod(&b).unwrap(),
+        stream.clone_htod(&c).unwrap(),
+    );
+    let dbias = stream.clone_htod(&bias).unwrap();
+    let (drows, dcols) = (
+        stream.clone_htod(&rows).unwrap(),
+        stream.clone_htod(&cols).unwrap(),
+    );
+    let mut dd: CudaSlice<TD> = stream
+        .clone_htod(&vec![TD::POISON; gd.required_len()])
+        .unwrap();
+    let ops = EpilogueOperands {
+        bias: e.bias.map(|_| &dbias as &dyn DevicePtr<TD>),
+        row_scales: e.row_scales.then_some(&drows as &dyn DevicePtr<f32>),
+        col_scales: e.col_scales.then_some(&dcols as &dyn DevicePtr<f32>),
+    };
+    let c_arg: Option<&dyn DevicePtr<TD>> = if with_c { Some(&dc) } else { None };
+    match blockwise {
+        Some(bw) => {
+            // Unit blockwise scales: the epilogue is what is checked here (the scales are
+            // checked by the blockwise tests).
+            let (la, lb) = bw.scale_lens();
+            let (sa, sb) = (
+                stream.clone_htod(&vec![1.0f32; la]).unwrap(),
+                stream.clone_htod(&vec![1.0f32; lb]).unwrap(),
+            );
+            // SAFETY: the same element type (the blockwise plan is E4M3 x E4M3).
+            let (a8, b8): (&CudaSlice<E4M3>, &CudaSlice<E4M3>) = unsafe {
+                (
+                    &*(&da as *const CudaSlice<TA> as *const CudaSlice<E4M3>),
+                    &*(&db as *const CudaSlice<TB> as *const CudaSlice<E4M3>),
+                )
+            };
+            bw.run_fused(
+                stream,
+                a8,
+                &sa,
+                b8,
+                &sb,
+                c_arg,
+                &mut dd,
+                &ops,
+                Workspace::Managed,
+            )
+        }
+        None => g.run_fused(stream, &da, &db, c_arg, &mut dd, &ops, Workspace::Managed),
+    }
+    .unwrap_or_else(|err| panic!("{} {}: {err}", g.kernel_name(), e.describe()));
+    let d = stream.clone_dtoh(&dd).unwrap();
+    let bias64: Vec<f64> = bias.iter().map(|x| x.to_f64()).collect();
+    let host = HostEpilogue {
+        activation: e.activation,
+        bias: e.bias.map(|axis| (axis, &bias64[..])),
+        row_scales: e.row_scales.then_some(&rows[..]),
+        col_scales: e.col_scales.then_some(&cols[..]),
+    };
+    let sa = Strided::new(&a, ga, OperandName::A).unwrap();
+    let sb = Strided::new(&b, gb, OperandName::B).unwrap();
+    let sc = Strided::new(&c, gc, OperandName::C).unwrap();
+    let r = reference::fused(
+        &p,
+        &sa,
+        &sb,
+        with_c.then_some(&sc as &dyn reference::HostMatrix),
+        &host,
+    )
+    .unwrap();
+    let cmp = reference::compare(&d, &gd, &r);
+    assert!(
+        cmp.passed(),
+        "{} {p:?} {}: {cmp:?}",
+        g.kernel_name(),
+        e.describe()
+    );
+    cmp
+}
+
+/// Every fused kernel of the build for these types, each epilogue, on a problem with an odd m (and
+/// for the swapped kernels a column-major D).
+fn every_fused_kernel<TA: Element, TB: Element, TD: Element>(
+    ctx: &Arc<CudaContext>,
+    stream: &Arc<CudaStream>,
+    rng: &mut StdRng,
+    scale: f64,
+) -> usize {
+    let mut runs = 0;
+    let mut worst = 0.0f64;
+    for k in cutlass_gemm::built_kernels().iter().filter(|k| {
+        k.spec.fusion.is_fused()
+            && k.spec.blockwise.is_none()
+            && (k.spec.a.ty, k.spec.b.ty, k.spec.d.ty)
+                == (TA::DATA_TYPE, TB::DATA_TYPE, TD::DATA_TYPE)
+    }) {
+        // A column-major kernel D serves the user's row-major D swapped (m and n exchanged).
+        let swapped = k.spec.d.layout == Layout::ColumnMajor;
+        let (m, n) = if swapped { (24, 392) } else { (301, 392) };
+        let kk = if TA::DATA_TYPE.bits() == 8 { 384 } else { 200 };
+        for (i, (e, with_c)) in epilogues().into_iter().enumerate() {
+            let p = GemmProblem::new(m, n, kk).with_scalars(0.75, if with_c { 0.5 } else { 0.0 });
+            let p = if swapped && i % 2 == 1 {
+                // The user's column-major D (the kernel's row-major one) through a transposed
+                // plan: the per-row vectors become the kernel's per-column ones.
+                p.with_d(MatrixLayout::col_major())
+                    .with_c(MatrixLayout::col_major())
+            } else {
+                p
+            };
+            let g = match Gemm::<TA, TB, TD>::with_kernel(ctx, &p, k.name) {
+                Ok(g) => g,
+                Err(err) => panic!("{} {p:?}: {err}", k.name),
+            };
+            let g = g.with_epilogue(e).unwrap();
+            assert_eq!(g.kernel_name(), k.name, "the pinned kernel stays");
+            let cmp = run_fused(stream, rng, &g, with_c, scale, None);
+            worst = worst.max(cmp.max_error_ratio);
+            runs += 1;
+        }
+    }
+    println!(
+        "{} x {} -> {}: {runs} fused runs, worst error/bound {worst:.3}",
+        TA::DATA_TYPE,
+        TB::DATA_TYPE,
+        TD::DATA_TYPE
+    );
+    runs
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn bf16_fused_epilogues_on_every_kernel() {
+    let (ctx, stream) = gemm_device();
+    // The default build's five bf16 fused kernels at least.
+    let runs = every_fused_kernel::<bf16, bf16, bf16>(&ctx, &stream, &mut rng(), 1.0);
+    assert!(runs >= 5 * epilogues().len(), "{runs}");
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn f16_fused_epilogues_on_every_kernel() {
+    let (ctx, stream) = gemm_device();
+    let runs = every_fused_kernel::<f16, f16, f16>(&ctx, &stream, &mut rng(), 1.0);
+    assert!(runs >= 4 * epilogues().len(), "{runs}");
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn fp8_rowwise_and_fused_epilogues_on_every_kernel() {
+    let (ctx, stream) = gemm_device();
+    let runs = every_fused_kernel::<E4M3, E4M3, bf16>(&ctx, &stream, &mut rng(), 4.0);
+    assert!(runs >= 4 * epilogues().len(), "{runs}");
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn fp8_blockwise_with_bias_and_activation() {
+    let (ctx, stream) = gemm_device();
+    let mut rng = rng();
+    let mut runs = 0;
+    for (m, n, k) in [(256, 384, 512), (257, 392, 300)] {
+        for (e, with_c) in epilogues() {
+            let p = GemmProblem::new(m, n, k).with_scalars(0.5, if with_c { 0.25 } else { 0.0 });
+            let bw = BlockwiseGemm::<E4M3, E4M3, bf16>::new(&ctx, &p)
+                .unwrap()
+                .with_epilogue(e)
+                .unwrap();
+            let g = bw.plan_inner().clone();
+            run_fused(&stream, &mut rng, &g, with_c, 4.0, Some(&bw));
+            runs += 1;
+        }
+    }
+    println!("blockwise: {runs} fused runs");
+}
+
+/// Odd shapes whose padded extents stage the vectors too (n = 1001: the bias and column scales are
+/// copied into the workspace, zero-filled), through whichever kernel the plan picks.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn fused_epilogues_on_odd_shapes() {
+    let (ctx, stream) = gemm_device();
+    let mut rng = rng();
+    for (m, n, k) in [(7, 1001, 4095), (257, 50257, 64), (1, 4096, 512), (2, 2, 2)] {
+        for e in [
+            Epilogue::bias().with_activation(Activation::GeluTanh),
+            Epilogue::rowwise().with_bias(BiasAxis::PerRow),
+        ] {
+            let p = GemmProblem::new(m, n, k);
+            let g = Gemm::<bf16, bf16, bf16>::new(&ctx, &p)
+                .unwrap()
+                .with_epilogue(e)
+                .unwrap();
+            assert!(g.kernel_spec().fusion.is_fused());
+            run_fused(&stream, &mut rng, &g, false, 1.0, None);
+        }
+    }
+}
+
+/// The vectors are checked before the launch: missing, unexpected, short, misaligned, or
+/// overlapping D.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn fused_epilogue_operands_are_checked() {
+    let (ctx, stream) = gemm_device();
+    let p = GemmProblem::new(128, 256, 64);
+    let g = Gemm::<bf16, bf16, bf16>::new(&ctx, &p)
+        .unwrap()
+        .with_epilogue(Epilogue::bias())
+        .unwrap();
+    let a = stream.alloc_zeros::<bf16>(128 * 64).unwrap();
+    let b = stream.alloc_zeros::<bf16>(256 * 64).unwrap();
+    let mut d = stream.alloc_zeros::<bf16>(128 * 256 + 8).unwrap();
+    let bias = stream.alloc_zeros::<bf16>(256 + 8).unwrap();
+    let scales = stream.alloc_zeros::<f32>(256).unwrap();
+    let run = |ops: &EpilogueOperands<'_, bf16>, d: &mut CudaSlice<bf16>| {
+        g.run_fused(&stream, &a, &b, None, d, ops, Workspace::Managed)
+    };
+    let missing = run(&EpilogueOperands::default(), &mut d).unwrap_err();
+    assert!(matches!(
+        missing,
+        Error::InvalidProblem {
+            reason: ProblemRule::EpilogueOperandMissing {
+                operand: OperandName::Bias
+            }
+        }
+    ));
+    let extra = EpilogueOperands {
+        bias: Some(&bias),
+        row_scales: Some(&scales),
+        col_scales: None,
+    };
+    assert!(matches!(
+        run(&extra, &mut d).unwrap_err(),
+        Error::InvalidProblem {
+            reason: ProblemRule::EpilogueOperandNotTaken {
+                operand: OperandName::RowScales
+            }
+        }
+    ));
+    let short = bias.slice(0..255);
+    assert!(matches!(
+        run(&EpilogueOperands::bias(&short), &mut d).unwrap_err(),
+        Error::BufferTooSmall {
+            operand: OperandName::Bias,
+            ..
+        }
+    ));
+    let misaligned = bias.slice(1..257);
+    assert!(matches!(
+        run(&EpilogueOperands::bias(&misaligned), &mut d).unwrap_err(),
+        Error::Misaligned {
+            operand: OperandName::Bias,
+            ..
+        }
+    ));
+    // A plain run of a plan with a bias is refused too (run takes no vectors).
+    assert!(g
+        .run(&stream, &a, &b, None, &mut d, Workspace::Managed)
+        .is_err());
+    assert!(DataType::Bf16.bits() == 16);
+    let _ = ctx;
+}
+
+/// The unfused twin (a plain GEMM, then `apply_unfused`) against the same reference.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn unfused_pass_matches_the_reference() {
+    let (ctx, stream) = gemm_device();
+    let mut rng = rng();
+    let (m, n, k) = (300, 1000, 256);
+    let p = GemmProblem::new(m, n, k);
+    let g = Gemm::<bf16, bf16, bf16>::new(&ctx, &p).unwrap();
+    let (ga, gb, gd) = (
+        g.operand(OperandName::A),
+        g.operand(OperandName::B),
+        g.operand(OperandName::D),
+    );
+    let a: Vec<bf16> = random(&mut rng, &ga, 1.0);
+    let b: Vec<bf16> = random(&mut rng, &gb, 1.0);
+    let bias: Vec<bf16> = (0..n)
+        .map(|_| bf16::from_f64(rng.random_range(-2.0..2.0)))
+        .collect();
+    let (da, db, dbias) = (
+        stream.clone_htod(&a).unwrap(),
+        stream.clone_htod(&b).unwrap(),
+        stream.clone_htod(&bias).unwrap(),
+    );
+    for act in Activation::ALL {
+        let mut dd = stream.alloc_zeros::<bf16>(m * n).unwrap();
+        g.run(&stream, &da, &db, None, &mut dd, Workspace::Managed)
+            .unwrap();
+        cutlass_gemm::plans::epilogue::apply_unfused(
+            &stream,
+            &mut dd,
+            (m, n, n),
+            Some(&dbias),
+            act,
+        )
+        .unwrap();
+        let d = stream.clone_dtoh(&dd).unwrap();
+        let bias64: Vec<f64> = bias.iter().map(|x| x.to_f64()).collect();
+        let host = HostEpilogue {
+            activation: act,
+            bias: Some((BiasAxis::PerColumn, &bias64[..])),
+            ..Default::default()
+        };
+        let sa = Strided::new(&a, ga, OperandName::A).unwrap();
+        let sb = Strided::new(&b, gb, OperandName::B).unwrap();
+        let r = reference::fused(&p, &sa, &sb, None, &host).unwrap();
+        // The unfused pass rounds twice: the GEMM's output to bf16 (u |pre - bias|, which the
+        // activation carries by at most 1.13), then the pass's result; plus what the fused bound
+        // has (accumulation, the epilogue's f32 arithmetic, the hardware tanh).
+        let pre = reference::fused(
+            &p,
+            &sa,
+            &sb,
+            None,
+            &HostEpilogue {
+                activation: Activation::Identity,
+                ..host
+            },
+        )
+        .unwrap();
+        let u = 2f64.powi(-8);
+        let outside = (0..m * n)
+            .filter(|&i| {
+                let (want, got) = (r.value[i], d[i].to_f64());
+                let x = (pre.value[i] - bias64[i % n]).abs();
+                let bound = 2.0 * u * want.abs()
+                    + 1.13 * u * x
+                    + 2.0 * k as f64 * 2f64.powi(-24) * r.magnitude[i]
+                    + r.extra_error[i];
+                (got - want).abs() > bound
+            })
+            .count();
+        let cmp = reference::compare(&d, &gd, &r);
+        println!(
+            "unfused {act}: {outside} outside the double-rounding bound; against the fused bound: {} of {} outside, worst ratio {:.2}",
+            cmp.failures, cmp.checked, cmp.max_error_ratio
+        );
+        assert_eq!(outside, 0, "{act}");
+    }
+}
