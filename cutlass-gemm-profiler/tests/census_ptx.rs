@@ -1,5 +1,6 @@
-//! Compiles one SM100 block-scaled, one SM100 f8f6f4 and one SM120 entry to PTX with the
-//! bootstrapped nvcc (`cutlass-profiler census`) and checks the MMA instruction each contains
+//! Compiles one SM100 block-scaled, one SM100 f8f6f4 and one SM120 entry, and the last two's
+//! fused-epilogue twins, to PTX with the bootstrapped nvcc (`cutlass-profiler census`) and checks
+//! the MMA instruction each contains
 //! against the kind, CTA group and scale-vector size the seed's tables imply. Runs in CI (no GPU
 //! needed: PTX only).
 
@@ -38,7 +39,20 @@ fn blackwell_entries_compile_to_the_expected_mma() {
         .filter(|l| !l.starts_with('#') && !l.starts_with("name\t"))
         .map(|l| l.split('\t').collect())
         .collect();
-    assert_eq!(rows.len(), 3, "{text}");
+    // A name without a glob matches as a substring: the entries' fused-epilogue twins (the
+    // 1SM and SM120 ones, `..._evt_scale_bias{type}_act`) compile too.
+    let twins = cutlass_gemm_catalog::catalog::all()
+        .into_iter()
+        .filter(|s| {
+            let plain = cutlass_gemm_catalog::KernelSpec {
+                fusion: cutlass_gemm_catalog::Fusion::LinearCombination,
+                ..*s
+            };
+            s.fusion.is_fused() && ENTRIES.contains(&plain.name().as_str())
+        })
+        .count();
+    assert_eq!(twins, 2);
+    assert_eq!(rows.len(), ENTRIES.len() + twins, "{text}");
     for r in &rows {
         assert_eq!(r[1], "pass", "{} failed to compile: {}", r[0], r[3]);
         assert_eq!(r[4], "1", "{}: found {}, expected {}", r[0], r[3], {
