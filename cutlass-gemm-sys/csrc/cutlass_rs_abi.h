@@ -36,6 +36,9 @@ extern "C" {
 /* The driver refused a TMA descriptor the kernel needs (cuTensorMapEncodeTiled failed; reported by
  * prepare(), e.g. sub-byte TMA types on a device before SM100). */
 #define CUTLASS_RS_ERROR_TMA_DESCRIPTOR 104
+/* The calling thread's current CUDA device is not args->device_id (run() launches on the current
+ * device: make the device's context current, e.g. with cudaSetDevice, first). */
+#define CUTLASS_RS_ERROR_WRONG_DEVICE 105
 /* A CUDA runtime error: the status is CUTLASS_RS_ERROR_CUDA_BASE + the cudaError_t value. */
 #define CUTLASS_RS_ERROR_CUDA_BASE 1000
 
@@ -132,6 +135,10 @@ typedef int (*cutlass_rs_prepare_fn)(const cutlass_rs_gemm_args *args, void *wor
  * `cutlass-profiler overhead` measures run() against. CUTLASS_RS_ERROR_INVALID if this thread has
  * not run the kernel (or its last run failed). The buffers of that run must still be live. */
 typedef int (*cutlass_rs_relaunch_fn)(void *stream);
+
+/* Counts, for the calling thread, how often a run() built a kernel's launch state anew rather than
+ * reusing it (defined with the registry; run() calls it). */
+void cutlass_rs_note_launch_state_build(void);
 
 /* One compiled kernel: its procedural name (the catalog's) and its entry points. */
 typedef struct cutlass_rs_kernel_entry {

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <exception>
 #include <iostream>
+#include <memory>
 #include <mutex>
 #include <sstream>
 #include <string>
@@ -245,12 +246,17 @@ int prepare(const cutlass_rs_gemm_args *a, void *workspace, size_t workspace_byt
 // The kernel's function attributes, set once per device: the dynamic shared memory opt-in, and for
 // SM90 cluster kernels the non-portable cluster size CUTLASS's ClusterLauncher allows. CUTLASS's
 // GemmUniversalAdapter sets both before every launch (a cudaFuncSetAttribute each, about a
-// microsecond of host time).
+// microsecond of host time). cudaFuncSetAttribute acts on the calling thread's current device,
+// which run() has checked to be `device`; one bit per device ordinal records it, and devices past
+// the bits set them at every launch.
 template <class Kernel>
 int ensure_function_attributes(int device) noexcept {
-  static std::atomic<uint64_t> done{0};
+  constexpr int kWords = 4;
+  static std::atomic<uint64_t> done[kWords]{};
+  const bool tracked = device >= 0 && device < 64 * kWords;
   const uint64_t bit = uint64_t{1} << (static_cast<unsigned>(device) & 63u);
-  if (done.load(std::memory_order_acquire) & bit) return CUTLASS_RS_OK;
+  std::atomic<uint64_t> *word = tracked ? &done[device / 64] : nullptr;
+  if (word != nullptr && (word->load(std::memory_order_acquire) & bit)) return CUTLASS_RS_OK;
   const void *kernel = reinterpret_cast<const void *>(cutlass::device_kernel<Kernel>);
   constexpr int smem = Kernel::SharedStorageSize;
   cudaError_t e = cudaSuccess;
@@ -264,8 +270,20 @@ int ensure_function_attributes(int device) noexcept {
     (void)cudaGetLastError();
     return CUTLASS_RS_ERROR_CUDA_BASE + static_cast<int>(e);
   }
-  done.fetch_or(bit, std::memory_order_release);
+  if (word != nullptr) word->fetch_or(bit, std::memory_order_release);
   return CUTLASS_RS_OK;
+}
+
+// The calling thread's current CUDA device must be the one the arguments name: the kernel's
+// function attributes, its TMA descriptors and its launch all act on the current device.
+inline int check_current_device(int32_t device_id) noexcept {
+  int current = -1;
+  cudaError_t e = cudaGetDevice(&current);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    return CUTLASS_RS_ERROR_CUDA_BASE + static_cast<int>(e);
+  }
+  return current == device_id ? CUTLASS_RS_OK : CUTLASS_RS_ERROR_WRONG_DEVICE;
 }
 
 // Launches compare the arguments bytewise: no padding anywhere, the last field ends the struct.
@@ -273,10 +291,10 @@ static_assert(offsetof(cutlass_rs_gemm_args, reserved) + sizeof(int32_t) ==
                   sizeof(cutlass_rs_gemm_args),
               "no trailing padding: compared bytewise");
 
-// What the last launch of a kernel on this thread was built from and launched with: the arguments
-// (pointers included: the TMA descriptors encode them), the workspace, CUTLASS's arguments and
-// kernel parameters, and the launch shape. Reused while the arguments and workspace are the same,
-// so steady-state calls with the same buffers cost a compare and the launch.
+// What the last launch of a kernel on this thread and device was built from and launched with: the
+// arguments (pointers and device included: the TMA descriptors encode them), the workspace,
+// CUTLASS's arguments and kernel parameters, and the launch shape. Reused while the arguments and
+// workspace are the same, so steady-state calls with the same buffers cost a compare and the launch.
 template <class Gemm>
 struct LaunchState {
   using Kernel = typename Gemm::GemmKernel;
@@ -289,10 +307,27 @@ struct LaunchState {
   dim3 block{};
 };
 
+// Launch states are kept per thread, per kernel and per device: one slot for each device ordinal
+// modulo kLaunchSlots, so that a thread alternating between devices keeps each device's state.
+// Ordinals that share a slot only rebuild the state (the key holds the device), never reuse
+// another device's. The states live on the heap, allocated at a slot's first use: thread-local
+// storage is reserved in every thread of the process for every kernel of the library.
+constexpr int kLaunchSlots = 8;
+
+// The device of this thread's last run() of a kernel that built or reused a launch state (-1
+// before the first): what relaunch() repeats.
 template <class Gemm>
-LaunchState<Gemm> &launch_state() {
-  thread_local LaunchState<Gemm> state;
-  return state;
+int &last_launch_device() {
+  thread_local int device = -1;
+  return device;
+}
+
+template <class Gemm>
+LaunchState<Gemm> &launch_state(int device) {
+  thread_local std::unique_ptr<LaunchState<Gemm>> states[kLaunchSlots];
+  std::unique_ptr<LaunchState<Gemm>> &slot = states[static_cast<unsigned>(device) % kLaunchSlots];
+  if (!slot) slot = std::make_unique<LaunchState<Gemm>>();
+  return *slot;
 }
 
 // Whether this translation unit's kernel is compiled with CUTLASS's grid dependency control (the
@@ -376,7 +411,9 @@ int run(const cutlass_rs_gemm_args *a, void *workspace, size_t workspace_bytes, 
     using Kernel = typename Gemm::GemmKernel;
     int status = check_pointers<Gemm>(a);
     if (status != CUTLASS_RS_OK) return status;
-    LaunchState<Gemm> &s = launch_state<Gemm>();
+    status = check_current_device(a->device_id);
+    if (status != CUTLASS_RS_OK) return status;
+    LaunchState<Gemm> &s = launch_state<Gemm>(a->device_id);
     const bool hit = s.valid && s.workspace == workspace &&
                      std::memcmp(&s.key, a, sizeof(cutlass_rs_gemm_args)) == 0;
     if (!hit) {
@@ -392,9 +429,11 @@ int run(const cutlass_rs_gemm_args *a, void *workspace, size_t workspace_bytes, 
       s.key = *a;
       s.workspace = workspace;
       s.valid = true;
+      cutlass_rs_note_launch_state_build();
     }
     status = ensure_function_attributes<Kernel>(a->device_id);
     if (status != CUTLASS_RS_OK) return status;
+    last_launch_device<Gemm>() = a->device_id;
     return launch_status(s, static_cast<cudaStream_t>(stream));
   } catch (...) {
     return CUTLASS_RS_ERROR_EXCEPTION;
@@ -402,13 +441,16 @@ int run(const cutlass_rs_gemm_args *a, void *workspace, size_t workspace_bytes, 
 }
 
 // Launches the kernel again from the state this thread's last successful run() left: the same
-// arguments, workspace and parameters, with none of run()'s checks or its argument compare. This is
-// the bare launch `cutlass-profiler overhead` measures run() against.
+// arguments, workspace and parameters (and so the same device), with none of run()'s checks or its
+// argument compare. This is the bare launch `cutlass-profiler overhead` measures run() against.
+// Without such a run it returns CUTLASS_RS_ERROR_INVALID before any CUDA call.
 template <class Gemm>
 int relaunch(void *stream) noexcept {
   try {
-    LaunchState<Gemm> &s = launch_state<Gemm>();
-    if (!s.valid) return CUTLASS_RS_ERROR_INVALID;
+    const int device = last_launch_device<Gemm>();
+    if (device < 0) return CUTLASS_RS_ERROR_INVALID;
+    LaunchState<Gemm> &s = launch_state<Gemm>(device);
+    if (!s.valid || s.key.device_id != device) return CUTLASS_RS_ERROR_INVALID;
     return launch_status(s, static_cast<cudaStream_t>(stream));
   } catch (...) {
     return CUTLASS_RS_ERROR_EXCEPTION;

@@ -19,6 +19,7 @@ pub const CUTLASS_RS_ERROR_NULL_ARGUMENT: i32 = 101;
 pub const CUTLASS_RS_ERROR_WORKSPACE_TOO_SMALL: i32 = 102;
 pub const CUTLASS_RS_ERROR_NOT_BUILT: i32 = 103;
 pub const CUTLASS_RS_ERROR_TMA_DESCRIPTOR: i32 = 104;
+pub const CUTLASS_RS_ERROR_WRONG_DEVICE: i32 = 105;
 pub const CUTLASS_RS_ERROR_CUDA_BASE: i32 = 1000;
 pub const CUTLASS_RS_ACTIVATION_IDENTITY: i32 = 0;
 pub const CUTLASS_RS_ACTIVATION_RELU: i32 = 1;
@@ -175,6 +176,9 @@ pub type cutlass_rs_prepare_fn = ::std::option::Option<
 pub type cutlass_rs_relaunch_fn = ::std::option::Option<
     unsafe extern "C" fn(stream: *mut ::std::os::raw::c_void) -> ::std::os::raw::c_int,
 >;
+unsafe extern "C" {
+    pub fn cutlass_rs_note_launch_state_build();
+}
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct cutlass_rs_kernel_entry {
@@ -211,6 +215,9 @@ unsafe extern "C" {
 }
 unsafe extern "C" {
     pub fn cutlass_rs_cutlass_version() -> i32;
+}
+unsafe extern "C" {
+    pub fn cutlass_rs_launch_state_builds() -> u64;
 }
 unsafe extern "C" {
     pub fn cutlass_rs_quantize_fp8_blockwise(

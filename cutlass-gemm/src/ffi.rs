@@ -224,12 +224,20 @@ impl Kernel {
         workspace_bytes: usize,
         stream: sys::CUstream,
     ) -> Result<()> {
-        self.status((self.entry.run)(
+        let status = (self.entry.run)(
             abi,
             workspace as *mut std::ffi::c_void,
             workspace_bytes,
             stream as *mut std::ffi::c_void,
-        ))
+        );
+        if status == cutlass_gemm_sys::CUTLASS_RS_ERROR_WRONG_DEVICE {
+            return Err(crate::Error::DeviceMismatch {
+                what: crate::OperandName::CurrentContext,
+                expected: abi.device_id as usize,
+                found: current_device().unwrap_or(usize::MAX),
+            });
+        }
+        self.status(status)
     }
 
     /// The workspace size for these arguments (depends on the shape only).
@@ -284,9 +292,10 @@ impl Kernel {
         )
     }
 
-    /// Launches the kernel again exactly as this thread's last successful launch of it (any plan's
-    /// [`crate::Gemm::run`] or `run_raw` that chose this kernel): the same arguments, buffers,
-    /// workspace and kernel parameters, without any check or argument handling. A bare launch of
+    /// Launches the kernel again exactly as this thread's last successful launch of it on the
+    /// device whose context is current (any plan's [`crate::Gemm::run`] or `run_raw` that chose
+    /// this kernel): the same arguments, buffers, workspace and kernel parameters, without any
+    /// check or argument handling. A bare launch of
     /// the kernel, for measuring what the checked entry points add to it
     /// (`cutlass-profiler overhead`); [`crate::Error::Cutlass`] with `CUTLASS_RS_ERROR_INVALID` when
     /// this thread has not launched the kernel.
@@ -307,6 +316,26 @@ impl Kernel {
             status => self.status(status),
         }
     }
+}
+
+/// The ordinal of the device whose context is current on the calling thread (the device a kernel
+/// launched from this thread runs on), if any context is current.
+pub fn current_device() -> Option<usize> {
+    cudarc::driver::result::ctx::get_current().ok()??;
+    let mut device: sys::CUdevice = 0;
+    // SAFETY: cuCtxGetDevice writes the current context's device into `device`.
+    let r = unsafe { sys::cuCtxGetDevice(&mut device) };
+    (r == sys::CUresult::CUDA_SUCCESS).then_some(device as usize)
+}
+
+/// How many times a kernel launch on the calling thread built the kernel's launch state (CUTLASS
+/// arguments, kernel parameters and TMA descriptors) instead of reusing the state of the thread's
+/// previous launch of that kernel on the same device. Launch states are kept per thread, kernel and
+/// device, so steady-state launches with the same buffers add nothing here, also when a thread
+/// alternates between devices.
+pub fn launch_state_builds() -> u64 {
+    // SAFETY: reads a thread-local counter.
+    unsafe { cutlass_gemm_sys::cutlass_rs_launch_state_builds() }
 }
 
 /// A C status as a `Result`: [`crate::Error::Cutlass`] naming `what` (a kernel or an entry point)
@@ -344,6 +373,11 @@ pub fn status_message(status: i32) -> String {
         s::CUTLASS_RS_ERROR_WORKSPACE_TOO_SMALL => "workspace too small".into(),
         s::CUTLASS_RS_ERROR_NOT_BUILT => {
             "these kernels are not in this build (built with CUTLASS_RS_KERNELS=none?)".into()
+        }
+        s::CUTLASS_RS_ERROR_WRONG_DEVICE => {
+            "the calling thread's current CUDA device is not the one the arguments name (make the \
+             device's context current first)"
+                .into()
         }
         s::CUTLASS_RS_ERROR_TMA_DESCRIPTOR => {
             "the driver refused a TMA descriptor of the kernel (cuTensorMapEncodeTiled failed; \

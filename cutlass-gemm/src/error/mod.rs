@@ -30,6 +30,9 @@ pub enum OperandName {
     ScalesB,
     /// The stream a launch was given ([`Error::DeviceMismatch`]).
     Stream,
+    /// The CUDA context current on the calling thread, which raw launches run on
+    /// ([`Error::DeviceMismatch`]).
+    CurrentContext,
     /// A fused epilogue's bias ([`crate::plans::epilogue`]).
     Bias,
     /// A fused epilogue's scales per row of D.
@@ -50,6 +53,7 @@ impl fmt::Display for OperandName {
             OperandName::ScalesA => "scales of A",
             OperandName::ScalesB => "scales of B",
             OperandName::Stream => "stream",
+            OperandName::CurrentContext => "the thread's current CUDA context",
             OperandName::Bias => "bias",
             OperandName::RowScales => "row scales",
             OperandName::ColScales => "column scales",
@@ -337,6 +341,24 @@ impl fmt::Display for BuildHint {
 /// `Result` with this crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// The device rule: a buffer belongs to the plan's device (the device of the context its stream
+/// was made in; a kernel reads and writes only its own device's memory).
+pub(crate) fn require_device<T>(
+    operand: OperandName,
+    buffer: &(impl cudarc::driver::DeviceSlice<T> + ?Sized),
+    expected: usize,
+) -> Result<()> {
+    let found = buffer.stream().context().ordinal();
+    if found != expected {
+        return Err(Error::DeviceMismatch {
+            what: operand,
+            expected,
+            found,
+        });
+    }
+    Ok(())
+}
+
 /// The buffer-length rule: `len` elements (or bytes) must reach `required`.
 pub(crate) fn require_len(operand: OperandName, len: usize, required: usize) -> Result<()> {
     if len < required {
@@ -446,6 +468,15 @@ mod tests {
             }
             .to_string(),
             "stream is on device 1 but the GEMM was planned for device 0"
+        );
+        assert_eq!(
+            Error::DeviceMismatch {
+                what: OperandName::CurrentContext,
+                expected: 1,
+                found: 0
+            }
+            .to_string(),
+            "the thread's current CUDA context is on device 0 but the GEMM was planned for device 1"
         );
         assert_eq!(
             Error::KernelMismatch {

@@ -31,12 +31,12 @@
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use cudarc::driver::{CudaContext, CudaStream, DevicePtr, DevicePtrMut, SyncOnDrop};
+use cudarc::driver::{CudaContext, CudaStream, DevicePtr, DevicePtrMut, DeviceSlice, SyncOnDrop};
 use cutlass_gemm_catalog::{DataType, KernelSpec, Layout};
 
 use crate::error::{
-    require_len, Error, Extent, KernelRule, LayoutRule, OperandName, ProblemRule, Quantity, Result,
-    Scalar, ScaleRule,
+    require_device, require_len, Error, Extent, KernelRule, LayoutRule, OperandName, ProblemRule,
+    Quantity, Result, Scalar, ScaleRule,
 };
 use crate::ffi::{DeviceInfo, Kernel, RawArgs};
 use crate::formats::element::Element;
@@ -64,6 +64,8 @@ pub(crate) mod operand {
         pub data: (u64, usize),
         /// Scale factors: address, length in bytes (one byte each) and layout.
         pub scales: Option<(u64, usize, ScaleFactorLayout)>,
+        /// The device ordinals of the data and of the scale factors (the data's when none).
+        pub devices: [usize; 2],
     }
 
     pub trait Sealed {
@@ -75,6 +77,11 @@ pub(crate) mod operand {
     }
 }
 use operand::{Parts, ScaleFamily};
+
+/// The device of a buffer: that of the context its stream was made in.
+fn ordinal<T>(buffer: &impl DeviceSlice<T>) -> usize {
+    buffer.stream().context().ordinal()
+}
 
 /// An operand of a [`BlockScaledGemm`]: [`MxTensor`], [`Nvfp4Tensor`] or [`PackedTensor`].
 pub trait NarrowOperand: operand::Sealed {
@@ -93,6 +100,7 @@ impl<E: MxElement> operand::Sealed for MxTensor<E> {
             major: self.major,
             data: (pd, self.data.len()),
             scales: Some((ps, self.scales.len(), self.layout)),
+            devices: [ordinal(&self.data), ordinal(&self.scales)],
         };
         (parts, vec![gd, gs])
     }
@@ -112,6 +120,7 @@ impl operand::Sealed for Nvfp4Tensor {
             major: self.major,
             data: (pd, self.data.len()),
             scales: Some((ps, self.scales.len(), self.layout)),
+            devices: [ordinal(&self.data), ordinal(&self.scales)],
         };
         (parts, vec![gd, gs])
     }
@@ -133,6 +142,7 @@ impl<E: MxElement> operand::Sealed for PackedTensor<E> {
             major: self.major,
             data: (pd, self.data.len()),
             scales: None,
+            devices: [ordinal(&self.data); 2],
         };
         (parts, vec![gd])
     }
@@ -680,8 +690,11 @@ impl<EA: MxElement, EB: MxElement, TD: Element> BlockScaledGemm<EA, EB, TD> {
         c: Option<&dyn DevicePtr<TD>>,
         d: &mut dyn DevicePtrMut<TD>,
     ) -> Result<RawArgs> {
+        self.check_stream(stream)?;
         let (pa, _ga) = a.parts(stream);
         let (pb, _gb) = b.parts(stream);
+        self.check_devices(&pa, &pb, c)?;
+        require_device(OperandName::D, d, self.device.ordinal)?;
         let (pc, _gc) = c.map(|c| c.device_ptr(stream)).unzip();
         let len = d.len();
         let (pd, _gd) = d.device_ptr_mut(stream);
@@ -746,13 +759,57 @@ impl<EA: MxElement, EB: MxElement, TD: Element> BlockScaledGemm<EA, EB, TD> {
         d: &mut Nvfp4Tensor,
         norm: &cudarc::driver::CudaSlice<f32>,
     ) -> Result<RawArgs> {
+        self.check_stream(stream)?;
         let (pa, _ga) = a.parts(stream);
         let (pb, _gb) = b.parts(stream);
+        self.check_devices(&pa, &pb, c)?;
         let (pc, _gc) = c.map(|c| c.device_ptr(stream)).unzip();
         let (pn, _gn) = norm.device_ptr(stream);
         let (pd, _gd) = operand::Sealed::parts(&*d, stream);
+        for (what, found) in [OperandName::D, OperandName::Scales]
+            .into_iter()
+            .zip(pd.devices)
+        {
+            self.require_ordinal(what, found)?;
+        }
         self.rules
             .nvfp4_out_args(&pa, &pb, pc.zip(c.map(|c| c.len())), &pd, pn)
+    }
+
+    /// The device rule for the stream: it belongs to the plan's device, whose context is then
+    /// bound to the calling thread.
+    fn check_stream(&self, stream: &Arc<CudaStream>) -> Result<()> {
+        self.require_ordinal(OperandName::Stream, stream.context().ordinal())?;
+        stream.context().bind_to_thread()?;
+        Ok(())
+    }
+
+    /// The device rule for the operands: A, B (data and scale factors) and C on the plan's device.
+    fn check_devices(&self, a: &Parts, b: &Parts, c: Option<&dyn DevicePtr<TD>>) -> Result<()> {
+        let operands = [
+            (OperandName::A, a.devices[0]),
+            (OperandName::ScalesA, a.devices[1]),
+            (OperandName::B, b.devices[0]),
+            (OperandName::ScalesB, b.devices[1]),
+        ];
+        for (what, found) in operands {
+            self.require_ordinal(what, found)?;
+        }
+        if let Some(c) = c {
+            require_device(OperandName::C, c, self.device.ordinal)?;
+        }
+        Ok(())
+    }
+
+    fn require_ordinal(&self, what: OperandName, found: usize) -> Result<()> {
+        if found != self.device.ordinal {
+            return Err(Error::DeviceMismatch {
+                what,
+                expected: self.device.ordinal,
+                found,
+            });
+        }
+        Ok(())
     }
 
     /// The kernel's host path for checked arguments (no launch).
@@ -897,6 +954,7 @@ mod tests {
             scales: family
                 .scale_type()
                 .map(|_| (1 << 30, layout.size(), layout)),
+            devices: [0; 2],
         }
     }
 

@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
 
-use crate::error::{require_len, Error, OperandName, ProblemRule, Result};
+use crate::error::{require_device, require_len, Error, OperandName, ProblemRule, Result};
 use crate::formats::element::Element;
 
 /// An activation applied to the epilogue's f32 value before D is rounded.
@@ -272,6 +272,11 @@ pub fn apply_unfused<TD: Element>(
     require_len(OperandName::D, d.len(), need)?;
     if let Some(b) = bias {
         require_len(OperandName::Bias, b.len(), cols)?;
+    }
+    let device = stream.context().ordinal();
+    require_device(OperandName::D, d, device)?;
+    if let Some(b) = bias {
+        require_device(OperandName::Bias, b, device)?;
     }
     stream.context().bind_to_thread()?;
     let (pd, _gd) = d.device_ptr_mut(stream);

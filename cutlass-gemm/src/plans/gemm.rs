@@ -8,8 +8,8 @@ use cutlass_gemm_catalog::{KernelSpec, Layout};
 use cutlass_gemm_sys::cutlass_rs_gemm_args;
 
 use crate::error::{
-    require_len, Error, Extent, KernelRule, LayoutPairs, LayoutRule, OperandName, ProblemRule,
-    Quantity, Result, Scalar,
+    require_device, require_len, Error, Extent, KernelRule, LayoutPairs, LayoutRule, OperandName,
+    ProblemRule, Quantity, Result, Scalar,
 };
 use crate::ffi::{DeviceInfo, Kernel, ScheduleHints};
 use crate::formats::element::Element;
@@ -680,6 +680,26 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
         workspace: Workspace<'_>,
     ) -> Result<()> {
         self.check_stream(stream)?;
+        let device = self.device.ordinal;
+        require_device(OperandName::A, a, device)?;
+        require_device(OperandName::B, b, device)?;
+        if let Source::Buffer(c) = &c {
+            require_device(OperandName::C, *c, device)?;
+        }
+        require_device(OperandName::D, d, device)?;
+        if let Some((sa, sb)) = scales {
+            require_device(OperandName::ScalesA, sa, device)?;
+            require_device(OperandName::ScalesB, sb, device)?;
+        }
+        if let Some(v) = epilogue.bias {
+            require_device(OperandName::Bias, v, device)?;
+        }
+        if let Some(v) = epilogue.row_scales {
+            require_device(OperandName::RowScales, v, device)?;
+        }
+        if let Some(v) = epilogue.col_scales {
+            require_device(OperandName::ColScales, v, device)?;
+        }
         self.check_len(OperandName::A, a.len())?;
         self.check_len(OperandName::B, b.len())?;
         self.check_len(OperandName::D, d.len())?;
@@ -759,7 +779,10 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
     }
 
     /// Launches on raw device pointers, for callers that manage memory themselves (FFI,
-    /// benchmarks). Checks pointer alignment and aliasing of the extents the problem reaches.
+    /// benchmarks). Checks pointer alignment and aliasing of the extents the problem reaches, and
+    /// that the calling thread's current CUDA context is on the plan's device
+    /// ([`Error::DeviceMismatch`] naming [`OperandName::CurrentContext`]; the kernel's entry point
+    /// checks it before the launch).
     ///
     /// # Safety
     /// `a`, `b`, `c` (when given) and `d` must be device pointers of the planned device holding at
@@ -1215,6 +1238,10 @@ pub(crate) fn workspace_ptr<'g, 'w: 'g>(
     size: usize,
     managed: &'g mut Option<cudarc::driver::CudaSlice<u8>>,
 ) -> Result<(u64, Option<cudarc::driver::SyncOnDrop<'g>>)> {
+    // A caller's buffer belongs to the stream's device also when this kernel needs none of it.
+    if let Workspace::Buffer(w) = &workspace {
+        require_device(OperandName::Workspace, &**w, stream.context().ordinal())?;
+    }
     Ok(match workspace {
         _ if size == 0 => (0, None),
         Workspace::Managed => {

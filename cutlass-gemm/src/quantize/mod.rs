@@ -24,8 +24,8 @@ use std::sync::Arc;
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, DeviceRepr};
 
 use crate::error::{
-    Error, LayoutRule, OperandName, ProblemRule, Quantity, QuantizeOp, Result, Scalar, ScaleFamily,
-    ScaleRule,
+    require_device, Error, LayoutRule, OperandName, ProblemRule, Quantity, QuantizeOp, Result,
+    Scalar, ScaleFamily, ScaleRule,
 };
 use crate::ffi::check_status;
 use crate::formats::element::Element;
@@ -406,6 +406,10 @@ pub fn quantize_fp8_blockwise_into<T: QuantInput>(
     check_shape(QuantizeOp::QuantizeFp8Blockwise, rows, cols, x.len())?;
     let n_scales = rows.div_ceil(block.rows()) * cols.div_ceil(128);
     check_outputs(out.data.len(), rows * cols, out.scales.len(), n_scales)?;
+    let device = stream.context().ordinal();
+    require_device(OperandName::A, x, device)?;
+    require_device(OperandName::D, &out.data, device)?;
+    require_device(OperandName::Scales, &out.scales, device)?;
     stream.context().bind_to_thread()?;
     let (px, _gx) = x.device_ptr(stream);
     let (pd, _gd) = out.data.device_ptr_mut(stream);
@@ -466,6 +470,13 @@ fn launch_block_scaled<T: QuantInput, S: cudarc::driver::DeviceRepr>(
     check_k(what, k, bits, multiple)?;
     let data_bytes = (rows * k * bits).div_ceil(8);
     check_outputs(data.len(), data_bytes, sf.len(), layout.size())?;
+    let device = stream.context().ordinal();
+    require_device(OperandName::A, x, device)?;
+    require_device(OperandName::D, data, device)?;
+    require_device(OperandName::Scales, sf, device)?;
+    if let Some(a) = &amax {
+        require_device(OperandName::Scales, *a, device)?;
+    }
     stream.context().bind_to_thread()?;
     let (px, _gx) = x.device_ptr(stream);
     let (pd, _gd) = data.device_ptr_mut(stream);
@@ -684,6 +695,9 @@ pub fn quantize_nvfp4_with_amax_into<T: QuantInput>(
 impl Fp8BlockwiseTensor {
     /// Dequantizes to f32 (`e4m3 * scale`, rounded once).
     pub fn dequantize(&self, stream: &Arc<CudaStream>) -> Result<CudaSlice<f32>> {
+        let device = stream.context().ordinal();
+        require_device(OperandName::A, &self.data, device)?;
+        require_device(OperandName::Scales, &self.scales, device)?;
         stream.context().bind_to_thread()?;
         let mut out = unsafe { stream.alloc::<f32>(self.rows * self.cols) }?;
         {
@@ -718,6 +732,11 @@ fn dequantize_block_scaled(
     amax: Option<&CudaSlice<u32>>,
     layout: &ScaleFactorLayout,
 ) -> Result<CudaSlice<f32>> {
+    let device = stream.context().ordinal();
+    require_device(OperandName::A, data, device)?;
+    if let Some(a) = amax {
+        require_device(OperandName::Scales, a, device)?;
+    }
     stream.context().bind_to_thread()?;
     let mut out = unsafe { stream.alloc::<f32>(layout.rows * layout.k) }?;
     {
@@ -753,6 +772,11 @@ impl<E: MxElement> MxTensor<E> {
     /// Dequantizes to f32 (`element * 2^e`, rounded once).
     pub fn dequantize(&self, stream: &Arc<CudaStream>) -> Result<CudaSlice<f32>> {
         require_k_major(QuantizeOp::DequantizeMx, OperandName::A, self.major)?;
+        require_device(
+            OperandName::Scales,
+            &self.scales,
+            stream.context().ordinal(),
+        )?;
         let (ps, _g) = self.scales.device_ptr(stream);
         dequantize_block_scaled(stream, &self.data, E::DTYPE, ps, false, None, &self.layout)
     }
@@ -772,6 +796,11 @@ impl Nvfp4Tensor {
     /// Dequantizes to f32 (`(e2m1 * scale) * global`, rounded once).
     pub fn dequantize(&self, stream: &Arc<CudaStream>) -> Result<CudaSlice<f32>> {
         require_k_major(QuantizeOp::DequantizeNvfp4, OperandName::A, self.major)?;
+        require_device(
+            OperandName::Scales,
+            &self.scales,
+            stream.context().ordinal(),
+        )?;
         let (ps, _g) = self.scales.device_ptr(stream);
         dequantize_block_scaled(
             stream,

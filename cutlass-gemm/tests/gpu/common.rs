@@ -2,7 +2,9 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaContext, CudaStream};
+use cudarc::driver::{CudaContext, CudaSlice, CudaStream};
+use cutlass_gemm::{reference, Gemm, GemmProblem, Workspace};
+use half::bf16;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -62,4 +64,79 @@ pub fn rng() -> StdRng {
         .unwrap_or_else(|| rand::rng().random());
     println!("seed {seed} (CUTLASS_RS_TEST_SEED={seed} replays)");
     StdRng::seed_from_u64(seed)
+}
+
+/// Values in {-1, 0, 1}: products of them accumulate exactly in f32.
+pub fn ternary(rng: &mut StdRng, len: usize) -> Vec<bf16> {
+    (0..len)
+        .map(|_| bf16::from_f32(rng.random_range(-1i32..=1) as f32))
+        .collect()
+}
+
+/// The bf16 operands of one TN problem on one device, with inputs in {-1, 0, 1}, and the expected D:
+/// the f64 reference rounded once, which the kernels' exact f32 accumulation must equal bit for
+/// bit.
+pub struct ExactOperands {
+    pub a: CudaSlice<bf16>,
+    pub b: CudaSlice<bf16>,
+    pub d: CudaSlice<bf16>,
+    pub workspace: CudaSlice<u8>,
+    pub expected: Vec<u16>,
+}
+
+impl ExactOperands {
+    /// Random operands for `p` on `stream`'s device and a workspace of `ws` bytes.
+    pub fn new(
+        stream: &Arc<CudaStream>,
+        rng: &mut StdRng,
+        p: &GemmProblem,
+        ws: usize,
+    ) -> ExactOperands {
+        let a = ternary(rng, p.m * p.k);
+        let b = ternary(rng, p.k * p.n);
+        let r = reference::gemm::<bf16, bf16, bf16>(p, &a, &b, None).unwrap();
+        ExactOperands {
+            a: stream.clone_htod(&a).unwrap(),
+            b: stream.clone_htod(&b).unwrap(),
+            d: stream.alloc_zeros(p.m * p.n).unwrap(),
+            workspace: stream.alloc_zeros(ws.max(16)).unwrap(),
+            expected: r
+                .value
+                .iter()
+                .map(|&v| bf16::from_f64(v).to_bits())
+                .collect(),
+        }
+    }
+
+    /// Poisons D, launches, and checks every element of D bit for bit.
+    pub fn run_and_check(
+        &mut self,
+        gemm: &Gemm<bf16, bf16, bf16>,
+        stream: &Arc<CudaStream>,
+        what: &str,
+    ) {
+        let poison = vec![bf16::from_bits(0x7fc1); self.expected.len()];
+        stream.memcpy_htod(&poison, &mut self.d).unwrap();
+        gemm.run(
+            stream,
+            &self.a,
+            &self.b,
+            None,
+            &mut self.d,
+            Workspace::Buffer(&mut self.workspace),
+        )
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+        let d = stream.clone_dtoh(&self.d).unwrap();
+        let wrong = d
+            .iter()
+            .zip(&self.expected)
+            .filter(|(x, y)| x.to_bits() != **y)
+            .count();
+        assert_eq!(
+            wrong,
+            0,
+            "{what}: {wrong} of {} elements differ from the reference",
+            d.len()
+        );
+    }
 }

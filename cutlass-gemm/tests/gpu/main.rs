@@ -11,7 +11,9 @@ mod common;
 mod blockscaled;
 #[cfg(feature = "candle")]
 mod candle;
+mod devices;
 mod epilogue;
 mod fp8;
 mod gemm;
 mod quantize;
+mod threads;
