@@ -232,6 +232,8 @@ fn main() -> Result<()> {
             None => copy_2d(s0, y1, half, y, half, n, m, half),
             Some(staged) => {
                 s0.memcpy_dtod(y1, staged)?;
+                // Device 1 may overwrite its half only once the copy has read it.
+                y1.stream().wait(&s0.record_event(None)?)?;
                 copy_2d(s0, staged, half, y, half, n, m, half)
             }
         }

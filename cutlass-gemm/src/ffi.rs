@@ -292,10 +292,10 @@ impl Kernel {
         )
     }
 
-    /// Launches the kernel again exactly as this thread's last successful launch of it on the
-    /// device whose context is current (any plan's [`crate::Gemm::run`] or `run_raw` that chose
-    /// this kernel): the same arguments, buffers, workspace and kernel parameters, without any
-    /// check or argument handling. A bare launch of
+    /// Launches the kernel again exactly as this thread's last successful launch of it (any plan's
+    /// [`crate::Gemm::run`] or `run_raw` that chose this kernel, on whichever device): the same
+    /// arguments, buffers, workspace and kernel parameters, without any check or argument
+    /// handling. A bare launch of
     /// the kernel, for measuring what the checked entry points add to it
     /// (`cutlass-profiler overhead`); [`crate::Error::Cutlass`] with `CUTLASS_RS_ERROR_INVALID` when
     /// this thread has not launched the kernel.
@@ -321,6 +321,9 @@ impl Kernel {
 /// The ordinal of the device whose context is current on the calling thread (the device a kernel
 /// launched from this thread runs on), if any context is current.
 pub fn current_device() -> Option<usize> {
+    if !crate::driver_library_present() {
+        return None;
+    }
     cudarc::driver::result::ctx::get_current().ok()??;
     let mut device: sys::CUdevice = 0;
     // SAFETY: cuCtxGetDevice writes the current context's device into `device`.

@@ -110,7 +110,7 @@ pub fn cuda_available() -> bool {
 
 /// Whether the driver library can be loaded. cudarc loads it on first use and panics when it is
 /// missing (its own check exists only when it loads at run time, not when candle makes it link).
-fn driver_library_present() -> bool {
+pub(crate) fn driver_library_present() -> bool {
     #[cfg(windows)]
     const NAMES: &[&str] = &["nvcuda.dll"];
     #[cfg(not(windows))]

@@ -64,12 +64,14 @@ pub(crate) mod operand {
         pub data: (u64, usize),
         /// Scale factors: address, length in bytes (one byte each) and layout.
         pub scales: Option<(u64, usize, ScaleFactorLayout)>,
-        /// The device ordinals of the data and of the scale factors (the data's when none).
-        pub devices: [usize; 2],
     }
 
     pub trait Sealed {
         fn parts<'a>(&'a self, stream: &'a Arc<CudaStream>) -> (Parts, Vec<SyncOnDrop<'a>>);
+        /// The device ordinals of the data and of the scales (scale factors, and an NVFP4
+        /// tensor's amax: the first of them on another device than the data, else the data's),
+        /// read without touching the buffers.
+        fn ordinals(&self) -> [usize; 2];
         /// The per-tensor scale that multiplies alpha (NVFP4), read from the device.
         fn tensor_scale(&self, _stream: &Arc<CudaStream>) -> Result<f32> {
             Ok(1.0)
@@ -100,9 +102,11 @@ impl<E: MxElement> operand::Sealed for MxTensor<E> {
             major: self.major,
             data: (pd, self.data.len()),
             scales: Some((ps, self.scales.len(), self.layout)),
-            devices: [ordinal(&self.data), ordinal(&self.scales)],
         };
         (parts, vec![gd, gs])
+    }
+    fn ordinals(&self) -> [usize; 2] {
+        [ordinal(&self.data), ordinal(&self.scales)]
     }
 }
 impl<E: MxElement> NarrowOperand for MxTensor<E> {
@@ -120,9 +124,16 @@ impl operand::Sealed for Nvfp4Tensor {
             major: self.major,
             data: (pd, self.data.len()),
             scales: Some((ps, self.scales.len(), self.layout)),
-            devices: [ordinal(&self.data), ordinal(&self.scales)],
         };
         (parts, vec![gd, gs])
+    }
+    fn ordinals(&self) -> [usize; 2] {
+        let data = ordinal(&self.data);
+        let scales = [ordinal(&self.scales), ordinal(&self.amax)]
+            .into_iter()
+            .find(|&o| o != data)
+            .unwrap_or(data);
+        [data, scales]
     }
     fn tensor_scale(&self, stream: &Arc<CudaStream>) -> Result<f32> {
         self.global_scale(stream)
@@ -142,9 +153,11 @@ impl<E: MxElement> operand::Sealed for PackedTensor<E> {
             major: self.major,
             data: (pd, self.data.len()),
             scales: None,
-            devices: [ordinal(&self.data); 2],
         };
         (parts, vec![gd])
+    }
+    fn ordinals(&self) -> [usize; 2] {
+        [ordinal(&self.data); 2]
     }
 }
 impl<E: MxElement> NarrowOperand for PackedTensor<E> {
@@ -691,10 +704,10 @@ impl<EA: MxElement, EB: MxElement, TD: Element> BlockScaledGemm<EA, EB, TD> {
         d: &mut dyn DevicePtrMut<TD>,
     ) -> Result<RawArgs> {
         self.check_stream(stream)?;
+        self.check_devices(a, b, c)?;
+        require_device(OperandName::D, d, self.device.ordinal)?;
         let (pa, _ga) = a.parts(stream);
         let (pb, _gb) = b.parts(stream);
-        self.check_devices(&pa, &pb, c)?;
-        require_device(OperandName::D, d, self.device.ordinal)?;
         let (pc, _gc) = c.map(|c| c.device_ptr(stream)).unzip();
         let len = d.len();
         let (pd, _gd) = d.device_ptr_mut(stream);
@@ -723,6 +736,7 @@ impl<EA: MxElement, EB: MxElement, TD: Element> BlockScaledGemm<EA, EB, TD> {
         A: NarrowOperand<Elem = EA>,
         B: NarrowOperand<Elem = EB>,
     {
+        self.check_stream(stream)?; // before norm_buffer allocates on the stream
         let norm = norm_buffer(stream, norm_constant)?;
         let mut args = self.nvfp4_out_args(stream, a, b, c, d, &norm)?;
         args.alpha *= a.tensor_scale(stream)? * b.tensor_scale(stream)?;
@@ -745,6 +759,7 @@ impl<EA: MxElement, EB: MxElement, TD: Element> BlockScaledGemm<EA, EB, TD> {
         A: NarrowOperand<Elem = EA>,
         B: NarrowOperand<Elem = EB>,
     {
+        self.check_stream(stream)?; // before norm_buffer allocates on the stream
         let norm = norm_buffer(stream, norm_constant)?;
         let args = self.nvfp4_out_args(stream, a, b, c, d, &norm)?;
         self.prepare_args(stream, &args)
@@ -760,18 +775,19 @@ impl<EA: MxElement, EB: MxElement, TD: Element> BlockScaledGemm<EA, EB, TD> {
         norm: &cudarc::driver::CudaSlice<f32>,
     ) -> Result<RawArgs> {
         self.check_stream(stream)?;
-        let (pa, _ga) = a.parts(stream);
-        let (pb, _gb) = b.parts(stream);
-        self.check_devices(&pa, &pb, c)?;
-        let (pc, _gc) = c.map(|c| c.device_ptr(stream)).unzip();
-        let (pn, _gn) = norm.device_ptr(stream);
-        let (pd, _gd) = operand::Sealed::parts(&*d, stream);
+        self.check_devices(a, b, c)?;
+        let d_ordinals = operand::Sealed::ordinals(&*d);
         for (what, found) in [OperandName::D, OperandName::Scales]
             .into_iter()
-            .zip(pd.devices)
+            .zip(d_ordinals)
         {
             self.require_ordinal(what, found)?;
         }
+        let (pa, _ga) = a.parts(stream);
+        let (pb, _gb) = b.parts(stream);
+        let (pc, _gc) = c.map(|c| c.device_ptr(stream)).unzip();
+        let (pn, _gn) = norm.device_ptr(stream);
+        let (pd, _gd) = operand::Sealed::parts(&*d, stream);
         self.rules
             .nvfp4_out_args(&pa, &pb, pc.zip(c.map(|c| c.len())), &pd, pn)
     }
@@ -784,13 +800,20 @@ impl<EA: MxElement, EB: MxElement, TD: Element> BlockScaledGemm<EA, EB, TD> {
         Ok(())
     }
 
-    /// The device rule for the operands: A, B (data and scale factors) and C on the plan's device.
-    fn check_devices(&self, a: &Parts, b: &Parts, c: Option<&dyn DevicePtr<TD>>) -> Result<()> {
+    /// The device rule for the operands: A, B (data and scale factors) and C on the plan's device,
+    /// checked before any buffer is touched.
+    fn check_devices(
+        &self,
+        a: &impl operand::Sealed,
+        b: &impl operand::Sealed,
+        c: Option<&dyn DevicePtr<TD>>,
+    ) -> Result<()> {
+        let ([a_data, a_scales], [b_data, b_scales]) = (a.ordinals(), b.ordinals());
         let operands = [
-            (OperandName::A, a.devices[0]),
-            (OperandName::ScalesA, a.devices[1]),
-            (OperandName::B, b.devices[0]),
-            (OperandName::ScalesB, b.devices[1]),
+            (OperandName::A, a_data),
+            (OperandName::ScalesA, a_scales),
+            (OperandName::B, b_data),
+            (OperandName::ScalesB, b_scales),
         ];
         for (what, found) in operands {
             self.require_ordinal(what, found)?;
@@ -954,7 +977,6 @@ mod tests {
             scales: family
                 .scale_type()
                 .map(|_| (1 << 30, layout.size(), layout)),
-            devices: [0; 2],
         }
     }
 

@@ -654,6 +654,16 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
         }
         self.check_epilogue_operands([None; 3], d)?;
         require_len(OperandName::Workspace, workspace_bytes, self.workspace_size)?;
+        // The staging copies and the kernel launch on the thread's current device: it must be the
+        // plan's (the kernel's entry point checks it again, for C callers).
+        let current = crate::ffi::current_device();
+        if current != Some(self.device.ordinal) {
+            return Err(Error::DeviceMismatch {
+                what: OperandName::CurrentContext,
+                expected: self.device.ordinal,
+                found: current.unwrap_or(usize::MAX),
+            });
+        }
         self.launch(
             a,
             b,
@@ -781,8 +791,8 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
     /// Launches on raw device pointers, for callers that manage memory themselves (FFI,
     /// benchmarks). Checks pointer alignment and aliasing of the extents the problem reaches, and
     /// that the calling thread's current CUDA context is on the plan's device
-    /// ([`Error::DeviceMismatch`] naming [`OperandName::CurrentContext`]; the kernel's entry point
-    /// checks it before the launch).
+    /// ([`Error::DeviceMismatch`] naming [`OperandName::CurrentContext`], `found` `usize::MAX`
+    /// when no context is current).
     ///
     /// # Safety
     /// `a`, `b`, `c` (when given) and `d` must be device pointers of the planned device holding at

@@ -189,7 +189,7 @@ fn alternating_devices_from_two_threads() {
     );
 }
 
-/// Asserts a device mismatch naming `what`, and that D is still poison (nothing was launched).
+/// Asserts a device mismatch naming `what` with the plan's and the buffer's ordinals.
 fn assert_mismatch<T>(
     r: cutlass_gemm::Result<T>,
     what: OperandName,
@@ -298,29 +298,115 @@ fn buffers_and_streams_of_another_device_are_refused() {
     let qw1 =
         quantize_fp8_blockwise(s1, &w1, n, k, Fp8Block::Block128x128, ScaleMajor::MN).unwrap();
     let bw = BlockwiseGemm::<E4M3, E4M3, bf16>::new(ctx0, &GemmProblem::new(m, n, k)).unwrap();
-    let mut y0 = s0.alloc_zeros::<bf16>(m * n).unwrap();
+    let mut y0: CudaSlice<bf16> = s0
+        .clone_htod(&vec![bf16::from_bits(0x7fc1); m * n])
+        .unwrap();
     assert_mismatch(
         bw.run_tensors(s0, &qx0, &qw1, None, &mut y0, Workspace::Managed),
         OperandName::B,
         0,
         1,
     );
+    // The same plan with its raw entry point: A's scales on device 1.
+    let x1q = quantize_fp8_blockwise(s1, &x1, m, k, Fp8Block::Group1x128, ScaleMajor::MN).unwrap();
+    let w0 = on(s0, n * k);
+    let qw0 =
+        quantize_fp8_blockwise(s0, &w0, n, k, Fp8Block::Block128x128, ScaleMajor::MN).unwrap();
+    let mut mixed =
+        quantize_fp8_blockwise(s0, &x0, m, k, Fp8Block::Group1x128, ScaleMajor::MN).unwrap();
+    mixed.scales = x1q.scales;
+    assert_mismatch(
+        bw.run_tensors(s0, &mixed, &qw0, None, &mut y0, Workspace::Managed),
+        OperandName::ScalesA,
+        0,
+        1,
+    );
+    // FP8 rowwise: scales per row of D on device 1.
+    let rowwise = Gemm::<E4M3, E4M3, bf16>::new(ctx0, &GemmProblem::new(m, n, k))
+        .unwrap()
+        .with_epilogue(Epilogue::rowwise())
+        .unwrap();
+    let rows1 = s1.alloc_zeros::<f32>(m).unwrap();
+    let cols0 = s0.alloc_zeros::<f32>(n).unwrap();
+    let vectors = EpilogueOperands {
+        row_scales: Some(&rows1),
+        col_scales: Some(&cols0),
+        ..Default::default()
+    };
+    assert_mismatch(
+        rowwise.run_fused(
+            s0,
+            &qx0.data,
+            &qw0.data,
+            None,
+            &mut y0,
+            &vectors,
+            Workspace::Managed,
+        ),
+        OperandName::RowScales,
+        0,
+        1,
+    );
+    // The unfused epilogue pass and the dequantizer.
+    assert_mismatch(
+        cutlass_gemm::plans::epilogue::apply_unfused(
+            s0,
+            &mut d1,
+            (p.m, p.n, p.n),
+            None,
+            cutlass_gemm::Activation::Relu,
+        ),
+        OperandName::D,
+        0,
+        1,
+    );
+    assert_mismatch(qw1.dequantize(s0), OperandName::A, 0, 1);
     still_poison(&d0, s0);
     still_poison(&d1, s1);
+    still_poison(&y0, s0);
 
     // The raw entry point trusts its caller for buffers, but not for the thread's current device:
-    // with device 1's context current, a launch of a device-0 plan is refused by the kernel's shim
-    // before the launch.
-    let ws = g.workspace_size();
-    let mut wsb = s0.alloc_zeros::<u8>(ws.max(16)).unwrap();
-    let (pa, _ga) = cudarc::driver::DevicePtr::device_ptr(&a0, s0);
-    let (pb, _gb) = cudarc::driver::DevicePtr::device_ptr(&b0, s0);
-    let (pd, _gd) = cudarc::driver::DevicePtrMut::device_ptr_mut(&mut d0, s0);
-    let (pw, _gw) = cudarc::driver::DevicePtrMut::device_ptr_mut(&mut wsb, s0);
-    devices[1].0.bind_to_thread().unwrap();
-    // SAFETY: device-0 buffers of the planned extents; the launch is refused before it happens.
-    let r = unsafe { g.run_raw(pa, pb, None, pd, pw, ws, s0.cu_stream()) };
-    assert_mismatch(r, OperandName::CurrentContext, 0, 1);
-    drop((_ga, _gb, _gd, _gw));
-    still_poison(&d0, s0);
+    // with device 1's context current, a launch of a device-0 plan is refused before anything is
+    // launched, also for a plan that stages operands through copies before its kernel.
+    let staged = GemmProblem::new(257, 1001, 4095);
+    for (q, plan) in [
+        (p, Gemm::<bf16, bf16, bf16>::new(ctx0, &p).unwrap()),
+        (
+            staged,
+            Gemm::<bf16, bf16, bf16>::new(ctx0, &staged).unwrap(),
+        ),
+    ] {
+        let ws = plan.workspace_size();
+        let ra = on(s0, q.m * q.k);
+        let rb = on(s0, q.k * q.n);
+        let mut rd: CudaSlice<bf16> = s0
+            .clone_htod(&vec![bf16::from_bits(0x7fc1); q.m * q.n])
+            .unwrap();
+        let mut wsb = s0.alloc_zeros::<u8>(ws.max(16)).unwrap();
+        {
+            let (pa, _ga) = cudarc::driver::DevicePtr::device_ptr(&ra, s0);
+            let (pb, _gb) = cudarc::driver::DevicePtr::device_ptr(&rb, s0);
+            let (pd, _gd) = cudarc::driver::DevicePtrMut::device_ptr_mut(&mut rd, s0);
+            let (pw, _gw) = cudarc::driver::DevicePtrMut::device_ptr_mut(&mut wsb, s0);
+            devices[1].0.bind_to_thread().unwrap();
+            // SAFETY: device-0 buffers of the planned extents; the launch is refused first.
+            let r = unsafe { plan.run_raw(pa, pb, None, pd, pw, ws, s0.cu_stream()) };
+            assert_mismatch(r, OperandName::CurrentContext, 0, 1);
+            ctx0.bind_to_thread().unwrap();
+        }
+        still_poison(&rd, s0);
+    }
+
+    // After all these refusals, device 0 still runs a checked GEMM (no error was left behind in
+    // its context), and so does device 1.
+    let mut rng = rng();
+    for (ctx, stream) in &devices {
+        let g = Gemm::<bf16, bf16, bf16>::new(ctx, &p).unwrap();
+        let mut ops = ExactOperands::new(stream, &mut rng, &p, g.workspace_size());
+        ops.run_and_check(
+            &g,
+            stream,
+            &format!("device {} after the refusals", ctx.ordinal()),
+        );
+    }
 }
