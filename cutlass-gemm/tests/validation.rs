@@ -536,3 +536,29 @@ fn relaunch_without_a_launch_is_refused_before_any_cuda_call() {
         e => panic!("unexpected {e:?}"),
     }
 }
+
+#[test]
+fn operands_whose_reach_overflows_are_refused() {
+    // Strides below TMA's 2^40-byte limit whose reach over the extents passes 2^64 elements: a
+    // wrapped length would let a short buffer pass the length checks.
+    let rows = 1 << 30;
+    let p = GemmProblem::new(rows, 64, 64).with_a(MatrixLayout::row_major().with_ld(1 << 35));
+    match plan(&p).unwrap_err() {
+        Error::InvalidProblem { reason } => assert_eq!(
+            reason,
+            ProblemRule::OperandReachOverflows {
+                operand: OperandName::A
+            }
+        ),
+        e => panic!("unexpected {e:?}"),
+    }
+    let batched = GemmProblem::new(64, 64, 64)
+        .with_batch((1 << 31) - 1)
+        .with_b(MatrixLayout::col_major().with_batch_stride(1 << 38));
+    let e = plan(&batched).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "invalid GEMM problem: operand B: the elements its extents, leading dimension and batch \
+         stride reach overflow the address space"
+    );
+}

@@ -289,6 +289,12 @@ pub enum ProblemRule {
         /// The operand.
         operand: OperandName,
     },
+    /// The elements this operand's extents, leading dimension and batch stride reach do not fit in
+    /// a `usize` (no buffer can hold them).
+    OperandReachOverflows {
+        /// The operand.
+        operand: OperandName,
+    },
     /// A quantized tensor of another shape than the plan's (`rows x k`: `m x k` for A, `n x k`
     /// for B).
     TensorShape {
@@ -425,6 +431,11 @@ impl fmt::Display for ProblemRule {
             ProblemRule::StrideTooLarge { operand } => write!(
                 f,
                 "operand {operand}: strides must stay below 2^40 bytes (TMA)"
+            ),
+            ProblemRule::OperandReachOverflows { operand } => write!(
+                f,
+                "operand {operand}: the elements its extents, leading dimension and batch stride \
+                 reach overflow the address space"
             ),
             ProblemRule::TensorShape {
                 operand,

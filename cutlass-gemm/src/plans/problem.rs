@@ -259,7 +259,17 @@ impl GemmProblem {
             batch_stride: 0,
             batch: self.batch,
         };
-        let span = m.span();
+        // The elements one matrix and the whole batch reach must fit in usize (and so in any
+        // buffer): a leading dimension or batch stride whose reach overflows is refused here, so
+        // that no length check downstream compares against a wrapped value.
+        let too_large = || Error::InvalidProblem {
+            reason: ProblemRule::OperandReachOverflows { operand: op },
+        };
+        let strided = m.strided().max(1);
+        let span = (strided - 1)
+            .checked_mul(ld)
+            .and_then(|x| x.checked_add(m.contiguous()))
+            .ok_or_else(too_large)?;
         m.batch_stride = ml.batch_stride.unwrap_or(span);
         if self.batch > 1 && m.batch_stride < span {
             return Err(Error::BatchStride {
@@ -268,6 +278,12 @@ impl GemmProblem {
                 min: span,
             });
         }
+        self.batch
+            .max(1)
+            .checked_sub(1)
+            .and_then(|b| b.checked_mul(m.batch_stride))
+            .and_then(|x| x.checked_add(span))
+            .ok_or_else(too_large)?;
         Ok(m)
     }
 
