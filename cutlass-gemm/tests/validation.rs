@@ -562,3 +562,27 @@ fn operands_whose_reach_overflows_are_refused() {
          stride reach overflow the address space"
     );
 }
+
+#[test]
+fn padding_past_cutlass_extent_limit_is_a_typed_error() {
+    // Found by tests/fuzz.rs: m at CUTLASS's limit, with a column-major f32 D that the kernels
+    // serve through padded copies, used to reach the kernel's size query and come back as a
+    // CUTLASS status.
+    let p = GemmProblem::new((1 << 31) - 1, 1, 1)
+        .with_c(MatrixLayout::col_major())
+        .with_d(MatrixLayout::col_major());
+    match Gemm::<bf16, bf16, f32>::plan(H100, &p, None).unwrap_err() {
+        Error::InvalidProblem {
+            reason:
+                ProblemRule::PaddedExtentTooLarge {
+                    extent,
+                    value,
+                    padded,
+                },
+        } => {
+            assert_eq!((extent, value), (Extent::M, (1 << 31) - 1));
+            assert!(padded > value, "{padded}");
+        }
+        e => panic!("unexpected {e:?}"),
+    }
+}

@@ -289,6 +289,16 @@ pub enum ProblemRule {
         /// The operand.
         operand: OperandName,
     },
+    /// An extent within CUTLASS's limit that the kernel's padding to its alignment (staged
+    /// operands) takes past it.
+    PaddedExtentTooLarge {
+        /// Which extent.
+        extent: Extent,
+        /// The problem's value.
+        value: usize,
+        /// The padded value the kernel would get.
+        padded: usize,
+    },
     /// The elements this operand's extents, leading dimension and batch stride reach do not fit in
     /// a `usize` (no buffer can hold them).
     OperandReachOverflows {
@@ -390,6 +400,15 @@ impl fmt::Display for ProblemRule {
             ProblemRule::ExtentTooLarge { extent, value } => write!(
                 f,
                 "{extent} = {value} exceeds {MAX_EXTENT}, the largest extent CUTLASS takes"
+            ),
+            ProblemRule::PaddedExtentTooLarge {
+                extent,
+                value,
+                padded,
+            } => write!(
+                f,
+                "{extent} = {value} is padded to {padded} for the kernel's alignment, past \
+                 {MAX_EXTENT}, the largest extent CUTLASS takes"
             ),
             ProblemRule::BatchTooLarge { value } => write!(
                 f,

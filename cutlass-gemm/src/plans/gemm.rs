@@ -407,6 +407,33 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
     /// shape only), then the staging area.
     fn size_workspace(&mut self) -> Result<()> {
         let args = self.args([16; 4], true, Some((16, 16)), &[0; 4]);
+        // Staging pads extents to the kernel's alignment: the padded problem must still fit
+        // CUTLASS's int extents (the user's were checked by GemmProblem::check).
+        let (m, n) = if self.swapped {
+            (self.problem.n, self.problem.m)
+        } else {
+            (self.problem.m, self.problem.n)
+        };
+        for (extent, value, padded) in [
+            (Extent::M, m, args.m),
+            (Extent::N, n, args.n),
+            (Extent::K, self.problem.k, args.k),
+        ] {
+            if padded as usize > crate::plans::problem::MAX_EXTENT {
+                let extent = match (self.swapped, extent) {
+                    (true, Extent::M) => Extent::N,
+                    (true, Extent::N) => Extent::M,
+                    (_, e) => e,
+                };
+                return Err(Error::InvalidProblem {
+                    reason: ProblemRule::PaddedExtentTooLarge {
+                        extent,
+                        value,
+                        padded: padded as usize,
+                    },
+                });
+            }
+        }
         self.kernel_workspace = self.kernel.workspace_size_of(&args)?;
         self.vector_bytes = self
             .staged_vectors()
