@@ -231,11 +231,11 @@ impl Kernel {
             stream as *mut std::ffi::c_void,
         );
         if status == cutlass_gemm_sys::CUTLASS_RS_ERROR_WRONG_DEVICE {
-            return Err(crate::Error::DeviceMismatch {
-                what: crate::OperandName::CurrentContext,
-                expected: abi.device_id as usize,
-                found: current_device().unwrap_or(usize::MAX),
-            });
+            crate::error::require_ordinal(
+                crate::OperandName::CurrentContext,
+                current_device().unwrap_or(usize::MAX),
+                abi.device_id as usize,
+            )?;
         }
         self.status(status)
     }

@@ -20,28 +20,20 @@ use proptest::prelude::*;
 use proptest::sample::select;
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestRng, TestRunner};
 
+const fn described(compute_capability: (i32, i32), sm_count: i32) -> DeviceInfo {
+    DeviceInfo {
+        ordinal: 0,
+        compute_capability,
+        sm_count,
+    }
+}
+
+/// H100 / H200, B200, RTX 5090, and a device of an architecture no kernel targets yet.
 const DEVICES: [DeviceInfo; 4] = [
-    // H100 / H200, B200, RTX 5090, and a device of an architecture no kernel targets yet.
-    DeviceInfo {
-        ordinal: 0,
-        compute_capability: (9, 0),
-        sm_count: 132,
-    },
-    DeviceInfo {
-        ordinal: 0,
-        compute_capability: (10, 0),
-        sm_count: 148,
-    },
-    DeviceInfo {
-        ordinal: 0,
-        compute_capability: (12, 0),
-        sm_count: 170,
-    },
-    DeviceInfo {
-        ordinal: 0,
-        compute_capability: (13, 0),
-        sm_count: 200,
-    },
+    described((9, 0), 132),
+    described((10, 0), 148),
+    described((12, 0), 170),
+    described((13, 0), 200),
 ];
 
 const EDGES: [usize; 30] = [

@@ -348,7 +348,12 @@ pub(crate) fn require_device<T>(
     buffer: &(impl cudarc::driver::DeviceSlice<T> + ?Sized),
     expected: usize,
 ) -> Result<()> {
-    let found = buffer.stream().context().ordinal();
+    require_ordinal(operand, buffer.stream().context().ordinal(), expected)
+}
+
+/// The device rule for an ordinal already known (a stream's, the thread's current device, a
+/// tensor's): `found` must be `expected`.
+pub(crate) fn require_ordinal(operand: OperandName, found: usize, expected: usize) -> Result<()> {
     if found != expected {
         return Err(Error::DeviceMismatch {
             what: operand,

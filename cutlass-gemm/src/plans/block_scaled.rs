@@ -35,8 +35,8 @@ use cudarc::driver::{CudaContext, CudaStream, DevicePtr, DevicePtrMut, DeviceSli
 use cutlass_gemm_catalog::{DataType, KernelSpec, Layout};
 
 use crate::error::{
-    require_device, require_len, Error, Extent, KernelRule, LayoutRule, OperandName, ProblemRule,
-    Quantity, Result, Scalar, ScaleRule,
+    require_device, require_len, require_ordinal, Error, Extent, KernelRule, LayoutRule,
+    OperandName, ProblemRule, Quantity, Result, Scalar, ScaleRule,
 };
 use crate::ffi::{DeviceInfo, Kernel, RawArgs};
 use crate::formats::element::Element;
@@ -825,14 +825,7 @@ impl<EA: MxElement, EB: MxElement, TD: Element> BlockScaledGemm<EA, EB, TD> {
     }
 
     fn require_ordinal(&self, what: OperandName, found: usize) -> Result<()> {
-        if found != self.device.ordinal {
-            return Err(Error::DeviceMismatch {
-                what,
-                expected: self.device.ordinal,
-                found,
-            });
-        }
-        Ok(())
+        require_ordinal(what, found, self.device.ordinal)
     }
 
     /// The kernel's host path for checked arguments (no launch).

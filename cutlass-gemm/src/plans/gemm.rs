@@ -8,8 +8,8 @@ use cutlass_gemm_catalog::{KernelSpec, Layout};
 use cutlass_gemm_sys::cutlass_rs_gemm_args;
 
 use crate::error::{
-    require_device, require_len, Error, Extent, KernelRule, LayoutPairs, LayoutRule, OperandName,
-    ProblemRule, Quantity, Result, Scalar,
+    require_device, require_len, require_ordinal, Error, Extent, KernelRule, LayoutPairs,
+    LayoutRule, OperandName, ProblemRule, Quantity, Result, Scalar,
 };
 use crate::ffi::{DeviceInfo, Kernel, ScheduleHints};
 use crate::formats::element::Element;
@@ -683,14 +683,8 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
         require_len(OperandName::Workspace, workspace_bytes, self.workspace_size)?;
         // The staging copies and the kernel launch on the thread's current device: it must be the
         // plan's (the kernel's entry point checks it again, for C callers).
-        let current = crate::ffi::current_device();
-        if current != Some(self.device.ordinal) {
-            return Err(Error::DeviceMismatch {
-                what: OperandName::CurrentContext,
-                expected: self.device.ordinal,
-                found: current.unwrap_or(usize::MAX),
-            });
-        }
+        let current = crate::ffi::current_device().unwrap_or(usize::MAX);
+        require_ordinal(OperandName::CurrentContext, current, self.device.ordinal)?;
         self.launch(
             a,
             b,
@@ -983,13 +977,7 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
 
     fn check_stream(&self, stream: &CudaStream) -> Result<()> {
         let found = stream.context().ordinal();
-        if found != self.device.ordinal {
-            return Err(Error::DeviceMismatch {
-                what: OperandName::Stream,
-                expected: self.device.ordinal,
-                found,
-            });
-        }
+        require_ordinal(OperandName::Stream, found, self.device.ordinal)?;
         stream.context().bind_to_thread()?;
         Ok(())
     }
