@@ -54,6 +54,67 @@ pub const SM90_TILES_16BIT: &[Sm90Tile] = &[
     sm90_tile([128, 128, 64], [1, 2, 1], WS, NOSMEM),
 ];
 
+/// The SM90 grouped (pointer-array) tiles for 16-bit inputs, all in the default set: the 128x256
+/// cooperative tile for groups of more than 128 rows (prefill), the 64x256 pingpong tile for 65 to
+/// 128 rows, and the 64x128 pingpong tile for groups of a few rows (mixture-of-experts decode, where
+/// each expert sees a handful of tokens and the weights are the whole cost). Cluster 1x1x1: groups
+/// rarely fill a cluster's multicast, and any N tile count fits it. Chosen on an H100 among these
+/// and [`SM90_TILES_GROUPED_16BIT_EXTRA`] (`cutlass-profiler profile --grouped --kernels all`,
+/// `docs/performance.md`): 128x128 tiles ran at 0.44-0.75 of the 128x256 one on groups of 256 rows
+/// and more.
+pub const SM90_TILES_GROUPED_16BIT: &[Sm90Tile] = &[
+    sm90_tile([128, 256, 64], [1, 1, 1], GROUPED_COOP, GROUPED_COOP_EPI),
+    sm90_tile(
+        [64, 256, 64],
+        [1, 1, 1],
+        GROUPED_PINGPONG,
+        GROUPED_PINGPONG_EPI,
+    ),
+    sm90_tile(
+        [64, 128, 64],
+        [1, 1, 1],
+        GROUPED_PINGPONG,
+        GROUPED_PINGPONG_EPI,
+    ),
+];
+
+/// The SM90 grouped tiles for e4m3 x e4m3 (CUTLASS's f32-promoting FP8 main loop), in the default
+/// set: 128x128 cooperative with a 1x2x1 cluster (up to 15 % faster than 1x1x1 on Mixtral's
+/// prefill) and 64x128 pingpong for small groups (a 128x256 tile's promoted accumulators would not
+/// fit the registers beside the wgmma's).
+pub const SM90_TILES_GROUPED_FP8: &[Sm90Tile] = &[
+    sm90_tile([128, 128, 128], [1, 2, 1], GROUPED_COOP, GROUPED_COOP_EPI),
+    sm90_tile(
+        [64, 128, 128],
+        [1, 1, 1],
+        GROUPED_PINGPONG,
+        GROUPED_PINGPONG_EPI,
+    ),
+];
+
+/// More SM90 grouped tiles, not in the default set: the cluster shapes and tiles CUTLASS's grouped
+/// examples use, for `cutlass-profiler profile --grouped --kernels all` to weigh against the
+/// default ones.
+pub const SM90_TILES_GROUPED_16BIT_EXTRA: &[Sm90Tile] = &[
+    sm90_tile([128, 256, 64], [2, 1, 1], GROUPED_COOP, GROUPED_COOP_EPI),
+    sm90_tile([256, 128, 64], [1, 2, 1], GROUPED_COOP, GROUPED_COOP_EPI),
+    sm90_tile([128, 128, 64], [1, 2, 1], GROUPED_COOP, GROUPED_COOP_EPI),
+    sm90_tile([128, 128, 64], [1, 1, 1], GROUPED_COOP, GROUPED_COOP_EPI),
+];
+
+/// More SM90 grouped e4m3 tiles, not in the default set (see
+/// [`SM90_TILES_GROUPED_16BIT_EXTRA`]).
+pub const SM90_TILES_GROUPED_FP8_EXTRA: &[Sm90Tile] = &[
+    sm90_tile([128, 128, 128], [1, 1, 1], GROUPED_COOP, GROUPED_COOP_EPI),
+    sm90_tile([128, 128, 128], [2, 1, 1], GROUPED_COOP, GROUPED_COOP_EPI),
+    sm90_tile(
+        [64, 128, 128],
+        [1, 2, 1],
+        GROUPED_PINGPONG,
+        GROUPED_PINGPONG_EPI,
+    ),
+];
+
 /// The SM90 tf32 tiles (k = 32 elements = 128 bytes).
 pub const SM90_TILES_TF32: &[Sm90Tile] = &[
     sm90_tile([128, 128, 32], [1, 2, 1], COOP, COOP_EPI),
@@ -313,6 +374,10 @@ const WS: KernelSchedule = KernelSchedule::TmaWarpSpecialized;
 const COOP_EPI: EpilogueSchedule = EpilogueSchedule::TmaWarpSpecializedCooperative;
 const PINGPONG_EPI: EpilogueSchedule = EpilogueSchedule::TmaWarpSpecialized;
 const NOSMEM: EpilogueSchedule = EpilogueSchedule::NoSmemWarpSpecialized;
+const GROUPED_COOP: KernelSchedule = KernelSchedule::PtrArrayTmaWarpSpecializedCooperative;
+const GROUPED_PINGPONG: KernelSchedule = KernelSchedule::PtrArrayTmaWarpSpecializedPingpong;
+const GROUPED_COOP_EPI: EpilogueSchedule = EpilogueSchedule::PtrArrayTmaWarpSpecializedCooperative;
+const GROUPED_PINGPONG_EPI: EpilogueSchedule = EpilogueSchedule::PtrArrayTmaWarpSpecializedPingpong;
 
 /// The FP8 type pairs of the SM90 catalog, mixed ones included.
 pub const SM90_FP8_PAIRS: [(DataType, DataType); 4] = [
@@ -675,6 +740,36 @@ pub fn sm90() -> Vec<KernelSpec> {
         })
         .collect();
     out.extend(fused);
+    // Grouped (pointer-array) kernels, TN with a row-major D of the input type (bf16 for e4m3).
+    for input in [DataType::Bf16, DataType::F16] {
+        for t in SM90_TILES_GROUPED_16BIT
+            .iter()
+            .chain(SM90_TILES_GROUPED_16BIT_EXTRA)
+        {
+            out.push(sm90_spec(
+                (input, input),
+                input,
+                DataType::F32,
+                tn[0],
+                t,
+                None,
+            ));
+        }
+    }
+    for t in SM90_TILES_GROUPED_FP8
+        .iter()
+        .chain(SM90_TILES_GROUPED_FP8_EXTRA)
+    {
+        let pair = (DataType::E4M3, DataType::E4M3);
+        out.push(sm90_spec(
+            pair,
+            DataType::Bf16,
+            DataType::F32,
+            tn[0],
+            t,
+            None,
+        ));
+    }
     for m in SM90_MENU_TF32 {
         let pair = (DataType::Tf32, DataType::Tf32);
         out.push(sm90_menu_spec(pair, DataType::F32, m));
@@ -689,11 +784,12 @@ pub fn sm90() -> Vec<KernelSpec> {
     out
 }
 
-/// The kernels built when the user selects none (59): the 128x256x64 cooperative kernel for f16
+/// The kernels built when the user selects none (67): the 128x256x64 cooperative kernel for f16
 /// and bf16 in all four layouts with an output of the input type, plus f32 output in the TN
 /// layout; ten small- and odd-shape TN kernels and two for outputs of any alignment per 16-bit
 /// type; and the e4m3 x e4m3 -> bf16 FP8 kernels with the overlapped promotion, ten tensor-wise
-/// and one blockwise. Chosen by coverage per compile-minute on `bench/shapes-broad.tsv`. All with
+/// and one blockwise; the eight grouped kernels ([`SM90_TILES_GROUPED_16BIT`] for bf16 and f16,
+/// [`SM90_TILES_GROUPED_FP8`]). Chosen by coverage per compile-minute on `bench/shapes-broad.tsv`. All with
 /// CUTLASS's `LinearCombination` epilogue; and fourteen of them also with the fused epilogue
 /// ([`Fusion::ScaleBiasActivation`], [`is_default_fused`]) for GEMMs with a bias, an activation
 /// or row and column scales. (With the fused epilogue on every kernel, plain GEMMs whose
@@ -701,6 +797,7 @@ pub fn sm90() -> Vec<KernelSpec> {
 /// keeps CUTLASS's.)
 pub fn is_default(spec: &KernelSpec) -> bool {
     let tile = is_default_16bit(spec)
+        || is_default_grouped(spec)
         || is_default_fp8(spec)
         || is_default_menu(spec)
         || is_unaligned_output(spec);
@@ -708,6 +805,19 @@ pub fn is_default(spec: &KernelSpec) -> bool {
         Fusion::LinearCombination => true,
         fused => fused_epilogue(spec) == Some(fused) && is_default_fused(spec),
     }
+}
+
+/// The grouped kernels of the default set: [`SM90_TILES_GROUPED_16BIT`] for bf16 and f16,
+/// [`SM90_TILES_GROUPED_FP8`] for e4m3.
+fn is_default_grouped(spec: &KernelSpec) -> bool {
+    let tiles = match spec.a.ty {
+        DataType::Bf16 | DataType::F16 => SM90_TILES_GROUPED_16BIT,
+        _ => SM90_TILES_GROUPED_FP8,
+    };
+    spec.kernel_schedule.is_grouped()
+        && tiles.iter().any(|t| {
+            (t.tile, t.cluster, t.schedule) == (spec.tile, spec.cluster, spec.kernel_schedule)
+        })
 }
 
 /// The tiles of the default set that also come with the fused epilogue: per 16-bit type the

@@ -19,6 +19,14 @@ pub const QUANTIZE_STUBS_TEMPLATE: &str = include_str!("../templates/quantize_st
 pub const SM1XX_GEMM_TEMPLATE: &str = include_str!("../templates/gemm_sm1xx.cu.in");
 /// One SM90 GEMM instantiation.
 pub const SM90_GEMM_TEMPLATE: &str = include_str!("../templates/gemm_sm90.cu.in");
+/// One SM90 grouped (pointer-array) GEMM.
+pub const SM90_GROUPED_GEMM_TEMPLATE: &str = include_str!("../templates/gemm_sm90_grouped.cu.in");
+/// Declarations of one grouped kernel's entry points.
+pub const GROUPED_KERNEL_DECL_TEMPLATE: &str =
+    include_str!("../templates/grouped_kernel_decl.h.in");
+/// One entry of the grouped kernels' registry.
+pub const GROUPED_REGISTRY_ENTRY_TEMPLATE: &str =
+    include_str!("../templates/grouped_registry_entry.cc.in");
 /// One SM90 FP8 GEMM with blockwise f32 scales of A and B.
 pub const SM90_BLOCKWISE_GEMM_TEMPLATE: &str =
     include_str!("../templates/gemm_sm90_blockwise.cu.in");
@@ -50,6 +58,12 @@ pub const SM90_FP8_SLICED_HEADER_NAME: &str = "cutlass_rs_sm90_fp8_sliced.hpp";
 /// This crate's fused epilogue (bias, activation, row and column scales), included by the kernels
 /// of [`crate::Fusion::ScaleBiasActivation`] only.
 pub const EPILOGUE_HEADER_NAME: &str = "cutlass_rs_epilogue.hpp";
+/// The grouped kernels' C++ side (the per-group argument builder, the entry points), included by
+/// the grouped kernels only.
+pub const GROUPED_HEADER_NAME: &str = "cutlass_rs_grouped.hpp";
+/// The grouped kernels' C ABI (argument struct, layouts, registry entry), included by the grouped
+/// kernels and the rendered C header.
+pub const GROUPED_ABI_HEADER_NAME: &str = "cutlass_rs_grouped_abi.h";
 /// The name of the rendered C ABI header.
 pub const HEADER_NAME: &str = "cutlass_rs.h";
 
@@ -65,6 +79,9 @@ pub fn extra_headers(spec: &KernelSpec) -> Vec<&'static str> {
     };
     if spec.fusion.is_fused() {
         headers.push(EPILOGUE_HEADER_NAME);
+    }
+    if spec.kernel_schedule.is_grouped() {
+        headers.extend([GROUPED_HEADER_NAME, GROUPED_ABI_HEADER_NAME]);
     }
     headers
 }
@@ -185,6 +202,7 @@ pub fn kernel_source(spec: &KernelSpec) -> Result<String, String> {
         ),
     ];
     let template = match spec.arch {
+        Arch::Sm90a if spec.kernel_schedule.is_grouped() => SM90_GROUPED_GEMM_TEMPLATE,
         Arch::Sm90a => {
             values.push(("tile_scheduler", spec.tile_scheduler.cpp_type().into()));
             // This crate's own mainloops wrap the builder's (both placeholders render to nothing
@@ -285,7 +303,12 @@ fn dependent_launch(spec: &KernelSpec) -> String {
 pub fn header(specs: &[KernelSpec]) -> Result<String, String> {
     let mut decls = String::new();
     for s in specs {
-        decls.push_str(&render(KERNEL_DECL_TEMPLATE, &[("name", s.name())])?);
+        let template = if s.kernel_schedule.is_grouped() {
+            GROUPED_KERNEL_DECL_TEMPLATE
+        } else {
+            KERNEL_DECL_TEMPLATE
+        };
+        decls.push_str(&render(template, &[("name", s.name())])?);
     }
     render(HEADER_TEMPLATE, &[("kernel_declarations", decls)])
 }
@@ -298,15 +321,26 @@ pub fn registry(
     cutlass_version: u32,
     quantize_built: bool,
 ) -> Result<String, String> {
+    let (grouped, plain): (Vec<&KernelSpec>, Vec<&KernelSpec>) =
+        specs.iter().partition(|s| s.kernel_schedule.is_grouped());
     let mut entries = String::new();
-    for s in specs {
+    for s in &plain {
         entries.push_str(&render(REGISTRY_ENTRY_TEMPLATE, &[("name", s.name())])?);
+    }
+    let mut grouped_entries = String::new();
+    for s in &grouped {
+        grouped_entries.push_str(&render(
+            GROUPED_REGISTRY_ENTRY_TEMPLATE,
+            &[("name", s.name())],
+        )?);
     }
     render(
         REGISTRY_TEMPLATE,
         &[
             ("registry_entries", entries),
-            ("kernel_count", specs.len().to_string()),
+            ("kernel_count", plain.len().to_string()),
+            ("grouped_registry_entries", grouped_entries),
+            ("grouped_kernel_count", grouped.len().to_string()),
             ("cutlass_version", cutlass_version.to_string()),
             (
                 "quantize_stubs",

@@ -61,8 +61,19 @@ mod tests {
 
     #[test]
     fn default_set_is_small_and_covers_all_layouts() {
-        let all = catalog::select(&[Arch::Sm90a], &catalog::NameFilter::parse(""));
-        assert_eq!(all.len(), 59);
+        let with_grouped = catalog::select(&[Arch::Sm90a], &catalog::NameFilter::parse(""));
+        assert_eq!(with_grouped.len(), 67);
+        // Eight grouped kernels: three tiles per 16-bit type, two for e4m3.
+        let (grouped, all): (Vec<KernelSpec>, Vec<KernelSpec>) = with_grouped
+            .into_iter()
+            .partition(|s| s.kernel_schedule.is_grouped());
+        assert_eq!(grouped.len(), 8);
+        for (ty, n) in [(DataType::Bf16, 3), (DataType::F16, 3), (DataType::E4M3, 2)] {
+            assert_eq!(grouped.iter().filter(|s| s.a.ty == ty).count(), n, "{ty}");
+        }
+        assert!(grouped.iter().all(|s| s.layout_name() == "TN"
+            && s.name().contains("_gemm_grouped_")
+            && !s.supports_programmatic_dependent_launch()));
         // Fourteen with the fused epilogue, each the twin of a kernel with CUTLASS's.
         let (fused, d): (Vec<KernelSpec>, Vec<KernelSpec>) =
             all.iter().partition(|s| s.fusion.is_fused());
@@ -153,9 +164,17 @@ mod tests {
             .filter(|m| m.output == crate::Layout::RowMajor)
             .count();
         // The default set's kernels among them come twice: with CUTLASS's epilogue and the fused one.
-        let (fused, plain): (Vec<KernelSpec>, Vec<KernelSpec>) =
-            sel.iter().partition(|s| s.fusion.is_fused());
+        let (fused, plain): (Vec<KernelSpec>, Vec<KernelSpec>) = sel
+            .iter()
+            .filter(|s| !s.kernel_schedule.is_grouped())
+            .partition(|s| s.fusion.is_fused());
         assert_eq!(plain.len(), catalog::SM90_TILES_16BIT.len() + menu);
+        assert_eq!(
+            sel.iter()
+                .filter(|s| s.kernel_schedule.is_grouped())
+                .count(),
+            catalog::SM90_TILES_GROUPED_16BIT.len() + catalog::SM90_TILES_GROUPED_16BIT_EXTRA.len()
+        );
         assert!(!fused.is_empty());
         assert!(fused.iter().all(|f| plain.contains(&KernelSpec {
             fusion: crate::Fusion::LinearCombination,
@@ -189,6 +208,22 @@ mod tests {
             let src = codegen::kernel_source(&s).unwrap();
             assert!(src.starts_with("// generated, do not edit"));
             assert!(!src.contains("${"));
+            if s.kernel_schedule.is_grouped() {
+                assert!(src.contains(&format!(
+                    "CUTLASS_RS_DEFINE_GROUPED_ENTRY_POINTS({}, Gemm)",
+                    s.name()
+                )));
+                assert!(src.contains(&format!("#include \"{}\"", codegen::GROUPED_HEADER_NAME)));
+                assert!(src.contains(&format!("{} *, ", s.a.layout.cpp_type())));
+                assert_eq!(
+                    codegen::extra_headers(&s),
+                    [
+                        codegen::GROUPED_HEADER_NAME,
+                        codegen::GROUPED_ABI_HEADER_NAME
+                    ]
+                );
+                continue;
+            }
             let entry = match s.blockwise {
                 Some(_) => format!(
                     "CUTLASS_RS_DEFINE_SCALED_ENTRY_POINTS({}, Gemm, ScaleConfig)",
@@ -236,7 +271,24 @@ mod tests {
         assert!(codegen::registry(&[], 0, false)
             .unwrap()
             .contains("CUTLASS_RS_ERROR_NOT_BUILT"));
-        assert!(r.contains(&format!("static const int64_t kCount = {};", specs.len())));
+        // Grouped kernels have a registry of their own (their entry points take other arguments).
+        let grouped: Vec<&KernelSpec> = specs
+            .iter()
+            .filter(|s| s.kernel_schedule.is_grouped())
+            .collect();
+        assert!(!grouped.is_empty());
+        assert!(r.contains(&format!(
+            "static const int64_t kCount = {};",
+            specs.len() - grouped.len()
+        )));
+        assert!(r.contains(&format!(
+            "static const int64_t kGroupedCount = {};",
+            grouped.len()
+        )));
+        assert!(h.contains(&format!(
+            "int {}_run(const cutlass_rs_grouped_args *args",
+            grouped[0].name()
+        )));
     }
 
     #[test]
@@ -425,9 +477,11 @@ mod tests {
         assert_eq!(
             has(&|s| s.arch == Arch::Sm90a
                 && s.tile_scheduler == TileScheduler::Persistent
-                && s.blockwise.is_none()),
+                && s.blockwise.is_none()
+                && !s.kernel_schedule.is_grouped()),
             [true]
         );
+        assert_eq!(has(&|s| s.kernel_schedule.is_grouped()), [false]);
         assert_eq!(
             has(&|s| s.tile_scheduler == TileScheduler::StreamK),
             [false]

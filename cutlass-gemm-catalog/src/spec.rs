@@ -74,6 +74,13 @@ pub enum KernelSchedule {
     Sm120Mxf8f6f4Cooperative,
     /// `KernelTmaWarpSpecializedPingpongMxf8f6f4Sm120`.
     Sm120Mxf8f6f4Pingpong,
+    /// `KernelPtrArrayTmaWarpSpecializedCooperative` (SM90 grouped GEMM): the cooperative kernel
+    /// over a device array of problems, one per group, with their operand pointers and strides
+    /// (f32-promoting FP8 mainloop for e4m3/e5m2 operands).
+    PtrArrayTmaWarpSpecializedCooperative,
+    /// `KernelPtrArrayTmaWarpSpecializedPingpong` (SM90 grouped GEMM): the pingpong kernel over a
+    /// device array of problems.
+    PtrArrayTmaWarpSpecializedPingpong,
     /// `KernelSparseTmaWarpSpecialized1SmSm100` (structured-sparse A).
     Sm100SparseOneSm,
     /// `KernelSparseTmaWarpSpecialized2SmSm100`.
@@ -110,6 +117,8 @@ impl KernelSchedule {
         KernelSchedule::Sm100Nvf4TwoSm,
         KernelSchedule::Sm120Mxf8f6f4Cooperative,
         KernelSchedule::Sm120Mxf8f6f4Pingpong,
+        KernelSchedule::PtrArrayTmaWarpSpecializedCooperative,
+        KernelSchedule::PtrArrayTmaWarpSpecializedPingpong,
         KernelSchedule::Sm100SparseOneSm,
         KernelSchedule::Sm100SparseTwoSm,
         KernelSchedule::Sm100SparseMxf8f6f4OneSm,
@@ -151,6 +160,8 @@ impl KernelSchedule {
             KernelSchedule::Sm100Nvf4TwoSm => "_o_vs16_2sm",
             KernelSchedule::Sm120Mxf8f6f4Cooperative => "_cooperative_q",
             KernelSchedule::Sm120Mxf8f6f4Pingpong => "_pingpong_q",
+            KernelSchedule::PtrArrayTmaWarpSpecializedCooperative => "_warpspecialized_cooperative",
+            KernelSchedule::PtrArrayTmaWarpSpecializedPingpong => "_warpspecialized_pingpong",
             KernelSchedule::Sm100SparseOneSm => "_1sm",
             KernelSchedule::Sm100SparseTwoSm => "_2sm",
             // cutlass_library 4.2 has no sparse block-scaled schedules; these follow its dense
@@ -197,6 +208,12 @@ impl KernelSchedule {
             KernelSchedule::Sm120Mxf8f6f4Cooperative => "KernelTmaWarpSpecializedMxf8f6f4Sm120",
             KernelSchedule::Sm120Mxf8f6f4Pingpong => {
                 "KernelTmaWarpSpecializedPingpongMxf8f6f4Sm120"
+            }
+            KernelSchedule::PtrArrayTmaWarpSpecializedCooperative => {
+                "KernelPtrArrayTmaWarpSpecializedCooperative"
+            }
+            KernelSchedule::PtrArrayTmaWarpSpecializedPingpong => {
+                "KernelPtrArrayTmaWarpSpecializedPingpong"
             }
             KernelSchedule::Sm100SparseOneSm => "KernelSparseTmaWarpSpecialized1SmSm100",
             KernelSchedule::Sm100SparseTwoSm => "KernelSparseTmaWarpSpecialized2SmSm100",
@@ -280,6 +297,16 @@ impl KernelSchedule {
         )
     }
 
+    /// Whether the schedule is a grouped ("pointer-array") one: the kernel runs many problems of
+    /// their own shapes and operands, read from device arrays, in one launch.
+    pub const fn is_grouped(self) -> bool {
+        matches!(
+            self,
+            KernelSchedule::PtrArrayTmaWarpSpecializedCooperative
+                | KernelSchedule::PtrArrayTmaWarpSpecializedPingpong
+        )
+    }
+
     /// Short name for listings.
     pub const fn short_name(self) -> &'static str {
         self.policy()
@@ -340,6 +367,10 @@ pub enum EpilogueSchedule {
     Auto,
     /// `NoSmemWarpSpecialized` (SM90): stores D straight from registers, no shared memory.
     NoSmemWarpSpecialized,
+    /// `PtrArrayTmaWarpSpecializedCooperative` (SM90 grouped, cooperative mainloops).
+    PtrArrayTmaWarpSpecializedCooperative,
+    /// `PtrArrayTmaWarpSpecializedPingpong` (SM90 grouped, pingpong mainloops).
+    PtrArrayTmaWarpSpecializedPingpong,
 }
 
 impl EpilogueSchedule {
@@ -348,7 +379,9 @@ impl EpilogueSchedule {
         match self {
             EpilogueSchedule::TmaWarpSpecializedCooperative
             | EpilogueSchedule::TmaWarpSpecialized
-            | EpilogueSchedule::TmaWarpSpecialized2Sm => "_epi_tma",
+            | EpilogueSchedule::TmaWarpSpecialized2Sm
+            | EpilogueSchedule::PtrArrayTmaWarpSpecializedCooperative
+            | EpilogueSchedule::PtrArrayTmaWarpSpecializedPingpong => "_epi_tma",
             EpilogueSchedule::TmaWarpSpecialized1Sm | EpilogueSchedule::Auto => "",
             EpilogueSchedule::NoSmemWarpSpecialized => "_epi_nosmem",
         }
@@ -365,6 +398,12 @@ impl EpilogueSchedule {
             EpilogueSchedule::TmaWarpSpecialized2Sm => "cutlass::epilogue::TmaWarpSpecialized2Sm",
             EpilogueSchedule::Auto => "cutlass::epilogue::collective::EpilogueScheduleAuto",
             EpilogueSchedule::NoSmemWarpSpecialized => "cutlass::epilogue::NoSmemWarpSpecialized",
+            EpilogueSchedule::PtrArrayTmaWarpSpecializedCooperative => {
+                "cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative"
+            }
+            EpilogueSchedule::PtrArrayTmaWarpSpecializedPingpong => {
+                "cutlass::epilogue::PtrArrayTmaWarpSpecializedPingpong"
+            }
         }
     }
 }
@@ -529,7 +568,7 @@ pub const OVERLAP_MAX_ACCUMULATORS: u32 = 72;
 impl KernelSpec {
     /// The procedural name, compatible with `cutlass_library`'s `GemmOperation.procedural_name()`
     /// for CUTLASS 3.x kernels:
-    /// `cutlass3x_sm{arch}_{op}_{gemm|spgemm}_{a}_{b}_{acc}_{c}_{d}_{tile}_{cluster}_{stages}_{layouts}_align{n}{scheduler}{schedule}{epilogue}`,
+    /// `cutlass3x_sm{arch}_{op}_{gemm|gemm_grouped|spgemm}_{a}_{b}_{acc}_{c}_{d}_{tile}_{cluster}_{stages}_{layouts}_align{n}{scheduler}{schedule}{epilogue}`,
     /// plus [`Fusion::suffix`] for this crate's fused epilogues.
     ///
     /// It names the generated file, the C symbols and what `CUTLASS_RS_KERNELS` matches.
@@ -539,7 +578,13 @@ impl KernelSpec {
             "cutlass3x_sm{arch}_{op}_{core}_{a}_{b}_{acc}_{c}_{d}_{tile}_{cluster}_{stages}_{la}{lb}{lc}_align{align}{sched}{ks}{es}{fusion}",
             arch = self.arch.number(),
             op = self.op_class.name(),
-            core = if self.op_class.is_sparse() { "spgemm" } else { "gemm" },
+            core = if self.op_class.is_sparse() {
+                "spgemm"
+            } else if self.kernel_schedule.is_grouped() {
+                "gemm_grouped"
+            } else {
+                "gemm"
+            },
             a = self.operand_type_name(self.a.ty, false),
             b = self.operand_type_name(self.b.ty, true),
             acc = self.accumulator.short_name(),
@@ -706,10 +751,13 @@ impl KernelSpec {
     /// - blockwise-scaled kernels: CUTLASS 4.2's cooperative kernel loads the scales in a producer
     ///   warp (`MainloopAux`) that does not wait, so scales written by the kernel before could be
     ///   read early;
-    /// - SM100 and SM120 kernels, which this build launches through CUTLASS's adapter without it.
+    /// - SM100 and SM120 kernels, which this build launches through CUTLASS's adapter without it;
+    /// - grouped kernels: their tile scheduler reads the group array, which the launch before them
+    ///   writes, before the kernel's first wait.
     pub fn supports_programmatic_dependent_launch(&self) -> bool {
         self.arch == Arch::Sm90a
             && self.blockwise.is_none()
+            && !self.kernel_schedule.is_grouped()
             && self.tile_scheduler == TileScheduler::Persistent
     }
 
@@ -859,6 +907,13 @@ impl KernelSpec {
                         ],
                     ),
                     K::TmaWarpSpecialized => (64, &[EpilogueSchedule::NoSmemWarpSpecialized]),
+                    K::PtrArrayTmaWarpSpecializedCooperative => (
+                        128,
+                        &[EpilogueSchedule::PtrArrayTmaWarpSpecializedCooperative],
+                    ),
+                    K::PtrArrayTmaWarpSpecializedPingpong => {
+                        (64, &[EpilogueSchedule::PtrArrayTmaWarpSpecializedPingpong])
+                    }
                     other => {
                         return Err(format!(
                             "{name}: {} is not an SM90 schedule",
@@ -891,6 +946,21 @@ impl KernelSpec {
                 {
                     return Err(format!(
                         "{name}: the stream-K scheduler needs a cooperative schedule"
+                    ));
+                }
+                // Grouped kernels: CUTLASS 4.2's SM90 pointer-array kernels take the persistent
+                // group scheduler only, and this catalog gives them CUTLASS's linear combination
+                // over dense operands of one width (its mixed-width grouped kernels are another
+                // mainloop).
+                if self.kernel_schedule.is_grouped()
+                    && (self.tile_scheduler != TileScheduler::Persistent
+                        || self.fusion.is_fused()
+                        || self.blockwise.is_some()
+                        || self.a.ty.bits() != self.b.ty.bits()
+                        || self.a.ty.bits() < 8)
+                {
+                    return Err(format!(
+                        "{name}: SM90 grouped kernels take the persistent group scheduler, CUTLASS's linear-combination epilogue and 8- or 16-bit operands of one width"
                     ));
                 }
                 let fp8 = |t: DataType| matches!(t, DataType::E4M3 | DataType::E5M2);

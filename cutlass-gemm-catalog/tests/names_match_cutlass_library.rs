@@ -36,6 +36,10 @@ fn line(s: &cutlass_gemm_catalog::KernelSpec) -> String {
         KernelSchedule::Sm100Nvf4TwoSm => "Nvf4TmaWarpSpecialized2SmSm100",
         KernelSchedule::Sm120Mxf8f6f4Cooperative => "Mxf8f6f4TmaWarpSpecializedCooperativeSm120",
         KernelSchedule::Sm120Mxf8f6f4Pingpong => "Mxf8f6f4TmaWarpSpecializedPingpongSm120",
+        KernelSchedule::PtrArrayTmaWarpSpecializedCooperative => {
+            "PtrArrayTmaWarpSpecializedCooperative"
+        }
+        KernelSchedule::PtrArrayTmaWarpSpecializedPingpong => "PtrArrayTmaWarpSpecializedPingpong",
         KernelSchedule::Sm100SparseOneSm => "SparseTmaWarpSpecialized1SmSm100",
         KernelSchedule::Sm100SparseTwoSm => "SparseTmaWarpSpecialized2SmSm100",
         other => panic!("add {other:?} to this test"),
@@ -47,6 +51,12 @@ fn line(s: &cutlass_gemm_catalog::KernelSpec) -> String {
         EpilogueSchedule::TmaWarpSpecialized2Sm => "TmaWarpSpecialized2Sm",
         EpilogueSchedule::Auto => "ScheduleAuto",
         EpilogueSchedule::NoSmemWarpSpecialized => "NoSmemWarpSpecialized",
+        EpilogueSchedule::PtrArrayTmaWarpSpecializedCooperative => {
+            "PtrArrayTmaWarpSpecializedCooperative"
+        }
+        EpilogueSchedule::PtrArrayTmaWarpSpecializedPingpong => {
+            "PtrArrayTmaWarpSpecializedPingpong"
+        }
         other => panic!("add {other:?} to this test"),
     };
     let ts = match s.tile_scheduler {

@@ -61,3 +61,24 @@ pub fn entry_name(entry: &cutlass_rs_kernel_entry) -> &'static str {
         .to_str()
         .expect("kernel names are ASCII")
 }
+
+/// The grouped kernels compiled into this library (`cutlass_rs_grouped_abi.h`), as a safe slice
+/// over their C registry.
+pub fn grouped_kernels() -> &'static [cutlass_rs_grouped_kernel_entry] {
+    // SAFETY: as for `kernels`: a static array of `count` entries and a terminator, never written.
+    unsafe {
+        let n = cutlass_rs_grouped_kernel_count();
+        if n <= 0 {
+            return &[];
+        }
+        std::slice::from_raw_parts(cutlass_rs_grouped_kernel_get(0), n as usize)
+    }
+}
+
+/// The name of a grouped registry entry.
+pub fn grouped_entry_name(entry: &cutlass_rs_grouped_kernel_entry) -> &'static str {
+    // SAFETY: names are static, NUL-terminated ASCII string literals in the generated registry.
+    unsafe { std::ffi::CStr::from_ptr(entry.name) }
+        .to_str()
+        .expect("kernel names are ASCII")
+}

@@ -1,5 +1,6 @@
 """Prints the procedural names of the SM90 GEMMs CUTLASS's own generator emits for the types of
-this catalog (16-bit, tf32, int8, FP8 and FP8 blockwise), at its exhaustive instantiation level.
+this catalog (16-bit, tf32, int8, FP8 and FP8 blockwise, and the grouped 16-bit and FP8 kernels), at
+its exhaustive instantiation level.
 
     python3 cutlass_generator_sm90.py [--wgmma-n 96,176,...]
 
@@ -15,6 +16,7 @@ import sys
 
 from cutlass_library import generator as g
 from cutlass_library import sm90_shapes
+from cutlass_library.library import GemmKind
 from cutlass_library.manifest import Manifest
 
 ours = argparse.ArgumentParser()
@@ -39,6 +41,9 @@ for fn in (g.GenerateSM90_TensorOp_16b_WGMMA_gemm, g.GenerateSM90_TensorOp_tf32_
            g.GenerateSM90_TensorOp_int8_WGMMA_gemm, g.GenerateSM90_TensorOp_fp8_WGMMA_gemm,
            g.GenerateSM90_TensorOp_fp8_WGMMA_gemm_with_blockwise):
     fn(manifest, "13.0")
+# The grouped (pointer-array) kernels, which the generator emits for 16-bit and FP8 types.
+for fn in (g.GenerateSM90_TensorOp_16b_WGMMA_gemm, g.GenerateSM90_TensorOp_fp8_WGMMA_gemm):
+    fn(manifest, "13.0", gemm_kind=GemmKind.GroupedUniversal3x)
 out = sys.stdout
 for by_cc in manifest.operations.values():
     for ops in by_cc.values():

@@ -46,6 +46,8 @@ for line in sys.stdin:
                      ScaleFactorD={"tensor": sfd_tensor, "vector_size": sfd_vec})
     if opc == "sptensorop":
         kind = GemmKind.SparseUniversal3x
+    if ks.startswith("PtrArray"):
+        kind = GemmKind.GroupedUniversal3x
     if bw != "-":
         kind = GemmKind.BlockwiseUniversal3x
         vm, vn, vk = (int(x) for x in bw.split("x"))
