@@ -435,3 +435,88 @@ pub(crate) unsafe fn copy_matrix(
     );
     check_status("cutlass_rs_copy_matrix", status)
 }
+
+/// One compiled grouped kernel (`_gemm_grouped_` in its name): its catalog spec and its C entry
+/// points over [`cutlass_rs_grouped_args`](cutlass_gemm_sys::cutlass_rs_grouped_args).
+#[derive(Clone, Copy)]
+pub struct GroupedKernel {
+    /// What the kernel is (types, tile, schedule).
+    pub spec: KernelSpec,
+    /// The procedural name.
+    pub name: &'static str,
+    pub(crate) entry: GroupedEntry,
+}
+
+impl std::fmt::Debug for GroupedKernel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GroupedKernel")
+            .field("name", &self.name)
+            .finish()
+    }
+}
+
+/// The C entry points of one grouped kernel.
+#[derive(Clone, Copy)]
+pub(crate) struct GroupedEntry {
+    workspace_size:
+        unsafe extern "C" fn(*const cutlass_gemm_sys::cutlass_rs_grouped_args, *mut usize) -> i32,
+    run: unsafe extern "C" fn(
+        *const cutlass_gemm_sys::cutlass_rs_grouped_args,
+        *mut std::ffi::c_void,
+        usize,
+        *mut std::ffi::c_void,
+    ) -> i32,
+}
+
+impl GroupedEntry {
+    pub(crate) fn new(e: &cutlass_gemm_sys::cutlass_rs_grouped_kernel_entry) -> GroupedEntry {
+        GroupedEntry {
+            workspace_size: e.workspace_size.expect("registry entry has workspace_size"),
+            run: e.run.expect("registry entry has run"),
+        }
+    }
+}
+
+impl GroupedKernel {
+    pub(crate) fn workspace_size_of(
+        &self,
+        abi: &cutlass_gemm_sys::cutlass_rs_grouped_args,
+    ) -> Result<usize> {
+        let mut bytes = 0usize;
+        // SAFETY: workspace_size reads the arguments' counts and writes `bytes`; no pointer is
+        // dereferenced.
+        check_status(self.name, unsafe {
+            (self.entry.workspace_size)(abi, &mut bytes)
+        })?;
+        Ok(bytes)
+    }
+
+    /// Launches the per-group argument builder and the kernel.
+    ///
+    /// # Safety
+    /// Every pointer of `abi` must be a device pointer of `abi.device_id` holding what the layout
+    /// reaches; `workspace` must hold `workspace_bytes` bytes; `stream` must be a live stream of the
+    /// current context.
+    pub(crate) unsafe fn launch_abi(
+        &self,
+        abi: &cutlass_gemm_sys::cutlass_rs_grouped_args,
+        workspace: sys::CUdeviceptr,
+        workspace_bytes: usize,
+        stream: sys::CUstream,
+    ) -> Result<()> {
+        let status = (self.entry.run)(
+            abi,
+            workspace as *mut std::ffi::c_void,
+            workspace_bytes,
+            stream as *mut std::ffi::c_void,
+        );
+        if status == cutlass_gemm_sys::CUTLASS_RS_ERROR_WRONG_DEVICE {
+            crate::error::require_ordinal(
+                crate::OperandName::CurrentContext,
+                current_device().unwrap_or(usize::MAX),
+                abi.device_id as usize,
+            )?;
+        }
+        check_status(self.name, status)
+    }
+}

@@ -273,6 +273,131 @@ pub fn gemm_values(
     })
 }
 
+/// One group of a grouped GEMM's reference ([`grouped`]): its rows of D and their reference.
+#[derive(Clone, Debug)]
+pub struct GroupReference {
+    /// The group.
+    pub group: usize,
+    /// Index in D of the group's first element (row 0, column 0).
+    pub d_offset: usize,
+    /// The reference of the group's `m_g x n` product (absent for an empty group).
+    pub reference: Option<Reference>,
+}
+
+/// The rows of group `g` in a grouped GEMM's layout, as the device reads them: `(first row of its
+/// slot, rows)`, offsets and counts clamped to the plan's rows or capacity
+/// ([`crate::GroupedGemm`]).
+pub fn group_rows(problem: &crate::GroupedProblem, group_rows: &[i32], g: usize) -> (usize, usize) {
+    let limit = problem.rows() as i64;
+    match problem.layout {
+        crate::GroupedLayout::Contiguous { .. } => {
+            let start = i64::from(group_rows[g]).clamp(0, limit);
+            let end = i64::from(group_rows[g + 1]).clamp(start, limit);
+            (start as usize, (end - start) as usize)
+        }
+        crate::GroupedLayout::Masked { capacity } => (
+            g * capacity,
+            i64::from(group_rows[g]).clamp(0, limit) as usize,
+        ),
+    }
+}
+
+/// The reference of a grouped GEMM on host operands in the plan's layout (A, the `groups x n x k`
+/// weights, C and D row-major; `group_rows` the offsets or counts; `alphas` one per group): per
+/// group `alpha * alpha_g * A_g·W_gᵀ + beta * C_g` in f64 (`alpha * alpha_g` rounded once in f32,
+/// as the device computes it).
+pub fn grouped<T: HostValue, TC: HostValue>(
+    problem: &crate::GroupedProblem,
+    a: &[T],
+    b: &[T],
+    group_rows_host: &[i32],
+    alphas: Option<&[f32]>,
+    c: Option<&[TC]>,
+) -> Result<Vec<GroupReference>> {
+    problem.check()?;
+    let (n, k) = (problem.n, problem.k);
+    for (operand, len, required) in [
+        (OperandName::A, a.len(), problem.a_len()),
+        (OperandName::B, b.len(), problem.b_len()),
+        (
+            OperandName::GroupRows,
+            group_rows_host.len(),
+            problem.group_rows_len(),
+        ),
+        (
+            OperandName::GroupAlphas,
+            alphas.map_or(usize::MAX, <[f32]>::len),
+            problem.groups,
+        ),
+        (
+            OperandName::C,
+            c.map_or(usize::MAX, <[TC]>::len),
+            problem.d_len(),
+        ),
+    ] {
+        crate::error::require_len(operand, len, required)?;
+    }
+    (0..problem.groups)
+        .map(|g| {
+            let (first, m) = group_rows(problem, group_rows_host, g);
+            let alpha = problem.alpha * alphas.map_or(1.0, |x| x[g]);
+            let reference = if m == 0 {
+                None
+            } else {
+                let p = GemmProblem::new(m, n, k).with_scalars(alpha, problem.beta);
+                let c = c.map(|c| &c[first * n..(first + m) * n]);
+                Some(gemm(
+                    &p,
+                    &a[first * k..(first + m) * k],
+                    &b[g * n * k..(g + 1) * n * k],
+                    c,
+                )?)
+            };
+            Ok(GroupReference {
+                group: g,
+                d_offset: first * n,
+                reference,
+            })
+        })
+        .collect()
+}
+
+/// Compares a grouped GEMM's D with its reference ([`grouped`]), group by group; the comparison of
+/// all groups together.
+pub fn compare_grouped<TD: Element>(d: &[TD], groups: &[GroupReference]) -> Comparison {
+    let mut out = Comparison {
+        checked: 0,
+        failures: 0,
+        max_abs_error: 0.0,
+        max_error_ratio: 0.0,
+        first_failure: None,
+    };
+    for g in groups {
+        let Some(r) = &g.reference else { continue };
+        let (m, n, _, _) = r.shape;
+        let geometry = ResolvedMatrix {
+            rows: m,
+            cols: n,
+            layout: cutlass_gemm_catalog::Layout::RowMajor,
+            ld: n,
+            batch_stride: m * n,
+            batch: 1,
+        };
+        let one = compare(&d[g.d_offset..g.d_offset + m * n], &geometry, r);
+        out.checked += one.checked;
+        out.failures += one.failures;
+        out.max_abs_error = out.max_abs_error.max(one.max_abs_error);
+        out.max_error_ratio = out.max_error_ratio.max(one.max_error_ratio);
+        if out.first_failure.is_none() {
+            // (group, row, column, got, expected, bound)
+            out.first_failure = one
+                .first_failure
+                .map(|(_, i, j, got, want, bound)| (g.group, i, j, got, want, bound));
+        }
+    }
+    out
+}
+
 /// A fused epilogue on the host, for [`fused`]: the plan's [`crate::Epilogue`] with its vectors'
 /// exact values.
 #[derive(Clone, Copy, Debug, Default)]

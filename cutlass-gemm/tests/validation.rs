@@ -49,13 +49,18 @@ fn the_default_build_contains_sm90_kernels() {
         k.len()
     );
     // The default kernels are there (builds for GPU tests add others, SM100/SM120 ones too).
+    // Grouped kernels are in a registry of their own.
+    let grouped = cutlass_gemm::built_grouped_kernels();
     for spec in catalog_default_set() {
-        assert!(
-            k.iter().any(|k| k.spec == spec),
-            "default kernel {} missing",
-            spec.name()
-        );
+        let built = if spec.kernel_schedule.is_grouped() {
+            grouped.iter().any(|k| k.spec == spec)
+        } else {
+            k.iter().any(|k| k.spec == spec)
+        };
+        assert!(built, "default kernel {} missing", spec.name());
     }
+    assert!(k.iter().all(|k| !k.spec.kernel_schedule.is_grouped()));
+    assert!(grouped.iter().all(|k| k.spec.kernel_schedule.is_grouped()));
 }
 
 #[test]

@@ -39,6 +39,11 @@ pub enum OperandName {
     RowScales,
     /// A fused epilogue's scales per column of D.
     ColScales,
+    /// A grouped GEMM's rows per group: the offsets of the contiguous layout or the counts of the
+    /// masked one ([`crate::GroupedGemm`]).
+    GroupRows,
+    /// A grouped GEMM's per-group alphas.
+    GroupAlphas,
 }
 
 impl fmt::Display for OperandName {
@@ -57,6 +62,8 @@ impl fmt::Display for OperandName {
             OperandName::Bias => "bias",
             OperandName::RowScales => "row scales",
             OperandName::ColScales => "column scales",
+            OperandName::GroupRows => "group rows (offsets or counts)",
+            OperandName::GroupAlphas => "group alphas",
         })
     }
 }

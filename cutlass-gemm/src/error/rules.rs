@@ -20,6 +20,8 @@ pub enum Extent {
     N,
     /// The reduction extent: columns of A, rows of B.
     K,
+    /// The group count of a grouped GEMM.
+    Groups,
 }
 
 impl fmt::Display for Extent {
@@ -28,6 +30,7 @@ impl fmt::Display for Extent {
             Extent::M => "m",
             Extent::N => "n",
             Extent::K => "k",
+            Extent::Groups => "groups",
         })
     }
 }
@@ -378,6 +381,24 @@ pub enum ProblemRule {
         /// K.
         k: usize,
     },
+    /// A host list of rows per group (the offsets of a contiguous grouped GEMM, the counts of a
+    /// masked one) holds another number of entries than the plan's groups need (groups + 1
+    /// offsets, groups counts).
+    GroupRowsLength {
+        /// Entries given.
+        found: usize,
+        /// Entries needed.
+        required: usize,
+    },
+    /// An entry of a host list of rows per group breaks its rule.
+    GroupRows {
+        /// The entry's index.
+        index: usize,
+        /// Its value.
+        value: i64,
+        /// The rule.
+        rule: GroupRowsRule,
+    },
     /// Packed FP4/FP6 bytes of another length than `len` values take.
     PackedBytes {
         /// The values.
@@ -507,6 +528,13 @@ impl fmt::Display for ProblemRule {
             ProblemRule::ElementCountOverflow { op, rows, k } => {
                 write!(f, "{op}: {rows} x {k} elements overflow")
             }
+            ProblemRule::GroupRowsLength { found, required } => write!(
+                f,
+                "{found} group offsets or counts given, the plan's groups need {required}"
+            ),
+            ProblemRule::GroupRows { index, value, rule } => {
+                write!(f, "group rows entry {index} ({value}) {rule}")
+            }
             ProblemRule::PackedBytes {
                 len,
                 bits,
@@ -516,6 +544,42 @@ impl fmt::Display for ProblemRule {
                 f,
                 "{len} packed {bits}-bit values take {required} bytes, not {found}"
             ),
+        }
+    }
+}
+
+/// The rule an entry of a grouped GEMM's rows per group breaks ([`ProblemRule::GroupRows`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum GroupRowsRule {
+    /// Offsets and counts are at least 0.
+    Negative,
+    /// Offsets never decrease (group g owns rows `offsets[g]..offsets[g + 1]`).
+    Decreasing {
+        /// The offset before it.
+        previous: i64,
+    },
+    /// An offset past the rows of A and D (contiguous layout), or a count past the capacity
+    /// (masked layout).
+    PastEnd {
+        /// The rows, or the capacity.
+        limit: usize,
+    },
+}
+
+impl fmt::Display for GroupRowsRule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            GroupRowsRule::Negative => write!(f, "is negative"),
+            GroupRowsRule::Decreasing { previous } => {
+                write!(
+                    f,
+                    "is below the offset before it ({previous}): offsets never decrease"
+                )
+            }
+            GroupRowsRule::PastEnd { limit } => {
+                write!(f, "is past the plan's rows or capacity ({limit})")
+            }
         }
     }
 }
@@ -790,6 +854,11 @@ pub enum KernelRule {
         /// The plan's (D's).
         required: DataType,
     },
+    /// A grouped plan named a kernel that is not grouped, or a plain plan a grouped one.
+    Grouped {
+        /// Whether the kernel is grouped.
+        kernel: bool,
+    },
     /// Split-K over a kernel whose tile scheduler is not stream-K.
     SplitKNeedsStreamK {
         /// The splits asked for.
@@ -849,6 +918,14 @@ impl fmt::Display for KernelRule {
             KernelRule::BiasType { kernel, required } => write!(
                 f,
                 "the kernel's fused epilogue reads a {kernel} bias, the plan's is {required}"
+            ),
+            KernelRule::Grouped { kernel: true } => write!(
+                f,
+                "the kernel is a grouped (pointer-array) kernel: plan it with GroupedGemm"
+            ),
+            KernelRule::Grouped { kernel: false } => write!(
+                f,
+                "the kernel is not a grouped kernel (grouped kernels have _gemm_grouped_ in their names)"
             ),
             KernelRule::SplitKNeedsStreamK { splits } => {
                 write!(f, "split-K ({splits} splits) needs a stream-K kernel")

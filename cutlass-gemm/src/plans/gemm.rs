@@ -1201,6 +1201,7 @@ fn check_layout_rules(
         .into_iter()
         .filter(|s| s.arch.runs_on(device.compute_capability))
         .filter(|s| s.a.ty == ta && s.b.ty == tb && !s.op_class.is_sparse())
+        .filter(|s| !s.kernel_schedule.is_grouped())
         .collect();
     let Some(arch) = arch_specs.first().map(|s| s.arch) else {
         // No kernel for these types on this architecture at all: kernel lookup reports it.

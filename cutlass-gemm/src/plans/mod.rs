@@ -2,11 +2,13 @@
 //! launched many times: [`Gemm`](gemm::Gemm) (16-bit, tf32, s8, FP8 tensor-wise),
 //! [`BlockwiseGemm`](blockwise::BlockwiseGemm) (FP8 with blockwise scales) and
 //! [`BlockScaledGemm`](block_scaled::BlockScaledGemm) (SM100/SM120 MX, NVFP4 and plain narrow
-//! types).
+//! types), and [`GroupedGemm`](grouped::GroupedGemm) (many problems sharing N and K in one launch:
+//! mixture-of-experts layers).
 
 pub mod block_scaled;
 pub mod blockwise;
 pub mod epilogue;
 pub mod gemm;
+pub mod grouped;
 pub mod problem;
 pub(crate) mod staging;

@@ -8,7 +8,7 @@ use cutlass_gemm_catalog::families::families_of;
 use cutlass_gemm_catalog::{catalog, KernelSpec};
 
 use crate::error::{BuildHint, KernelRule, Result};
-use crate::ffi::{DeviceInfo, Entry, Kernel};
+use crate::ffi::{DeviceInfo, Entry, GroupedEntry, GroupedKernel, Kernel};
 
 pub mod heuristic;
 pub mod tune;
@@ -33,6 +33,33 @@ pub fn built_kernels() -> &'static [Kernel] {
                     spec,
                     name,
                     entry: Entry::new(entry),
+                }
+            })
+            .collect()
+    })
+}
+
+/// The grouped kernels compiled into this build (their own registry: their entry points take the
+/// grouped arguments), in registry order.
+pub fn built_grouped_kernels() -> &'static [GroupedKernel] {
+    static KERNELS: OnceLock<Vec<GroupedKernel>> = OnceLock::new();
+    KERNELS.get_or_init(|| {
+        let by_name: HashMap<String, KernelSpec> = catalog::all()
+            .into_iter()
+            .filter(|s| s.kernel_schedule.is_grouped())
+            .map(|s| (s.name(), s))
+            .collect();
+        cutlass_gemm_sys::grouped_kernels()
+            .iter()
+            .map(|entry| {
+                let name = cutlass_gemm_sys::grouped_entry_name(entry);
+                let spec = *by_name.get(name).unwrap_or_else(|| {
+                    panic!("grouped kernel {name} of the registry is not in the catalog (stale build?)")
+                });
+                GroupedKernel {
+                    spec,
+                    name,
+                    entry: GroupedEntry::new(entry),
                 }
             })
             .collect()
@@ -71,6 +98,13 @@ pub(crate) fn select(
             let Some(k) = built_kernels().iter().find(|k| k.name == name).copied() else {
                 // A catalog kernel of another architecture: say that, rather than "not built".
                 if let Some(spec) = catalog::find(name) {
+                    // A grouped kernel is planned with GroupedGemm (its own registry).
+                    if spec.kernel_schedule.is_grouped() {
+                        return Err(crate::Error::KernelMismatch {
+                            name: name.into(),
+                            reason: KernelRule::Grouped { kernel: true },
+                        });
+                    }
                     if arch == ArchPolicy::Runnable && !spec.arch.runs_on(cc) {
                         return Err(arch_error(name, spec.arch));
                     }
@@ -134,7 +168,7 @@ fn no_kernel(
 ) -> crate::Error {
     let serving: Vec<KernelSpec> = catalog::all()
         .into_iter()
-        .filter(|s| serves(s).is_ok())
+        .filter(|s| !s.kernel_schedule.is_grouped() && serves(s).is_ok())
         .collect();
     let pick = serving
         .iter()

@@ -15,5 +15,6 @@ mod devices;
 mod epilogue;
 mod fp8;
 mod gemm;
+mod grouped;
 mod quantize;
 mod threads;

@@ -1,0 +1,670 @@
+//! Grouped GEMMs: many problems that share N and K, one launch (mixture-of-experts layers).
+//!
+//! A mixture-of-experts layer multiplies each token by the weights of the few experts it is
+//! routed to: per expert `g`, `D_g = alpha * alpha_g * A_g · W_gᵀ + beta * C_g`, with the same
+//! `n x k` weight shape for every expert and a different number of tokens `m_g` for each, often a
+//! handful. [`GroupedGemm`] runs all of them in one launch of CUTLASS's SM90 pointer-array
+//! kernels (`KernelPtrArrayTmaWarpSpecialized{Cooperative,Pingpong}`), in one of two layouts
+//! ([`GroupedLayout`]):
+//!
+//! - **contiguous**: the tokens sorted by expert, A `rows x k` and D `rows x n` row-major; group
+//!   `g` owns rows `offsets[g]..offsets[g + 1]` (`groups + 1` i32 offsets on the device);
+//! - **masked**: a fixed capacity per expert, A `groups x capacity x k` and D `groups x capacity x
+//!   n`; group `g` holds its first `counts[g]` rows (`groups` i32 counts on the device). Nothing is
+//!   read on the host, so a decode step can be captured in a CUDA graph and replayed with new
+//!   counts.
+//!
+//! B holds one weight per group, `groups x n x k` (each a row-major `n x k` matrix, i.e. B
+//! column-major, as a Linear layer stores it). Optional per-group alphas (one f32 per group on the
+//! device: FP8 weights' tensor-wise scales) multiply `alpha`.
+//!
+//! The per-group arguments are built on the device by a small kernel launched before the GEMM in
+//! the same stream. Offsets and counts read there are clamped to the plan's rows or capacity: a
+//! group never reaches past A, C or D (offsets that decrease give groups that overlap, and so an
+//! unspecified D in their rows, never an access out of bounds). [`GroupedGemm::check_group_rows`]
+//! checks a host list with typed errors, [`GroupedGemm::upload_group_rows`] checks and copies it.
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
+use cutlass_gemm_catalog::{DataType, KernelSchedule};
+use cutlass_gemm_sys::cutlass_rs_grouped_args;
+
+use crate::error::{
+    require_device, require_len, require_ordinal, Error, Extent, GroupRowsRule, KernelRule,
+    OperandName, ProblemRule, Quantity, Result, Scalar,
+};
+use crate::ffi::{DeviceInfo, GroupedKernel};
+use crate::formats::element::Element;
+use crate::plans::gemm::{workspace_ptr, Workspace};
+use crate::plans::problem::MAX_EXTENT;
+use crate::selection::built_grouped_kernels;
+
+/// Where each group's rows are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GroupedLayout {
+    /// The rows of all groups stacked (tokens sorted by expert): A is `rows x k`, C and D `rows x
+    /// n`; `groups + 1` offsets on the device say where each group starts and ends.
+    Contiguous {
+        /// Rows of A, C and D.
+        rows: usize,
+    },
+    /// A fixed capacity of rows per group: A is `groups x capacity x k`, C and D `groups x
+    /// capacity x n`; `groups` counts on the device say how many rows of each are used.
+    Masked {
+        /// Rows per group.
+        capacity: usize,
+    },
+}
+
+/// A grouped GEMM's geometry: what a plan is made for.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GroupedProblem {
+    /// Groups (experts).
+    pub groups: usize,
+    /// Columns of every group's B, C and D (rows of each weight).
+    pub n: usize,
+    /// The reduction extent (columns of A and of each weight).
+    pub k: usize,
+    /// Where the groups' rows are.
+    pub layout: GroupedLayout,
+    /// Multiplies every group's product (and the per-group alphas, when given).
+    pub alpha: f32,
+    /// Multiplies C.
+    pub beta: f32,
+    /// Rows a group is expected to hold, for the kernel choice (0: the contiguous layout's rows
+    /// divided by the groups, the masked layout's capacity).
+    pub expected_rows: usize,
+}
+
+impl GroupedProblem {
+    /// The contiguous layout: `rows` rows in all, `groups` weights of `n x k`.
+    pub fn contiguous(groups: usize, rows: usize, n: usize, k: usize) -> GroupedProblem {
+        GroupedProblem {
+            groups,
+            n,
+            k,
+            layout: GroupedLayout::Contiguous { rows },
+            alpha: 1.0,
+            beta: 0.0,
+            expected_rows: 0,
+        }
+    }
+
+    /// The masked layout: `capacity` rows per group, `groups` weights of `n x k`.
+    pub fn masked(groups: usize, capacity: usize, n: usize, k: usize) -> GroupedProblem {
+        GroupedProblem {
+            layout: GroupedLayout::Masked { capacity },
+            ..GroupedProblem::contiguous(groups, 0, n, k)
+        }
+    }
+
+    /// With alpha and beta.
+    pub fn with_scalars(mut self, alpha: f32, beta: f32) -> GroupedProblem {
+        self.alpha = alpha;
+        self.beta = beta;
+        self
+    }
+
+    /// With the rows a group is expected to hold (the kernel choice's hint; a decode step's
+    /// tokens times experts per token divided by the experts, for example).
+    pub fn with_expected_rows(mut self, rows: usize) -> GroupedProblem {
+        self.expected_rows = rows;
+        self
+    }
+
+    /// Rows of A, C and D per group slot: the contiguous layout's rows (all groups share them)
+    /// or the masked layout's capacity.
+    pub fn rows(&self) -> usize {
+        match self.layout {
+            GroupedLayout::Contiguous { rows } => rows,
+            GroupedLayout::Masked { capacity } => capacity,
+        }
+    }
+
+    /// Matrices of rows: 1 for the contiguous layout, `groups` for the masked one.
+    fn slots(&self) -> usize {
+        match self.layout {
+            GroupedLayout::Contiguous { .. } => 1,
+            GroupedLayout::Masked { .. } => self.groups,
+        }
+    }
+
+    /// Elements A must hold.
+    pub fn a_len(&self) -> usize {
+        self.slots() * self.rows() * self.k
+    }
+
+    /// Elements B (the weights) must hold.
+    pub fn b_len(&self) -> usize {
+        self.groups * self.n * self.k
+    }
+
+    /// Elements C and D must hold.
+    pub fn d_len(&self) -> usize {
+        self.slots() * self.rows() * self.n
+    }
+
+    /// Entries of the rows per group on the device: `groups + 1` offsets or `groups` counts.
+    pub fn group_rows_len(&self) -> usize {
+        match self.layout {
+            GroupedLayout::Contiguous { .. } => self.groups + 1,
+            GroupedLayout::Masked { .. } => self.groups,
+        }
+    }
+
+    /// The rows a group is expected to hold.
+    pub fn rows_per_group(&self) -> usize {
+        match (self.expected_rows, self.layout) {
+            (0, GroupedLayout::Contiguous { rows }) => rows.div_ceil(self.groups.max(1)),
+            (0, GroupedLayout::Masked { capacity }) => capacity,
+            (r, _) => r,
+        }
+    }
+
+    /// Checks the rules that need no kernel: extents at least 1 (groups, rows, n, k) and at most
+    /// `i32::MAX`, finite scalars, and element counts that fit a `usize`.
+    pub fn check(&self) -> Result<()> {
+        for (extent, v) in [
+            (Extent::Groups, self.groups),
+            (Extent::M, self.rows()),
+            (Extent::N, self.n),
+            (Extent::K, self.k),
+        ] {
+            if v == 0 {
+                return Err(Error::InvalidProblem {
+                    reason: ProblemRule::ZeroExtent(extent),
+                });
+            }
+            if v > MAX_EXTENT {
+                return Err(Error::InvalidProblem {
+                    reason: ProblemRule::ExtentTooLarge { extent, value: v },
+                });
+            }
+        }
+        if !self.alpha.is_finite() || !self.beta.is_finite() {
+            return Err(Error::InvalidProblem {
+                reason: ProblemRule::NonFiniteScalars {
+                    alpha: Scalar(self.alpha),
+                    beta: Scalar(self.beta),
+                },
+            });
+        }
+        let slots = self.slots();
+        for (operand, a, b) in [
+            (OperandName::A, self.rows(), self.k),
+            (OperandName::B, self.n, self.k),
+            (OperandName::D, self.rows(), self.n),
+        ] {
+            let per = a.checked_mul(b);
+            let count = if operand == OperandName::B {
+                self.groups
+            } else {
+                slots
+            };
+            if per.and_then(|p| p.checked_mul(count)).is_none() {
+                return Err(Error::InvalidProblem {
+                    reason: ProblemRule::OperandReachOverflows { operand },
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The inputs of one launch of a [`GroupedGemm`]: A, the weights, the rows per group and,
+/// optionally, per-group alphas and C.
+pub struct GroupedInputs<'a, T, TD> {
+    a: &'a dyn DevicePtr<T>,
+    b: &'a dyn DevicePtr<T>,
+    group_rows: &'a dyn DevicePtr<i32>,
+    alphas: Option<&'a dyn DevicePtr<f32>>,
+    c: Option<&'a dyn DevicePtr<TD>>,
+}
+
+impl<'a, T, TD> GroupedInputs<'a, T, TD> {
+    /// A, the weights (`groups x n x k`) and the rows per group (offsets or counts, by the plan's
+    /// layout).
+    pub fn new(
+        a: &'a dyn DevicePtr<T>,
+        weights: &'a dyn DevicePtr<T>,
+        group_rows: &'a dyn DevicePtr<i32>,
+    ) -> Self {
+        GroupedInputs {
+            a,
+            b: weights,
+            group_rows,
+            alphas: None,
+            c: None,
+        }
+    }
+
+    /// With one alpha per group (f32, at least `groups` of them), multiplying the plan's alpha.
+    pub fn with_alphas(mut self, alphas: &'a dyn DevicePtr<f32>) -> Self {
+        self.alphas = Some(alphas);
+        self
+    }
+
+    /// With C (read when the plan's beta is not 0), of D's geometry.
+    pub fn with_c(mut self, c: &'a dyn DevicePtr<TD>) -> Self {
+        self.c = Some(c);
+        self
+    }
+}
+
+/// A planned grouped GEMM: A and the weights of type `T` (bf16, f16 or e4m3), C and D of `TD`.
+#[derive(Debug, Clone)]
+pub struct GroupedGemm<T: Element, TD: Element> {
+    problem: GroupedProblem,
+    device: DeviceInfo,
+    kernel: GroupedKernel,
+    workspace_size: usize,
+    _types: std::marker::PhantomData<(T, TD)>,
+}
+
+/// 16-byte alignment of the base pointers (TMA).
+const POINTER_ALIGNMENT: u64 = 16;
+
+impl<T: Element, TD: Element> GroupedGemm<T, TD> {
+    /// Plans on `ctx`'s device, choosing among the grouped kernels of this build.
+    pub fn new(ctx: &CudaContext, problem: &GroupedProblem) -> Result<Self> {
+        Self::plan(DeviceInfo::query(ctx)?, problem, None)
+    }
+
+    /// Plans with the grouped kernel of this name.
+    pub fn with_kernel(ctx: &CudaContext, problem: &GroupedProblem, name: &str) -> Result<Self> {
+        Self::plan(DeviceInfo::query(ctx)?, problem, Some(name))
+    }
+
+    /// Plans for a described device without touching it.
+    ///
+    /// Rules, each a typed error: the problem's ([`GroupedProblem::check`]); k a multiple of A's
+    /// and B's 16-byte alignment and n of D's (each group's rows start 16-byte aligned, as TMA
+    /// reads them); a grouped kernel of this build for these types ([`Error::NoKernel`] otherwise,
+    /// [`KernelRule::Grouped`] when a named kernel is not grouped) that the device can run.
+    pub fn plan(
+        device: DeviceInfo,
+        problem: &GroupedProblem,
+        kernel: Option<&str>,
+    ) -> Result<Self> {
+        problem.check()?;
+        let kernel = select(&device, problem, T::DATA_TYPE, TD::DATA_TYPE, kernel)?;
+        for (operand, extent, value, ty) in [
+            (OperandName::A, Extent::K, problem.k, kernel.spec.a),
+            (OperandName::D, Extent::N, problem.n, kernel.spec.d),
+        ] {
+            let align = ty.align as usize;
+            if value % align != 0 {
+                return Err(Error::Misaligned {
+                    operand,
+                    what: Quantity::Extent(extent),
+                    value: value as u64,
+                    required: align as u64,
+                });
+            }
+        }
+        let mut plan = GroupedGemm {
+            problem: *problem,
+            device,
+            kernel,
+            workspace_size: 0,
+            _types: std::marker::PhantomData,
+        };
+        plan.workspace_size = kernel.workspace_size_of(&plan.args([0; 7]))?;
+        Ok(plan)
+    }
+
+    /// The chosen kernel's name.
+    pub fn kernel_name(&self) -> &'static str {
+        self.kernel.name
+    }
+
+    /// The problem planned for.
+    pub fn problem(&self) -> &GroupedProblem {
+        &self.problem
+    }
+
+    /// Bytes of workspace a launch needs: the per-group arrays and the kernel's per-SM TMA
+    /// descriptors.
+    pub fn workspace_size(&self) -> usize {
+        self.workspace_size
+    }
+
+    /// Checks a host list of rows per group against the plan: `groups + 1` offsets that never
+    /// decrease, from 0 up to the rows (contiguous), or `groups` counts from 0 up to the capacity
+    /// (masked). Each failure is a typed error naming the entry.
+    pub fn check_group_rows(&self, group_rows: &[i32]) -> Result<()> {
+        let required = self.problem.group_rows_len();
+        if group_rows.len() != required {
+            return Err(Error::InvalidProblem {
+                reason: ProblemRule::GroupRowsLength {
+                    found: group_rows.len(),
+                    required,
+                },
+            });
+        }
+        let limit = self.problem.rows();
+        let contiguous = matches!(self.problem.layout, GroupedLayout::Contiguous { .. });
+        let mut previous = 0i64;
+        for (index, &v) in group_rows.iter().enumerate() {
+            let value = i64::from(v);
+            let rule = if value < 0 {
+                Some(GroupRowsRule::Negative)
+            } else if value as usize > limit {
+                Some(GroupRowsRule::PastEnd { limit })
+            } else if contiguous && index > 0 && value < previous {
+                Some(GroupRowsRule::Decreasing { previous })
+            } else {
+                None
+            };
+            if let Some(rule) = rule {
+                return Err(Error::InvalidProblem {
+                    reason: ProblemRule::GroupRows { index, value, rule },
+                });
+            }
+            previous = value;
+        }
+        Ok(())
+    }
+
+    /// Checks a host list of rows per group ([`GroupedGemm::check_group_rows`]) and copies it to
+    /// the device on `stream`.
+    pub fn upload_group_rows(
+        &self,
+        stream: &Arc<CudaStream>,
+        group_rows: &[i32],
+    ) -> Result<CudaSlice<i32>> {
+        self.check_group_rows(group_rows)?;
+        require_ordinal(
+            OperandName::Stream,
+            stream.context().ordinal(),
+            self.device.ordinal,
+        )?;
+        Ok(stream.clone_htod(group_rows)?)
+    }
+
+    /// Checks the buffers and launches the grouped GEMM on `stream`: the per-group argument
+    /// builder, then the kernel. Rules checked first, each a typed error naming the operand: every
+    /// buffer and the stream on the plan's device; lengths (A, B and D by the layout, the rows per
+    /// group `groups + 1` or `groups`, the alphas `groups`, C as D); 16-byte aligned A, B, C, D
+    /// and workspace, 4-byte aligned offsets and alphas; D overlapping no input but C; C given
+    /// when beta is not 0.
+    pub fn run(
+        &self,
+        stream: &Arc<CudaStream>,
+        inputs: &GroupedInputs<'_, T, TD>,
+        d: &mut dyn DevicePtrMut<TD>,
+        workspace: Workspace<'_>,
+    ) -> Result<()> {
+        let device = self.device.ordinal;
+        require_ordinal(OperandName::Stream, stream.context().ordinal(), device)?;
+        stream.context().bind_to_thread()?;
+        if !self
+            .kernel
+            .spec
+            .arch
+            .runs_on(self.device.compute_capability)
+        {
+            return Err(Error::ArchMismatch {
+                kernel: self.kernel.name.into(),
+                arch: self.kernel.spec.arch,
+                device: self.device.compute_capability,
+            });
+        }
+        let p = &self.problem;
+        require_device(OperandName::A, inputs.a, device)?;
+        require_device(OperandName::B, inputs.b, device)?;
+        require_device(OperandName::GroupRows, inputs.group_rows, device)?;
+        if let Some(x) = inputs.alphas {
+            require_device(OperandName::GroupAlphas, x, device)?;
+        }
+        if let Some(c) = inputs.c {
+            require_device(OperandName::C, c, device)?;
+        }
+        require_device(OperandName::D, d, device)?;
+        require_len(OperandName::A, inputs.a.len(), p.a_len())?;
+        require_len(OperandName::B, inputs.b.len(), p.b_len())?;
+        require_len(
+            OperandName::GroupRows,
+            inputs.group_rows.len(),
+            p.group_rows_len(),
+        )?;
+        if let Some(x) = inputs.alphas {
+            require_len(OperandName::GroupAlphas, x.len(), p.groups)?;
+        }
+        if let Some(c) = inputs.c {
+            require_len(OperandName::C, c.len(), p.d_len())?;
+        }
+        require_len(OperandName::D, d.len(), p.d_len())?;
+        if inputs.c.is_none() && p.beta != 0.0 {
+            return Err(Error::InvalidProblem {
+                reason: ProblemRule::BetaWithoutC {
+                    beta: Scalar(p.beta),
+                },
+            });
+        }
+        let (pa, _ga) = inputs.a.device_ptr(stream);
+        let (pb, _gb) = inputs.b.device_ptr(stream);
+        let (pr, _gr) = inputs.group_rows.device_ptr(stream);
+        let alphas = inputs.alphas.map(|x| x.device_ptr(stream));
+        let c = inputs.c.map(|c| c.device_ptr(stream));
+        let (pd, _gd) = d.device_ptr_mut(stream);
+        let pc = c.as_ref().map(|(p, _)| *p);
+        let pal = alphas.as_ref().map(|(p, _)| *p);
+        for (operand, ptr, align) in [
+            (OperandName::A, Some(pa), POINTER_ALIGNMENT),
+            (OperandName::B, Some(pb), POINTER_ALIGNMENT),
+            (OperandName::C, pc, POINTER_ALIGNMENT),
+            (OperandName::D, Some(pd), POINTER_ALIGNMENT),
+            (OperandName::GroupRows, Some(pr), 4),
+            (OperandName::GroupAlphas, pal, 4),
+        ] {
+            if let Some(ptr) = ptr.filter(|p| p % align != 0) {
+                return Err(Error::Misaligned {
+                    operand,
+                    what: Quantity::Pointer,
+                    value: ptr,
+                    required: align,
+                });
+            }
+        }
+        // D may be C (accumulating in place) but no other input.
+        let d_range = (pd, span::<TD>(p.d_len()));
+        for (input, range) in [
+            (OperandName::A, Some((pa, span::<T>(p.a_len())))),
+            (OperandName::B, Some((pb, span::<T>(p.b_len())))),
+            (
+                OperandName::GroupRows,
+                Some((pr, span::<i32>(p.group_rows_len()))),
+            ),
+            (
+                OperandName::GroupAlphas,
+                pal.map(|x| (x, span::<f32>(p.groups))),
+            ),
+            (
+                OperandName::C,
+                pc.filter(|&c| c != pd).map(|c| (c, span::<TD>(p.d_len()))),
+            ),
+        ] {
+            if range.is_some_and(|r| overlaps(r, d_range)) {
+                return Err(Error::Aliasing {
+                    output: OperandName::D,
+                    input,
+                });
+            }
+        }
+        let mut managed = None;
+        let (pw, _gw) = workspace_ptr(stream, workspace, self.workspace_size, &mut managed)?;
+        let args = self.args([pa, pb, pc.unwrap_or(pd), pd, pr, pal.unwrap_or(0), 0]);
+        // SAFETY: every buffer was checked against the extents the layout reaches (the device-side
+        // builder clamps offsets and counts to them), its device, alignment and aliasing; the
+        // guards keep the buffers' stream ordering until the launches are queued.
+        unsafe {
+            self.kernel
+                .launch_abi(&args, pw, self.workspace_size, stream.cu_stream())
+        }
+    }
+
+    /// The C arguments over device pointers: A, B, C, D, the rows per group, the alphas (0 for
+    /// none) and a problem list (0).
+    fn args(&self, [a, b, c, d, rows, alphas, problems]: [u64; 7]) -> cutlass_rs_grouped_args {
+        let p = &self.problem;
+        let (layout, stride) = match p.layout {
+            GroupedLayout::Contiguous { .. } => {
+                (cutlass_gemm_sys::CUTLASS_RS_GROUPED_CONTIGUOUS, 0)
+            }
+            GroupedLayout::Masked { capacity } => {
+                (cutlass_gemm_sys::CUTLASS_RS_GROUPED_MASKED, capacity)
+            }
+        };
+        cutlass_rs_grouped_args {
+            layout,
+            groups: p.groups as i32,
+            rows: p.rows() as i64,
+            n: p.n as i64,
+            k: p.k as i64,
+            a: a as *const _,
+            lda: p.k as i64,
+            batch_stride_a: (stride * p.k) as i64,
+            b: b as *const _,
+            ldb: p.k as i64,
+            batch_stride_b: (p.n * p.k) as i64,
+            c: c as *const _,
+            ldc: p.n as i64,
+            batch_stride_c: (stride * p.n) as i64,
+            d: d as *mut _,
+            ldd: p.n as i64,
+            batch_stride_d: (stride * p.n) as i64,
+            group_rows: rows as *const i32,
+            problems: problems as *const _,
+            alphas: alphas as *const f32,
+            alpha: p.alpha,
+            beta: p.beta,
+            device_id: self.device.ordinal as i32,
+            sm_count: self.device.sm_count,
+            launch_flags: 0,
+            reserved: 0,
+        }
+    }
+}
+
+fn span<T>(len: usize) -> u64 {
+    (len * std::mem::size_of::<T>()) as u64
+}
+
+fn overlaps((a, an): (u64, u64), (b, bn): (u64, u64)) -> bool {
+    an > 0 && bn > 0 && a < b + bn && b < a + an
+}
+
+/// The grouped kernel for a plan: the one named, or the rule below among the default set's grouped
+/// kernels of this build for the types that the device can run (all of this build's when it has
+/// none of those).
+///
+/// The rule, by the rows a group is expected to hold (`r`): up to 64, the pingpong tile with the
+/// narrowest N (64x128: decode, where each expert sees a few tokens and the weights are the whole
+/// cost); up to 128, a pingpong tile at least 256 wide where there is one (64x256 for 16-bit
+/// types); beyond, the cooperative tile of the largest area (128x256 for 16-bit types, 128x128 for
+/// e4m3). Fitted on an H100 to Mixtral-8x7B's and DeepSeek-V3's expert layers
+/// (`cutlass-profiler profile --grouped --kernels all`; `docs/performance.md`).
+fn select(
+    device: &DeviceInfo,
+    problem: &GroupedProblem,
+    a: DataType,
+    d: DataType,
+    name: Option<&str>,
+) -> Result<GroupedKernel> {
+    let serves = |k: &GroupedKernel| k.spec.a.ty == a && k.spec.b.ty == a && k.spec.d.ty == d;
+    if let Some(name) = name {
+        let Some(k) = built_grouped_kernels().iter().find(|k| k.name == name) else {
+            if let Some(spec) = cutlass_gemm_catalog::catalog::find(name) {
+                if !spec.kernel_schedule.is_grouped() {
+                    return Err(Error::KernelMismatch {
+                        name: name.into(),
+                        reason: KernelRule::Grouped { kernel: false },
+                    });
+                }
+            }
+            return Err(Error::KernelNotBuilt {
+                name: name.into(),
+                build_with: crate::selection::build_hint(name),
+            });
+        };
+        if !serves(k) {
+            let (operand, kernel, required) = if k.spec.a.ty != a {
+                (OperandName::A, k.spec.a.ty, a)
+            } else {
+                (OperandName::D, k.spec.d.ty, d)
+            };
+            return Err(Error::KernelMismatch {
+                name: name.into(),
+                reason: KernelRule::Operand {
+                    operand,
+                    kernel: (kernel, k.spec.a.layout),
+                    required: (required, k.spec.a.layout),
+                },
+            });
+        }
+        if !k.spec.arch.runs_on(device.compute_capability) {
+            return Err(Error::ArchMismatch {
+                kernel: name.into(),
+                arch: k.spec.arch,
+                device: device.compute_capability,
+            });
+        }
+        return Ok(*k);
+    }
+    let candidates: Vec<GroupedKernel> = built_grouped_kernels()
+        .iter()
+        .filter(|k| serves(k) && k.spec.arch.runs_on(device.compute_capability))
+        .copied()
+        .collect();
+    let default: Vec<GroupedKernel> = candidates
+        .iter()
+        .filter(|k| cutlass_gemm_catalog::catalog::is_default(&k.spec))
+        .copied()
+        .collect();
+    let pool = if default.is_empty() {
+        &candidates
+    } else {
+        &default
+    };
+    let rows = problem.rows_per_group();
+    let pingpong = |k: &&GroupedKernel| {
+        k.spec.kernel_schedule == KernelSchedule::PtrArrayTmaWarpSpecializedPingpong
+    };
+    let area = |k: &&GroupedKernel| k.spec.tile[0] * k.spec.tile[1];
+    let chosen = if rows <= 64 {
+        pool.iter().filter(pingpong).min_by_key(|k| k.spec.tile[1])
+    } else if rows <= 128 {
+        pool.iter()
+            .filter(pingpong)
+            .filter(|k| k.spec.tile[1] >= 256)
+            .max_by_key(|k| k.spec.tile[1])
+    } else {
+        None
+    }
+    .or_else(|| pool.iter().filter(|k| !pingpong(k)).max_by_key(area))
+    .or_else(|| pool.iter().max_by_key(area))
+    .copied();
+    chosen.ok_or_else(|| {
+        // A catalog entry that would serve: the feature or filter that builds it.
+        let entry = cutlass_gemm_catalog::catalog::all().into_iter().find(|s| {
+            s.kernel_schedule.is_grouped()
+                && (s.a.ty, s.b.ty, s.d.ty) == (a, a, d)
+                && s.arch.runs_on(device.compute_capability)
+        });
+        Error::NoKernel {
+            request: format!("grouped GEMM {a} x {a} -> {d}"),
+            nearest: {
+                // Same input type first.
+                let mut near: Vec<&GroupedKernel> = built_grouped_kernels().iter().collect();
+                near.sort_by_key(|k| k.spec.a.ty != a);
+                near.iter().take(3).map(|k| k.name.to_string()).collect()
+            },
+            build_with: match entry {
+                Some(s) => crate::selection::build_hint(&s.name()),
+                None => crate::error::BuildHint::NotInCatalog,
+            },
+        }
+    })
+}

@@ -1,0 +1,339 @@
+//! Grouped GEMMs (mixture-of-experts layers) against the f64 host reference, group by group:
+//! every grouped kernel of the build, the contiguous and masked layouts, empty groups, one-row
+//! groups, skewed routing, a group larger than one wave of the GPU, offsets past the end (clamped),
+//! per-group alphas, and the masked layout captured in a CUDA graph and replayed with new counts.
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaContext, CudaStream};
+use cutlass_gemm::numeric::E4M3;
+use cutlass_gemm::reference::{self, GroupReference};
+use cutlass_gemm::{
+    built_grouped_kernels, DataType, Element, GroupedGemm, GroupedInputs, GroupedProblem, Workspace,
+};
+use half::{bf16, f16};
+use rand::rngs::StdRng;
+use rand::Rng;
+
+use crate::common::{gemm_device, rng};
+
+/// Small integers: every product and sum of them is exact in the f32 accumulator, so the only
+/// error is D's rounding (inside the reference's bound).
+fn integers<T: Element>(rng: &mut StdRng, len: usize, max: i32) -> Vec<T> {
+    (0..len)
+        .map(|_| T::from_f64(f64::from(rng.random_range(-max..=max))))
+        .collect()
+}
+
+struct Case {
+    problem: GroupedProblem,
+    group_rows: Vec<i32>,
+    alphas: Option<Vec<f32>>,
+}
+
+/// Runs one case on one kernel into a poisoned D; checks every group against the reference and
+/// that the rows no group owns still hold the poison. Returns D.
+fn run_case<T: Element, TD: Element>(
+    ctx: &Arc<CudaContext>,
+    stream: &Arc<CudaStream>,
+    rng: &mut StdRng,
+    kernel: &str,
+    case: &Case,
+) -> Vec<TD> {
+    let p = &case.problem;
+    let plan = GroupedGemm::<T, TD>::with_kernel(ctx, p, kernel).unwrap();
+    let a: Vec<T> = integers(rng, p.a_len(), 2);
+    let b: Vec<T> = integers(rng, p.b_len(), 2);
+    let c: Vec<TD> = integers(rng, p.d_len(), 3);
+    let da = stream.clone_htod(&a).unwrap();
+    let db = stream.clone_htod(&b).unwrap();
+    let dc = stream.clone_htod(&c).unwrap();
+    let rows = stream.clone_htod(&case.group_rows).unwrap();
+    let alphas = case.alphas.as_ref().map(|x| stream.clone_htod(x).unwrap());
+    let mut dd = stream.clone_htod(&vec![TD::POISON; p.d_len()]).unwrap();
+    let mut inputs = GroupedInputs::new(&da, &db, &rows);
+    if let Some(x) = &alphas {
+        inputs = inputs.with_alphas(x);
+    }
+    if p.beta != 0.0 {
+        inputs = inputs.with_c(&dc);
+    }
+    plan.run(stream, &inputs, &mut dd, Workspace::Managed)
+        .unwrap();
+    let d = stream.clone_dtoh(&dd).unwrap();
+    let refs = reference::grouped(
+        p,
+        &a,
+        &b,
+        &case.group_rows,
+        case.alphas.as_deref(),
+        (p.beta != 0.0).then_some(&c[..]),
+    )
+    .unwrap();
+    let cmp = reference::compare_grouped(&d, &refs);
+    assert!(cmp.passed() || cmp.checked == 0, "{kernel}: {cmp:?}");
+    assert_eq!(
+        untouched(&d, &refs, p.n),
+        0,
+        "{kernel}: rows no group owns were written"
+    );
+    println!(
+        "{kernel}: {} groups, {} elements checked, worst error / bound {:.3}",
+        p.groups, cmp.checked, cmp.max_error_ratio
+    );
+    d
+}
+
+/// Elements outside every group's rows that are not the poison any more.
+fn untouched<TD: Element>(d: &[TD], refs: &[GroupReference], n: usize) -> usize {
+    let mut owned = vec![false; d.len()];
+    for g in refs {
+        if let Some(r) = &g.reference {
+            let (m, _, _, _) = r.shape;
+            owned[g.d_offset..g.d_offset + m * n].fill(true);
+        }
+    }
+    d.iter()
+        .zip(&owned)
+        .filter(|(x, o)| !**o && x.to_bits_u64() != TD::POISON.to_bits_u64())
+        .count()
+}
+
+/// Offsets of a contiguous layout from rows per group.
+fn offsets(rows: &[usize]) -> Vec<i32> {
+    let mut o = vec![0i32];
+    for r in rows {
+        o.push(o.last().unwrap() + *r as i32);
+    }
+    o
+}
+
+fn contiguous_cases(n: usize, k: usize) -> Vec<Case> {
+    let case = |rows: &[usize], alphas: Option<Vec<f32>>, beta: f32| {
+        let total: usize = rows.iter().sum();
+        Case {
+            problem: GroupedProblem::contiguous(rows.len(), total, n, k).with_scalars(1.0, beta),
+            group_rows: offsets(rows),
+            alphas,
+        }
+    };
+    vec![
+        // Empty groups, one-row groups, uneven ones.
+        case(&[3, 0, 1, 17, 0, 64, 130, 1], None, 0.0),
+        // Skewed routing: one group holds most rows; per-group alphas; C.
+        case(&[700, 2, 0, 5], Some(vec![0.5, 2.0, 1.0, -0.25]), 1.0),
+    ]
+}
+
+/// Every grouped kernel of the build on the contiguous layout (empty, one-row and skewed groups,
+/// alphas, C).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn every_grouped_kernel_matches_the_reference_on_contiguous_groups() {
+    let (ctx, stream) = gemm_device();
+    let mut rng = rng();
+    let kernels = built_grouped_kernels();
+    assert!(!kernels.is_empty(), "this build has no grouped kernel");
+    for k in kernels {
+        for case in contiguous_cases(384, 256) {
+            match (k.spec.a.ty, k.spec.d.ty) {
+                (DataType::Bf16, DataType::Bf16) => {
+                    run_case::<bf16, bf16>(&ctx, &stream, &mut rng, k.name, &case);
+                }
+                (DataType::F16, DataType::F16) => {
+                    run_case::<f16, f16>(&ctx, &stream, &mut rng, k.name, &case);
+                }
+                (DataType::E4M3, DataType::Bf16) => {
+                    run_case::<E4M3, bf16>(&ctx, &stream, &mut rng, k.name, &case);
+                }
+                other => panic!("{}: no test for {other:?}", k.name),
+            }
+        }
+    }
+}
+
+/// A group larger than one wave of the GPU (more tiles than SMs) beside small ones, with the
+/// kernel the plan chooses; and offsets past the end of A, clamped on the device (the groups they
+/// name end at the plan's rows; nothing past it is read or written).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn large_groups_and_clamped_offsets() {
+    let (ctx, stream) = gemm_device();
+    let mut rng = rng();
+    let (n, k) = (2048, 128);
+    let rows = [4096usize, 1, 0, 300];
+    let total: usize = rows.iter().sum();
+    let case = Case {
+        problem: GroupedProblem::contiguous(rows.len(), total, n, k),
+        group_rows: offsets(&rows),
+        alphas: None,
+    };
+    let plan = GroupedGemm::<bf16, bf16>::new(&ctx, &case.problem).unwrap();
+    let tiles = 4096 / plan_tile_m(&plan) * (n / 256);
+    assert!(tiles > 132, "the first group spans more than one wave");
+    run_case::<bf16, bf16>(&ctx, &stream, &mut rng, plan.kernel_name(), &case);
+    // Offsets past the rows: the last group's end and a middle group's start and end.
+    let clamped = Case {
+        problem: GroupedProblem::contiguous(4, 200, 256, 128),
+        group_rows: vec![0, 50, 180, 10_000, 1 << 30],
+        alphas: None,
+    };
+    let plan = GroupedGemm::<bf16, bf16>::new(&ctx, &clamped.problem).unwrap();
+    assert!(plan.check_group_rows(&clamped.group_rows).is_err());
+    run_case::<bf16, bf16>(&ctx, &stream, &mut rng, plan.kernel_name(), &clamped);
+}
+
+fn plan_tile_m<T: Element, TD: Element>(plan: &GroupedGemm<T, TD>) -> usize {
+    cutlass_gemm_catalog::catalog::find(plan.kernel_name())
+        .unwrap()
+        .tile[0] as usize
+}
+
+/// The masked layout (a fixed capacity per expert, counts on the device) captured in a CUDA graph
+/// once and replayed: with new counts written into the counts buffer between replays, each replay
+/// matches the reference of its counts, and two replays with the same counts are bit-identical.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn masked_groups_replay_from_a_cuda_graph_with_new_counts() {
+    let (ctx, stream) = gemm_device();
+    let mut rng = rng();
+    let (groups, capacity, n, k) = (16usize, 64usize, 512usize, 256usize);
+    let p = GroupedProblem::masked(groups, capacity, n, k).with_expected_rows(8);
+    let plan = GroupedGemm::<bf16, bf16>::new(&ctx, &p).unwrap();
+    let a: Vec<bf16> = integers(&mut rng, p.a_len(), 2);
+    let b: Vec<bf16> = integers(&mut rng, p.b_len(), 2);
+    let da = stream.clone_htod(&a).unwrap();
+    let db = stream.clone_htod(&b).unwrap();
+    let mut counts = stream.alloc_zeros::<i32>(groups).unwrap();
+    let mut dd = stream
+        .clone_htod(&vec![<bf16 as Element>::POISON; p.d_len()])
+        .unwrap();
+    let mut ws = stream.alloc_zeros::<u8>(plan.workspace_size()).unwrap();
+    stream.synchronize().unwrap();
+    let capture = ctx.new_stream().unwrap();
+    let mode = cudarc::driver::sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
+    let flags = cudarc::driver::sys::CUgraphInstantiate_flags(0);
+    // SAFETY: re-enabled below; nothing else uses these buffers meanwhile (cudarc's cross-stream
+    // event waits cannot be captured).
+    unsafe { ctx.disable_event_tracking() };
+    capture.begin_capture(mode).unwrap();
+    plan.run(
+        &capture,
+        &GroupedInputs::new(&da, &db, &counts),
+        &mut dd,
+        Workspace::Buffer(&mut ws),
+    )
+    .unwrap();
+    let graph = capture.end_capture(flags).unwrap().expect("a graph");
+    unsafe { ctx.enable_event_tracking() };
+    let mut previous: Option<Vec<bf16>> = None;
+    for step in 0..4 {
+        // Steps 0 and 1 replay the same counts; then new ones (some over the capacity: clamped).
+        let host: Vec<i32> = if step <= 1 {
+            (0..groups as i32).map(|g| (g * 5) % 13).collect()
+        } else {
+            (0..groups)
+                .map(|_| rng.random_range(-2..=capacity as i32 + 5))
+                .collect()
+        };
+        capture.memcpy_htod(&host, &mut counts).unwrap();
+        capture
+            .memcpy_htod(&vec![<bf16 as Element>::POISON; p.d_len()], &mut dd)
+            .unwrap();
+        graph.launch().unwrap();
+        capture.synchronize().unwrap();
+        let d = capture.clone_dtoh(&dd).unwrap();
+        let refs = reference::grouped(&p, &a, &b, &host, None, None::<&[bf16]>).unwrap();
+        let cmp = reference::compare_grouped(&d, &refs);
+        assert!(cmp.passed(), "step {step}: {cmp:?}");
+        assert_eq!(untouched(&d, &refs, n), 0, "step {step}");
+        if step == 1 {
+            let same = d
+                .iter()
+                .zip(previous.as_ref().unwrap())
+                .filter(|(x, y)| x.to_bits() == y.to_bits())
+                .count();
+            assert_eq!(same, d.len(), "replays of the same counts differ");
+        }
+        println!(
+            "{} step {step}: counts {host:?}, {} elements checked, worst error / bound {:.3}",
+            plan.kernel_name(),
+            cmp.checked,
+            cmp.max_error_ratio
+        );
+        previous = Some(d);
+    }
+}
+
+/// Bad input is refused before any launch, with the operand and the rule: short weights, short
+/// offsets, a misaligned A.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn grouped_launches_check_their_buffers() {
+    let (ctx, stream) = gemm_device();
+    let p = GroupedProblem::contiguous(4, 64, 256, 128);
+    let plan = GroupedGemm::<bf16, bf16>::new(&ctx, &p).unwrap();
+    let a = stream.alloc_zeros::<bf16>(p.a_len()).unwrap();
+    let b = stream.alloc_zeros::<bf16>(p.b_len()).unwrap();
+    let short_b = stream.alloc_zeros::<bf16>(p.b_len() - 1).unwrap();
+    let rows = stream.clone_htod(&[0i32, 16, 32, 48, 64]).unwrap();
+    let short_rows = stream.clone_htod(&[0i32, 16, 32, 48]).unwrap();
+    let mut d = stream.alloc_zeros::<bf16>(p.d_len()).unwrap();
+    use cutlass_gemm::{Error, OperandName, Quantity};
+    let err = plan
+        .run(
+            &stream,
+            &GroupedInputs::new(&a, &short_b, &rows),
+            &mut d,
+            Workspace::Managed,
+        )
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::BufferTooSmall {
+                operand: OperandName::B,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let err = plan
+        .run(
+            &stream,
+            &GroupedInputs::new(&a, &b, &short_rows),
+            &mut d,
+            Workspace::Managed,
+        )
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::BufferTooSmall {
+                operand: OperandName::GroupRows,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let big = stream.alloc_zeros::<bf16>(p.a_len() + 8).unwrap();
+    let err = plan
+        .run(
+            &stream,
+            &GroupedInputs::new(&big.slice(1..), &b, &rows),
+            &mut d,
+            Workspace::Managed,
+        )
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::Misaligned {
+                operand: OperandName::A,
+                what: Quantity::Pointer,
+                ..
+            }
+        ),
+        "{err}"
+    );
+}
