@@ -228,6 +228,12 @@ pub struct ProfileArgs {
     /// kernel; `--kernels` and the schedule options do not apply).
     #[arg(long, value_enum, default_value_t = EpilogueArg::None)]
     pub epilogue: EpilogueArg,
+    /// Measure the grouped GEMM instead, on mixture-of-experts layers (Mixtral-8x7B, DeepSeek-V3,
+    /// Qwen3-30B-A3B; 1 to 8192 tokens; uniform and skewed routing): against the per-expert loop
+    /// of cuBLAS (cuBLASLt for e4m3) GEMMs and cuBLAS's grouped GEMM (bf16, f16), kernel against
+    /// kernel. Takes `--types` (bf16, f16, e4m3), `--rounds` and `--csv`.
+    #[arg(long, conflicts_with = "epilogue")]
+    pub grouped: bool,
 }
 
 #[derive(Debug, Args)]

@@ -100,6 +100,9 @@ fn run(args: &ProfileArgs) -> Result<ExitCode> {
         eprintln!("cutlass-profiler profile: no CUDA GPU found; nothing to profile");
         return Ok(ExitCode::from(3));
     }
+    if args.grouped {
+        return crate::grouped::run(args);
+    }
     if args.epilogue != crate::fused::EpilogueArg::None {
         return crate::fused::run(args, args.epilogue);
     }
