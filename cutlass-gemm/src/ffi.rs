@@ -230,14 +230,7 @@ impl Kernel {
             workspace_bytes,
             stream as *mut std::ffi::c_void,
         );
-        if status == cutlass_gemm_sys::CUTLASS_RS_ERROR_WRONG_DEVICE {
-            crate::error::require_ordinal(
-                crate::OperandName::CurrentContext,
-                current_device().unwrap_or(usize::MAX),
-                abi.device_id as usize,
-            )?;
-        }
-        self.status(status)
+        run_status(self.name, status, abi.device_id)
     }
 
     /// The workspace size for these arguments (depends on the shape only).
@@ -343,6 +336,19 @@ pub fn launch_state_builds() -> u64 {
 
 /// A C status as a `Result`: [`crate::Error::Cutlass`] naming `what` (a kernel or an entry point)
 /// unless it is `CUTLASS_RS_OK`. The one place statuses become errors.
+/// A `run` entry point's status: a launch refused for the thread's current device is the device
+/// rule's error ([`crate::OperandName::CurrentContext`]), any other failure the C status's.
+fn run_status(kernel: &str, status: i32, device_id: i32) -> Result<()> {
+    if status == cutlass_gemm_sys::CUTLASS_RS_ERROR_WRONG_DEVICE {
+        crate::error::require_ordinal(
+            crate::OperandName::CurrentContext,
+            current_device().unwrap_or(usize::MAX),
+            device_id as usize,
+        )?;
+    }
+    check_status(kernel, status)
+}
+
 pub(crate) fn check_status(what: &str, status: i32) -> Result<()> {
     if status == cutlass_gemm_sys::CUTLASS_RS_OK {
         Ok(())
@@ -510,13 +516,6 @@ impl GroupedKernel {
             workspace_bytes,
             stream as *mut std::ffi::c_void,
         );
-        if status == cutlass_gemm_sys::CUTLASS_RS_ERROR_WRONG_DEVICE {
-            crate::error::require_ordinal(
-                crate::OperandName::CurrentContext,
-                current_device().unwrap_or(usize::MAX),
-                abi.device_id as usize,
-            )?;
-        }
-        check_status(self.name, status)
+        run_status(self.name, status, abi.device_id)
     }
 }

@@ -365,13 +365,7 @@ pub fn grouped<T: HostValue, TC: HostValue>(
 /// Compares a grouped GEMM's D with its reference ([`grouped`]), group by group; the comparison of
 /// all groups together.
 pub fn compare_grouped<TD: Element>(d: &[TD], groups: &[GroupReference]) -> Comparison {
-    let mut out = Comparison {
-        checked: 0,
-        failures: 0,
-        max_abs_error: 0.0,
-        max_error_ratio: 0.0,
-        first_failure: None,
-    };
+    let mut out = Comparison::default();
     for g in groups {
         let Some(r) = &g.reference else { continue };
         let (m, n, _, _) = r.shape;
@@ -550,7 +544,7 @@ impl Reference {
 }
 
 /// The outcome of comparing a result with the reference.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Comparison {
     /// Elements compared.
     pub checked: usize,
@@ -616,13 +610,7 @@ pub fn compare<TD: Element>(
     reference: &Reference,
 ) -> Comparison {
     let (m, n, k, batch) = reference.shape;
-    let mut out = Comparison {
-        checked: 0,
-        failures: 0,
-        max_abs_error: 0.0,
-        max_error_ratio: 0.0,
-        first_failure: None,
-    };
+    let mut out = Comparison::default();
     for l in 0..batch {
         for i in 0..m {
             for j in 0..n {

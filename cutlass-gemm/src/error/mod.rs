@@ -371,6 +371,19 @@ pub(crate) fn require_ordinal(operand: OperandName, found: usize, expected: usiz
     Ok(())
 }
 
+/// The architecture rule: the device runs the kernel's architecture (an SM90a kernel needs a
+/// compute capability 9.0 device, SM100a 10.x, SM120a 12.x).
+pub(crate) fn require_arch(kernel: &str, arch: Arch, device: (i32, i32)) -> Result<()> {
+    if !arch.runs_on(device) {
+        return Err(Error::ArchMismatch {
+            kernel: kernel.into(),
+            arch,
+            device,
+        });
+    }
+    Ok(())
+}
+
 /// The buffer-length rule: `len` elements (or bytes) must reach `required`.
 pub(crate) fn require_len(operand: OperandName, len: usize, required: usize) -> Result<()> {
     if len < required {

@@ -841,18 +841,11 @@ impl<EA: MxElement, EB: MxElement, TD: Element> BlockScaledGemm<EA, EB, TD> {
         args: RawArgs,
         workspace: Workspace<'_>,
     ) -> Result<()> {
-        if !self
-            .kernel
-            .spec
-            .arch
-            .runs_on(self.device.compute_capability)
-        {
-            return Err(Error::ArchMismatch {
-                kernel: self.kernel.name.into(),
-                arch: self.kernel.spec.arch,
-                device: self.device.compute_capability,
-            });
-        }
+        crate::error::require_arch(
+            self.kernel.name,
+            self.kernel.spec.arch,
+            self.device.compute_capability,
+        )?;
         stream.context().bind_to_thread()?;
         let mut managed = None;
         let (pw, _gw) = crate::plans::gemm::workspace_ptr(

@@ -399,18 +399,11 @@ impl<T: Element, TD: Element> GroupedGemm<T, TD> {
         let device = self.device.ordinal;
         require_ordinal(OperandName::Stream, stream.context().ordinal(), device)?;
         stream.context().bind_to_thread()?;
-        if !self
-            .kernel
-            .spec
-            .arch
-            .runs_on(self.device.compute_capability)
-        {
-            return Err(Error::ArchMismatch {
-                kernel: self.kernel.name.into(),
-                arch: self.kernel.spec.arch,
-                device: self.device.compute_capability,
-            });
-        }
+        crate::error::require_arch(
+            self.kernel.name,
+            self.kernel.spec.arch,
+            self.device.compute_capability,
+        )?;
         let p = &self.problem;
         require_device(OperandName::A, inputs.a, device)?;
         require_device(OperandName::B, inputs.b, device)?;
@@ -604,13 +597,7 @@ fn select(
                 },
             });
         }
-        if !k.spec.arch.runs_on(device.compute_capability) {
-            return Err(Error::ArchMismatch {
-                kernel: name.into(),
-                arch: k.spec.arch,
-                device: device.compute_capability,
-            });
-        }
+        crate::error::require_arch(name, k.spec.arch, device.compute_capability)?;
         return Ok(*k);
     }
     let candidates: Vec<GroupedKernel> = built_grouped_kernels()
