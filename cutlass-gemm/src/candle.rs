@@ -10,6 +10,7 @@
 //! | [`Linear`] | `act(x · Wᵀ + bias)` with the bias and activation (ReLU, GELU, SiLU) fused into the GEMM's epilogue; `candle_nn::Linear` plus the activation in one kernel | bf16, f16 |
 //! | [`Fp8Linear`] | a `Linear` layer (`act(x · Wᵀ + bias)`, bias and activation in the epilogue) whose weight is quantized once to FP8 e4m3 with one f32 scale per 128x128 block; activations are quantized per call (1x128 groups) on the GPU; the DeepSeek-V3 recipe | bf16 in and out |
 //! | [`Nvfp4Linear`] | the same with NVFP4 weights and activations | bf16 in and out; SM100/SM120 GPUs |
+//! | [`grouped_matmul`] / [`GroupedMatmul`] | a mixture-of-experts layer's expert GEMMs in one launch: `x (rows, k)` sorted by expert, `experts (e, n, k)`, `offsets (e + 1)` → `(rows, n)`, rows of expert `g` times `experts[g]ᵀ` | bf16, f16 (offsets I32 or U32) |
 //!
 //! **Layouts.** Each operand's last two dimensions may be row-major (contiguous rows, any row
 //! stride) or column-major (a transposed view such as `w.t()`), and its batch dimensions may have
@@ -52,7 +53,7 @@ use crate::formats::scale_layout::ScaleMajor;
 use crate::quantize::{self, Fp8Block, Fp8BlockwiseTensor, Nvfp4Tensor};
 use crate::{
     Activation, BlockScaledGemm, BlockwiseGemm, DeviceInfo, Element, Epilogue, EpilogueOperands,
-    Gemm, GemmProblem, MatrixLayout, Workspace,
+    Gemm, GemmProblem, GroupedGemm, GroupedInputs, GroupedProblem, MatrixLayout, Workspace,
 };
 
 /// This crate's error as a candle error.
@@ -225,11 +226,11 @@ type PlanCache = Mutex<HashMap<(usize, &'static str, String), Arc<dyn Any + Send
 
 /// The process-wide cache of plans (and of device descriptions), keyed by device, plan kind and
 /// element types, and the problem.
-fn cached<P: Any + Send + Sync>(
+fn cached<P: Any + Send + Sync, Q: std::fmt::Debug>(
     stream: &Arc<CudaStream>,
-    problem: &GemmProblem,
+    problem: &Q,
     kind: &'static str,
-    make: impl FnOnce(DeviceInfo, &GemmProblem) -> crate::Result<P>,
+    make: impl FnOnce(DeviceInfo, &Q) -> crate::Result<P>,
 ) -> crate::Result<Arc<P>> {
     static PLANS: OnceLock<PlanCache> = OnceLock::new();
     static DEVICES: OnceLock<Mutex<HashMap<usize, DeviceInfo>>> = OnceLock::new();
@@ -987,6 +988,163 @@ impl CustomOp1 for Nvfp4LinearOp {
         .map_err(cerr)?;
         Ok(wrap_output(s, d, m, n))
     }
+}
+
+/// A mixture-of-experts layer's expert GEMMs in one grouped launch ([`crate::GroupedGemm`]): `x`
+/// `(rows, k)` holds the tokens sorted by expert, `experts` `(e, n, k)` one weight per expert (as a
+/// Linear layer stores it), and `offsets` `(e + 1)` (I32 or U32) where each expert's rows start and
+/// end: row `i` of the result is `x[i] · experts[g]ᵀ` for the expert `g` whose rows hold `i`.
+/// Rows no expert holds (before `offsets[0]` or after `offsets[e]`) are 0. bf16 or f16; `x` and
+/// `experts` are made contiguous if they are not.
+///
+/// The offsets are read on the GPU and clamped to `rows`, never trusted (decreasing offsets give
+/// an unspecified result in the rows concerned, never an access out of bounds). The plan is
+/// cached per (device, types, experts, rows, n, k), so a decode loop plans once per batch size.
+pub fn grouped_matmul(
+    x: &Tensor,
+    experts: &Tensor,
+    offsets: &Tensor,
+) -> candle_core::Result<Tensor> {
+    cuda_device(x)?;
+    cuda_device(experts)?;
+    cuda_device(offsets)?;
+    let x = x.contiguous()?;
+    let experts = experts.contiguous()?;
+    let offsets = offsets.contiguous()?;
+    x.apply_op3_no_bwd(&experts, &offsets, &GroupedMatmul)
+}
+
+/// [`grouped_matmul`] as a candle `CustomOp3` (`x.apply_op3_no_bwd(&experts, &offsets,
+/// &GroupedMatmul)`), over contiguous tensors.
+pub struct GroupedMatmul;
+
+impl candle_core::CustomOp3 for GroupedMatmul {
+    fn name(&self) -> &'static str {
+        "cutlass-grouped-matmul"
+    }
+
+    fn cpu_fwd(
+        &self,
+        _: &CpuStorage,
+        _: &Layout,
+        _: &CpuStorage,
+        _: &Layout,
+        _: &CpuStorage,
+        _: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        Err(msg("cutlass-grouped-matmul runs on CUDA tensors only"))
+    }
+
+    fn cuda_fwd(
+        &self,
+        sx: &CudaStorage,
+        lx: &Layout,
+        sw: &CudaStorage,
+        lw: &Layout,
+        so: &CudaStorage,
+        lo: &Layout,
+    ) -> candle_core::Result<(CudaStorage, Shape)> {
+        let (rows, k) = match lx.shape().dims() {
+            &[rows, k] => (rows, k),
+            other => {
+                return Err(msg(format!(
+                    "cutlass-grouped-matmul: x must be (rows, k), not {other:?}"
+                )))
+            }
+        };
+        let (groups, n, wk) = match lw.shape().dims() {
+            &[g, n, wk] => (g, n, wk),
+            other => {
+                return Err(msg(format!(
+                    "cutlass-grouped-matmul: experts must be (experts, n, k), not {other:?}"
+                )))
+            }
+        };
+        if wk != k || lo.shape().dims() != [groups + 1] {
+            return Err(msg(format!(
+                "cutlass-grouped-matmul: x {:?}, experts {:?} and offsets {:?} do not agree: x (rows, k), experts (e, n, k), offsets (e + 1)",
+                lx.shape().dims(),
+                lw.shape().dims(),
+                lo.shape().dims()
+            )));
+        }
+        for (what, l) in [("x", lx), ("experts", lw), ("offsets", lo)] {
+            if !l.is_contiguous() {
+                return Err(msg(format!(
+                    "cutlass-grouped-matmul: {what} must be contiguous (grouped_matmul copies it)"
+                )));
+            }
+        }
+        let problem = GroupedProblem::contiguous(groups, rows, n, k);
+        let stream = sx.device.cuda_stream();
+        // u32 offsets are read as i32: values past i32::MAX become negative and are clamped.
+        let offsets: cudarc::driver::CudaView<'_, i32> = match &so.slice {
+            CudaStorageSlice::I32(o) => o.slice(lo.start_offset()..),
+            // SAFETY: u32 and i32 have the same size and alignment; every bit pattern is an i32.
+            CudaStorageSlice::U32(o) => unsafe {
+                o.slice(lo.start_offset()..)
+                    .transmute::<i32>(groups + 1)
+                    .ok_or_else(|| msg("cutlass-grouped-matmul: offsets too short"))?
+            },
+            _ => {
+                return Err(msg(format!(
+                    "cutlass-grouped-matmul: offsets are I32 or U32, not {:?}",
+                    so.dtype()
+                )))
+            }
+        };
+        let out = match (&sx.slice, &sw.slice) {
+            (CudaStorageSlice::BF16(x), CudaStorageSlice::BF16(w)) => CudaStorageSlice::BF16(
+                run_grouped::<bf16>(&stream, &problem, x, lx, w, lw, &offsets)?,
+            ),
+            (CudaStorageSlice::F16(x), CudaStorageSlice::F16(w)) => CudaStorageSlice::F16(
+                run_grouped::<f16>(&stream, &problem, x, lx, w, lw, &offsets)?,
+            ),
+            _ => {
+                return Err(msg(format!(
+                    "cutlass-grouped-matmul takes bf16 or f16 x and experts of one type, not {:?} and {:?}",
+                    sx.dtype(),
+                    sw.dtype()
+                )))
+            }
+        };
+        Ok((
+            CudaStorage {
+                slice: out,
+                device: sx.device.clone(),
+            },
+            Shape::from((rows, n)),
+        ))
+    }
+}
+
+fn run_grouped<T: Element + cudarc::driver::ValidAsZeroBits>(
+    stream: &Arc<CudaStream>,
+    problem: &GroupedProblem,
+    x: &CudaSlice<T>,
+    lx: &Layout,
+    w: &CudaSlice<T>,
+    lw: &Layout,
+    offsets: &cudarc::driver::CudaView<'_, i32>,
+) -> candle_core::Result<CudaSlice<T>> {
+    let plan = cached(stream, problem, "grouped", |info, p| {
+        GroupedGemm::<T, T>::plan(info, p, None)
+    })
+    .map_err(cerr)?;
+    // Zeros: rows no expert holds are not written by the GEMM.
+    let mut d = stream
+        .alloc_zeros::<T>(problem.d_len())
+        .map_err(|e| cerr(e.into()))?;
+    let xv = x.slice(lx.start_offset()..);
+    let wv = w.slice(lw.start_offset()..);
+    plan.run(
+        stream,
+        &GroupedInputs::new(&xv, &wv, offsets),
+        &mut d,
+        Workspace::Managed,
+    )
+    .map_err(cerr)?;
+    Ok(d)
 }
 
 #[cfg(test)]

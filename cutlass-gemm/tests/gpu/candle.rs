@@ -14,6 +14,7 @@
 //!   exact on both sides, the activations grow that by at most 1.13, the GPU's tanh adds up to
 //!   `2^-11.9 |pre|` (GELU), and D is rounded once: `2u |ref| + 1.13 ((4k + 12) 2^-24 + 2^-11)
 //!   (|x|·|W|ᵀ + |b|)`.
+//! - `grouped_matmul` vs the loop of candle matmuls per expert: the `matmul` bound, per expert.
 //! - `Fp8Linear` vs the bf16 layer in f32: each product term carries at most (1 + 2^-4)^2 - 1 <
 //!   0.13 relative error from e4m3 rounding of x and W, so `|y_q - y| <= 0.13 (|x|·|W|ᵀ) + 2^-8 |y|`.
 
@@ -21,7 +22,7 @@ use crate::common;
 
 use candle_core::{DType, Device, Module, Tensor, D};
 use cutlass_gemm::candle::{
-    broadcast_matmul, matmul, matmul_fp8, Fp8Linear, Linear, Matmul, Nvfp4Linear,
+    broadcast_matmul, grouped_matmul, matmul, matmul_fp8, Fp8Linear, Linear, Matmul, Nvfp4Linear,
 };
 use cutlass_gemm::Activation;
 
@@ -548,4 +549,77 @@ fn matmul_plans_on_two_devices() {
             );
         }
     }
+}
+
+/// `grouped_matmul` (one grouped launch) against the loop of candle's matmuls per expert, bf16 and
+/// f16, offsets as I32 and as U32: empty experts, a one-row expert, uneven ones, and rows after
+/// the last offset, which stay 0.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn grouped_matmul_matches_the_loop_of_candle_matmuls_per_expert() {
+    let dev = gpu();
+    let (k, n) = (256, 384);
+    let per_expert = [5usize, 0, 1, 40, 0, 130];
+    let used: usize = per_expert.iter().sum();
+    let rows = used + 3;
+    let mut offsets = vec![0u32];
+    for r in per_expert {
+        offsets.push(offsets.last().unwrap() + r as u32);
+    }
+    for dtype in [DType::BF16, DType::F16] {
+        let x = rand(&dev, &[rows, k], dtype);
+        let w = rand(&dev, &[per_expert.len(), n, k], dtype);
+        let as_u32 = Tensor::new(offsets.as_slice(), &dev).unwrap();
+        // (candle 0.11 has no CUDA kernel to cast U32 to I32: made on the host.)
+        let signed: Vec<i32> = offsets.iter().map(|&o| o as i32).collect();
+        let as_i32 = Tensor::new(signed.as_slice(), &dev).unwrap();
+        for o in [&as_u32, &as_i32] {
+            let ours = grouped_matmul(&x, &w, o).unwrap();
+            assert_eq!(ours.dims(), [rows, n]);
+            let mut parts = Vec::new();
+            let mut mags = Vec::new();
+            for (g, &m) in per_expert.iter().enumerate() {
+                if m == 0 {
+                    continue;
+                }
+                let xs = x.narrow(0, offsets[g] as usize, m).unwrap();
+                let wt = w.get(g).unwrap().t().unwrap();
+                parts.push(xs.matmul(&wt).unwrap());
+                mags.push(magnitude(&xs, &wt));
+            }
+            let reference = Tensor::cat(&parts, 0).unwrap();
+            let mag = Tensor::cat(&mags, 0).unwrap();
+            let grouped = ours.narrow(0, 0, used).unwrap();
+            let (bad, max, rel_rms) = compare(
+                &grouped,
+                &reference,
+                &mag,
+                2.0 * unit_roundoff(dtype),
+                2.0 * k as f64 * 2f64.powi(-24),
+            );
+            println!(
+                "grouped_matmul {dtype:?} {:?}: max |diff| {max}, rms {rel_rms:.2e}",
+                o.dtype()
+            );
+            assert_eq!(bad, 0.0, "{dtype:?}");
+            let tail = ours
+                .narrow(0, used, 3)
+                .unwrap()
+                .abs()
+                .unwrap()
+                .to_dtype(DType::F32)
+                .unwrap()
+                .sum_all()
+                .unwrap()
+                .to_scalar::<f32>()
+                .unwrap();
+            assert_eq!(tail, 0.0, "rows after the last offset are 0");
+        }
+    }
+    // Shapes that do not agree are refused with the rule.
+    let x = rand(&dev, &[8, 64], DType::BF16);
+    let w = rand(&dev, &[2, 32, 64], DType::BF16);
+    let bad = Tensor::new(&[0u32, 8], &dev).unwrap();
+    let err = grouped_matmul(&x, &w, &bad).unwrap_err().to_string();
+    assert!(err.contains("offsets (e + 1)"), "{err}");
 }
