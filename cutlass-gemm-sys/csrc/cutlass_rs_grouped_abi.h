@@ -33,7 +33,7 @@ extern "C" {
  * LIST: any extents: problems is a device array of `groups` cutlass_rs_grouped_problem. Its
  *   entries are read on the device and used as they are: extents, pointers and leading dimensions
  *   that the buffers hold and the kernel's alignment allows are the caller's to ensure (the safe
- *   Rust API does not offer this layout yet).
+ *   Rust API, GroupedListGemm, checks them on the host before it copies the list).
  *
  * Offsets and counts are clamped, never trusted: no group reaches past rows. Offsets that are not
  * monotone give groups that overlap (an unspecified D in their rows, never an access out of A, C or

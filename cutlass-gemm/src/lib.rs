@@ -100,7 +100,9 @@ pub use plans::block_scaled::{BlockScaledGemm, NarrowOperand};
 pub use plans::blockwise::BlockwiseGemm;
 pub use plans::epilogue::{Activation, BiasAxis, Epilogue, EpilogueOperands};
 pub use plans::gemm::{gemm, Gemm, Workspace};
-pub use plans::grouped::{GroupedGemm, GroupedInputs, GroupedLayout, GroupedProblem};
+pub use plans::grouped::{
+    GroupedGemm, GroupedInputs, GroupedLayout, GroupedListGemm, GroupedListProblem, GroupedProblem,
+};
 pub use plans::problem::{GemmProblem, MatrixLayout, ResolvedMatrix};
 pub use selection::{built_grouped_kernels, built_kernels};
 

@@ -319,3 +319,23 @@ fn the_grouped_reference_by_hand() {
         [11.0, 10.0, 15.0, 14.0]
     );
 }
+
+#[test]
+fn list_plans_check_the_group_count() {
+    use cutlass_gemm::GroupedListGemm;
+    let err = GroupedListGemm::<bf16, bf16>::plan(H100, 0, 8, None).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::InvalidProblem {
+                reason: ProblemRule::ZeroExtent(Extent::Groups)
+            }
+        ),
+        "{err}"
+    );
+    let g = GroupedListGemm::<bf16, bf16>::plan(H100, 16, 8, None).unwrap();
+    assert_eq!(tile(g.kernel_name())[0], 64);
+    // The kernel's workspace, then a 88-byte entry per problem.
+    assert!(g.workspace_size() >= 16 * 88);
+    assert!(g.clone().with_alpha(f32::INFINITY).is_err());
+}

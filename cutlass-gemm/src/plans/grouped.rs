@@ -23,12 +23,15 @@
 //! group never reaches past A, C or D (offsets that decrease give groups that overlap, and so an
 //! unspecified D in their rows, never an access out of bounds). [`GroupedGemm::check_group_rows`]
 //! checks a host list with typed errors, [`GroupedGemm::upload_group_rows`] checks and copies it.
+//!
+//! [`GroupedListGemm`] runs a list of problems of any extents (each its own m, n, k, A, B and D)
+//! on the same kernels, the list checked on the host and copied with the launch.
 
 use std::sync::Arc;
 
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
 use cutlass_gemm_catalog::{DataType, KernelSchedule};
-use cutlass_gemm_sys::cutlass_rs_grouped_args;
+use cutlass_gemm_sys::{cutlass_rs_grouped_args, cutlass_rs_grouped_problem};
 
 use crate::error::{
     require_device, require_len, require_ordinal, Error, Extent, GroupRowsRule, KernelRule,
@@ -288,7 +291,13 @@ impl<T: Element, TD: Element> GroupedGemm<T, TD> {
         kernel: Option<&str>,
     ) -> Result<Self> {
         problem.check()?;
-        let kernel = select(&device, problem, T::DATA_TYPE, TD::DATA_TYPE, kernel)?;
+        let kernel = select(
+            &device,
+            problem.rows_per_group(),
+            T::DATA_TYPE,
+            TD::DATA_TYPE,
+            kernel,
+        )?;
         for (operand, extent, value, ty) in [
             (OperandName::A, Extent::K, problem.k, kernel.spec.a),
             (OperandName::D, Extent::N, problem.n, kernel.spec.d),
@@ -541,6 +550,286 @@ impl<T: Element, TD: Element> GroupedGemm<T, TD> {
     }
 }
 
+/// One problem of a [`GroupedListGemm`]: its own extents, A (`m x k` row-major, packed) and B (an
+/// `n x k` row-major weight, i.e. B column-major, packed).
+pub struct GroupedListProblem<'a, T> {
+    /// Rows of A and D (0: the problem is skipped).
+    pub m: usize,
+    /// Columns of D, rows of the weight.
+    pub n: usize,
+    /// The reduction extent.
+    pub k: usize,
+    /// A, at least `m * k` elements.
+    pub a: &'a dyn DevicePtr<T>,
+    /// The weight, at least `n * k` elements.
+    pub b: &'a dyn DevicePtr<T>,
+}
+
+/// A planned grouped GEMM over a list of problems of any extents, `D_i = alpha · A_i · B_iᵀ`, in
+/// one launch (the C ABI's `CUTLASS_RS_GROUPED_LIST`): the same kernels as [`GroupedGemm`], the
+/// problems described on the host. Each launch checks every problem (extents, lengths, 16-byte
+/// alignment of pointers, of k and of n, devices, and no D overlapping any operand or another D)
+/// and copies the list to the device with the launch; this copy from pageable host memory cannot
+/// be captured in a CUDA graph (the masked layout of [`GroupedGemm`] can).
+#[derive(Debug, Clone)]
+pub struct GroupedListGemm<T: Element, TD: Element> {
+    groups: usize,
+    alpha: f32,
+    device: DeviceInfo,
+    kernel: GroupedKernel,
+    /// The kernel's workspace (arrays and CUTLASS's), then the problem table.
+    kernel_workspace: usize,
+    _types: std::marker::PhantomData<(T, TD)>,
+}
+
+/// The problem table's alignment in the workspace.
+const TABLE_ALIGNMENT: usize = 256;
+
+impl<T: Element, TD: Element> GroupedListGemm<T, TD> {
+    /// Plans for up to `groups` problems whose rows are expected to be about `expected_rows` each
+    /// (the kernel choice's hint, as [`GroupedProblem::with_expected_rows`]), on `ctx`'s device.
+    pub fn new(ctx: &CudaContext, groups: usize, expected_rows: usize) -> Result<Self> {
+        Self::plan(DeviceInfo::query(ctx)?, groups, expected_rows, None)
+    }
+
+    /// Plans for a described device, with the named grouped kernel or the library's choice.
+    pub fn plan(
+        device: DeviceInfo,
+        groups: usize,
+        expected_rows: usize,
+        kernel: Option<&str>,
+    ) -> Result<Self> {
+        if groups == 0 || groups > MAX_EXTENT {
+            return Err(Error::InvalidProblem {
+                reason: if groups == 0 {
+                    ProblemRule::ZeroExtent(Extent::Groups)
+                } else {
+                    ProblemRule::ExtentTooLarge {
+                        extent: Extent::Groups,
+                        value: groups,
+                    }
+                },
+            });
+        }
+        let kernel = select(
+            &device,
+            expected_rows.max(1),
+            T::DATA_TYPE,
+            TD::DATA_TYPE,
+            kernel,
+        )?;
+        let mut plan = GroupedListGemm {
+            groups,
+            alpha: 1.0,
+            device,
+            kernel,
+            kernel_workspace: 0,
+            _types: std::marker::PhantomData,
+        };
+        plan.kernel_workspace = kernel.workspace_size_of(&plan.args(groups, 0))?;
+        Ok(plan)
+    }
+
+    /// With alpha (every problem's product is multiplied by it).
+    pub fn with_alpha(mut self, alpha: f32) -> Result<Self> {
+        if !alpha.is_finite() {
+            return Err(Error::InvalidProblem {
+                reason: ProblemRule::NonFiniteScalars {
+                    alpha: Scalar(alpha),
+                    beta: Scalar(0.0),
+                },
+            });
+        }
+        self.alpha = alpha;
+        Ok(self)
+    }
+
+    /// The chosen kernel's name.
+    pub fn kernel_name(&self) -> &'static str {
+        self.kernel.name
+    }
+
+    /// Bytes of workspace a launch needs: the kernel's, then the problem table.
+    pub fn workspace_size(&self) -> usize {
+        self.kernel_workspace.next_multiple_of(TABLE_ALIGNMENT)
+            + self.groups * std::mem::size_of::<cutlass_rs_grouped_problem>()
+    }
+
+    /// Checks every problem and launches them all: `outputs[i]` (`m x n` row-major, packed) gets
+    /// `alpha · A_i · B_iᵀ`. At most the planned number of problems; errors name the operand of
+    /// the first problem that breaks a rule (see the type's docs).
+    pub fn run(
+        &self,
+        stream: &Arc<CudaStream>,
+        problems: &[GroupedListProblem<'_, T>],
+        outputs: &mut [&mut dyn DevicePtrMut<TD>],
+        workspace: Workspace<'_>,
+    ) -> Result<()> {
+        let device = self.device.ordinal;
+        require_ordinal(OperandName::Stream, stream.context().ordinal(), device)?;
+        stream.context().bind_to_thread()?;
+        crate::error::require_arch(
+            self.kernel.name,
+            self.kernel.spec.arch,
+            self.device.compute_capability,
+        )?;
+        if problems.len() != outputs.len() || problems.is_empty() || problems.len() > self.groups {
+            return Err(Error::InvalidProblem {
+                reason: ProblemRule::GroupRowsLength {
+                    found: problems.len().min(outputs.len()),
+                    required: self.groups,
+                },
+            });
+        }
+        let (align_a, align_d) = (
+            self.kernel.spec.a.align as usize,
+            self.kernel.spec.d.align as usize,
+        );
+        let mut table = Vec::with_capacity(problems.len());
+        let mut inputs: Vec<(OperandName, (u64, u64))> = Vec::new();
+        let mut outs: Vec<(u64, u64)> = Vec::new();
+        let mut guards = Vec::new();
+        for (p, d) in problems.iter().zip(outputs.iter_mut()) {
+            for (extent, v, min) in [
+                (Extent::M, p.m, 0),
+                (Extent::N, p.n, 1),
+                (Extent::K, p.k, 1),
+            ] {
+                if v < min {
+                    return Err(Error::InvalidProblem {
+                        reason: ProblemRule::ZeroExtent(extent),
+                    });
+                }
+                if v > MAX_EXTENT {
+                    return Err(Error::InvalidProblem {
+                        reason: ProblemRule::ExtentTooLarge { extent, value: v },
+                    });
+                }
+            }
+            for (operand, extent, value, align) in [
+                (OperandName::A, Extent::K, p.k, align_a),
+                (OperandName::D, Extent::N, p.n, align_d),
+            ] {
+                if value % align != 0 {
+                    return Err(Error::Misaligned {
+                        operand,
+                        what: Quantity::Extent(extent),
+                        value: value as u64,
+                        required: align as u64,
+                    });
+                }
+            }
+            require_device(OperandName::A, p.a, device)?;
+            require_device(OperandName::B, p.b, device)?;
+            require_device(OperandName::D, &**d, device)?;
+            require_len(OperandName::A, p.a.len(), p.m * p.k)?;
+            require_len(OperandName::B, p.b.len(), p.n * p.k)?;
+            require_len(OperandName::D, d.len(), p.m * p.n)?;
+            let (pa, ga) = p.a.device_ptr(stream);
+            let (pb, gb) = p.b.device_ptr(stream);
+            let (pd, gd) = d.device_ptr_mut(stream);
+            guards.push((ga, gb, gd));
+            for (operand, ptr) in [
+                (OperandName::A, pa),
+                (OperandName::B, pb),
+                (OperandName::D, pd),
+            ] {
+                if ptr % POINTER_ALIGNMENT != 0 {
+                    return Err(Error::Misaligned {
+                        operand,
+                        what: Quantity::Pointer,
+                        value: ptr,
+                        required: POINTER_ALIGNMENT,
+                    });
+                }
+            }
+            inputs.push((OperandName::A, (pa, span::<T>(p.m * p.k))));
+            inputs.push((OperandName::B, (pb, span::<T>(p.n * p.k))));
+            outs.push((pd, span::<TD>(p.m * p.n)));
+            table.push(cutlass_rs_grouped_problem {
+                m: p.m as i64,
+                n: p.n as i64,
+                k: p.k as i64,
+                a: pa as *const _,
+                lda: p.k as i64,
+                b: pb as *const _,
+                ldb: p.k as i64,
+                c: pd as *const _,
+                ldc: p.n as i64,
+                d: pd as *mut _,
+                ldd: p.n as i64,
+            });
+        }
+        // No D overlaps an operand of any problem or another D.
+        for (i, &o) in outs.iter().enumerate() {
+            if let Some((input, _)) = inputs.iter().find(|(_, r)| overlaps(*r, o)) {
+                return Err(Error::Aliasing {
+                    output: OperandName::D,
+                    input: *input,
+                });
+            }
+            if outs[i + 1..].iter().any(|&x| overlaps(x, o)) {
+                return Err(Error::Aliasing {
+                    output: OperandName::D,
+                    input: OperandName::D,
+                });
+            }
+        }
+        let mut managed = None;
+        let size = self.workspace_size();
+        let (pw, _gw) = workspace_ptr(stream, workspace, size, &mut managed)?;
+        let table_at = pw + self.kernel_workspace.next_multiple_of(TABLE_ALIGNMENT) as u64;
+        // SAFETY: the table is plain data (pointers and integers, no padding); the copy stays
+        // inside the workspace, which holds `size` bytes; pageable host memory is staged by the
+        // driver before the call returns.
+        unsafe {
+            let bytes = std::slice::from_raw_parts(
+                table.as_ptr() as *const u8,
+                std::mem::size_of_val(table.as_slice()),
+            );
+            cudarc::driver::result::memcpy_htod_async(table_at, bytes, stream.cu_stream())?;
+        }
+        let args = self.args(table.len(), table_at);
+        // SAFETY: every problem was checked against its buffers (extents, lengths, alignment,
+        // device, aliasing); the guards keep the buffers' stream ordering until the launches are
+        // queued.
+        let r = unsafe { self.kernel.launch_abi(&args, pw, size, stream.cu_stream()) };
+        drop(guards);
+        r
+    }
+
+    fn args(&self, groups: usize, problems: u64) -> cutlass_rs_grouped_args {
+        cutlass_rs_grouped_args {
+            layout: cutlass_gemm_sys::CUTLASS_RS_GROUPED_LIST,
+            groups: groups as i32,
+            rows: 0,
+            n: 0,
+            k: 0,
+            a: std::ptr::null(),
+            lda: 0,
+            batch_stride_a: 0,
+            b: std::ptr::null(),
+            ldb: 0,
+            batch_stride_b: 0,
+            c: std::ptr::null(),
+            ldc: 0,
+            batch_stride_c: 0,
+            d: std::ptr::null_mut(),
+            ldd: 0,
+            batch_stride_d: 0,
+            group_rows: std::ptr::null(),
+            problems: problems as *const _,
+            alphas: std::ptr::null(),
+            alpha: self.alpha,
+            beta: 0.0,
+            device_id: self.device.ordinal as i32,
+            sm_count: self.device.sm_count,
+            launch_flags: 0,
+            reserved: 0,
+        }
+    }
+}
+
 fn span<T>(len: usize) -> u64 {
     (len * std::mem::size_of::<T>()) as u64
 }
@@ -553,7 +842,7 @@ fn overlaps((a, an): (u64, u64), (b, bn): (u64, u64)) -> bool {
 /// kernels of this build for the types that the device can run (all of this build's when it has
 /// none of those).
 ///
-/// The rule, by the rows a group is expected to hold (`r`): up to 64, the pingpong tile with the
+/// The rule, by the rows a group is expected to hold (`rows`, `r` below): up to 64, the pingpong tile with the
 /// narrowest N (64x128: decode, where each expert sees a few tokens and the weights are the whole
 /// cost); up to 128, a pingpong tile at least 256 wide where there is one (64x256 for 16-bit
 /// types); beyond, the cooperative tile of the largest area (128x256 for 16-bit types, 128x128 for
@@ -561,7 +850,7 @@ fn overlaps((a, an): (u64, u64), (b, bn): (u64, u64)) -> bool {
 /// (`cutlass-profiler profile --grouped --kernels all`; `docs/performance.md`).
 fn select(
     device: &DeviceInfo,
-    problem: &GroupedProblem,
+    rows: usize,
     a: DataType,
     d: DataType,
     name: Option<&str>,
@@ -615,7 +904,6 @@ fn select(
     } else {
         &default
     };
-    let rows = problem.rows_per_group();
     let pingpong = |k: &&GroupedKernel| {
         k.spec.kernel_schedule == KernelSchedule::PtrArrayTmaWarpSpecializedPingpong
     };

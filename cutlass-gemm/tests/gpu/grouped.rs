@@ -9,7 +9,8 @@ use cudarc::driver::{CudaContext, CudaStream};
 use cutlass_gemm::numeric::E4M3;
 use cutlass_gemm::reference::{self, GroupReference};
 use cutlass_gemm::{
-    built_grouped_kernels, DataType, Element, GroupedGemm, GroupedInputs, GroupedProblem, Workspace,
+    built_grouped_kernels, DataType, Element, GemmProblem, GroupedGemm, GroupedInputs,
+    GroupedListGemm, GroupedListProblem, GroupedProblem, Workspace,
 };
 use half::{bf16, f16};
 use rand::rngs::StdRng;
@@ -331,6 +332,109 @@ fn grouped_launches_check_their_buffers() {
             Error::Misaligned {
                 operand: OperandName::A,
                 what: Quantity::Pointer,
+                ..
+            }
+        ),
+        "{err}"
+    );
+}
+
+/// A list of problems of different extents in one launch (the list layout): each D against the
+/// f64 reference of its own problem, a problem with no rows skipped (its D keeps its poison), and
+/// a k off the alignment refused before the launch.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_list_of_problems_of_any_extents_in_one_launch() {
+    let (ctx, stream) = gemm_device();
+    let mut rng = rng();
+    let shapes = [
+        (7, 256, 64),
+        (0, 128, 128),
+        (300, 64, 512),
+        (1, 1024, 256),
+        (64, 8, 8),
+    ];
+    let plan = GroupedListGemm::<bf16, bf16>::new(&ctx, shapes.len(), 64)
+        .unwrap()
+        .with_alpha(0.5)
+        .unwrap();
+    let host: Vec<(Vec<bf16>, Vec<bf16>)> = shapes
+        .iter()
+        .map(|&(m, n, k)| (integers(&mut rng, m * k, 2), integers(&mut rng, n * k, 2)))
+        .collect();
+    let dev: Vec<_> = host
+        .iter()
+        .map(|(a, b)| {
+            (
+                stream
+                    .clone_htod(
+                        &a.clone()
+                            .into_iter()
+                            .chain([bf16::ZERO; 8])
+                            .collect::<Vec<_>>(),
+                    )
+                    .unwrap(),
+                stream.clone_htod(b).unwrap(),
+            )
+        })
+        .collect();
+    let mut outs: Vec<_> = shapes
+        .iter()
+        .map(|&(m, n, _)| {
+            stream
+                .clone_htod(&vec![<bf16 as Element>::POISON; (m * n).max(8)])
+                .unwrap()
+        })
+        .collect();
+    let problems: Vec<GroupedListProblem<'_, bf16>> = shapes
+        .iter()
+        .zip(&dev)
+        .map(|(&(m, n, k), (a, b))| GroupedListProblem { m, n, k, a, b })
+        .collect();
+    {
+        let mut refs: Vec<&mut dyn cudarc::driver::DevicePtrMut<bf16>> = outs
+            .iter_mut()
+            .map(|d| d as &mut dyn cudarc::driver::DevicePtrMut<bf16>)
+            .collect();
+        plan.run(&stream, &problems, &mut refs, Workspace::Managed)
+            .unwrap();
+    }
+    for (i, (&(m, n, k), (a, b))) in shapes.iter().zip(&host).enumerate() {
+        let d = stream.clone_dtoh(&outs[i]).unwrap();
+        if m == 0 {
+            assert!(d
+                .iter()
+                .all(|x| x.to_bits() == <bf16 as Element>::POISON.to_bits()));
+            continue;
+        }
+        let p = GemmProblem::new(m, n, k).with_scalars(0.5, 0.0);
+        let r = reference::gemm(&p, a, b, None::<&[bf16]>).unwrap();
+        let cmp = reference::compare(&d, &p.resolve(cutlass_gemm::OperandName::D).unwrap(), &r);
+        assert!(cmp.passed(), "problem {i} ({m}x{n}x{k}): {cmp:?}");
+        println!(
+            "{}: problem {i} {m}x{n}x{k}, worst error / bound {:.3}",
+            plan.kernel_name(),
+            cmp.max_error_ratio
+        );
+    }
+    // k = 100 is off bf16's 8-element alignment: refused, nothing launched.
+    let bad = [GroupedListProblem {
+        m: 4,
+        n: 64,
+        k: 100,
+        a: &dev[2].0,
+        b: &dev[2].1,
+    }];
+    let mut d = stream.alloc_zeros::<bf16>(4 * 64).unwrap();
+    let mut refs: Vec<&mut dyn cudarc::driver::DevicePtrMut<bf16>> = vec![&mut d];
+    let err = plan
+        .run(&stream, &bad, &mut refs, Workspace::Managed)
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            cutlass_gemm::Error::Misaligned {
+                operand: cutlass_gemm::OperandName::A,
                 ..
             }
         ),
