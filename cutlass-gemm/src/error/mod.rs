@@ -384,6 +384,30 @@ pub(crate) fn require_arch(kernel: &str, arch: Arch, device: (i32, i32)) -> Resu
     Ok(())
 }
 
+/// The alignment rule of an address (or of a quantity `what` names): `value` a multiple of
+/// `align`.
+pub(crate) fn require_aligned(
+    operand: OperandName,
+    what: Quantity,
+    value: u64,
+    align: u64,
+) -> Result<()> {
+    if value % align != 0 {
+        return Err(Error::Misaligned {
+            operand,
+            what,
+            value,
+            required: align,
+        });
+    }
+    Ok(())
+}
+
+/// Whether two byte ranges, each `(start, length)`, share a byte.
+pub(crate) fn overlaps((a, an): (u64, u64), (b, bn): (u64, u64)) -> bool {
+    an > 0 && bn > 0 && a < b + bn && b < a + an
+}
+
 /// The buffer-length rule: `len` elements (or bytes) must reach `required`.
 pub(crate) fn require_len(operand: OperandName, len: usize, required: usize) -> Result<()> {
     if len < required {

@@ -376,7 +376,7 @@ impl Rules {
         // Sub-byte operands are read by TMA's unpacking modes, which need a 32-byte aligned base
         // (seed, Table 2 notes); others need 16 bytes, as does every TMA base.
         let base = if ty.bits() < 8 { 32 } else { 16 };
-        check_pointer(op, Quantity::Pointer, t.data.0, base)?;
+        crate::error::require_aligned(op, Quantity::Pointer, t.data.0, base)?;
         if let Some((ptr, len, layout)) = t.scales {
             let vec = self.family.scale_type().map_or(0, |(_, v)| v as usize);
             let required = ScaleFactorLayout::new(rows, p.k, 1, vec);
@@ -390,7 +390,7 @@ impl Rules {
                 });
             }
             require_len(scales_op, len, layout.size())?;
-            check_pointer(scales_op, Quantity::Pointer, ptr, 16)?;
+            crate::error::require_aligned(scales_op, Quantity::Pointer, ptr, 16)?;
         }
         Ok(())
     }
@@ -411,7 +411,7 @@ impl Rules {
         }
         let p = &self.problem;
         require_len(OperandName::D, d.1, p.m * p.n)?;
-        check_pointer(OperandName::D, Quantity::Pointer, d.0, 16)?;
+        crate::error::require_aligned(OperandName::D, Quantity::Pointer, d.0, 16)?;
         self.inputs(a, b, c, d.0)
     }
 
@@ -423,7 +423,7 @@ impl Rules {
         match c {
             Some((pc, len)) => {
                 require_len(OperandName::C, len, p.m * p.n)?;
-                check_pointer(OperandName::C, Quantity::Pointer, pc, 16)?;
+                crate::error::require_aligned(OperandName::C, Quantity::Pointer, pc, 16)?;
             }
             None if p.beta != 0.0 => {
                 return Err(Error::InvalidProblem {
@@ -480,25 +480,13 @@ impl Rules {
         }
         require_len(OperandName::D, d.data.1, (p.m * p.n).div_ceil(2))?;
         require_len(OperandName::D, sd_len, want.size())?;
-        check_pointer(OperandName::D, Quantity::Pointer, d.data.0, 32)?;
-        check_pointer(OperandName::D, Quantity::ScaleFactorPointer, psd, 16)?;
+        crate::error::require_aligned(OperandName::D, Quantity::Pointer, d.data.0, 32)?;
+        crate::error::require_aligned(OperandName::D, Quantity::ScaleFactorPointer, psd, 16)?;
         let mut args = self.inputs(a, b, c, d.data.0)?;
         args.sfd = psd;
         args.norm_constant = norm;
         Ok(args)
     }
-}
-
-fn check_pointer(op: OperandName, what: Quantity, ptr: u64, align: u64) -> Result<()> {
-    if ptr % align != 0 {
-        return Err(Error::Misaligned {
-            operand: op,
-            what,
-            value: ptr,
-            required: align,
-        });
-    }
-    Ok(())
 }
 
 /// A planned narrow-precision GEMM: A elements `EA`, B elements `EB`, C and D `TD`; or, for plans

@@ -20,7 +20,7 @@ use crate::selection::heuristic;
 use crate::selection::{select, ArchPolicy};
 
 /// TMA needs 16-byte aligned global addresses.
-const POINTER_ALIGNMENT: u64 = 16;
+pub(crate) const POINTER_ALIGNMENT: u64 = 16;
 /// TMA strides must stay below 2^40 bytes.
 const MAX_STRIDE_BYTES: u128 = 1 << 40;
 
@@ -1012,14 +1012,7 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
             ptrs.push((OperandName::C, c));
         }
         for (op, p) in &ptrs {
-            if p % POINTER_ALIGNMENT != 0 {
-                return Err(Error::Misaligned {
-                    operand: *op,
-                    what: Quantity::Pointer,
-                    value: *p,
-                    required: POINTER_ALIGNMENT,
-                });
-            }
+            crate::error::require_aligned(*op, Quantity::Pointer, *p, POINTER_ALIGNMENT)?;
         }
         let bytes = |op: OperandName| -> u64 {
             let size = match op {
@@ -1029,8 +1022,8 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
             };
             (self.user[op_index(op)].required_len() * size) as u64
         };
-        let range = |op: OperandName, p: u64| (p, p + bytes(op));
-        let overlaps = |x: (u64, u64), y: (u64, u64)| x.0 < y.1 && y.0 < x.1;
+        let range = |op: OperandName, p: u64| (p, bytes(op));
+        let overlaps = crate::error::overlaps;
         let dr = range(OperandName::D, d);
         for (op, p) in [(OperandName::A, a), (OperandName::B, b)] {
             if overlaps(dr, range(op, p)) {
@@ -1116,16 +1109,13 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
                 }
                 (Some(need), Some((p, len))) => {
                     require_len(operand, len, need)?;
-                    if p % POINTER_ALIGNMENT != 0 {
-                        return Err(Error::Misaligned {
-                            operand,
-                            what: Quantity::Pointer,
-                            value: p,
-                            required: POINTER_ALIGNMENT,
-                        });
-                    }
-                    let end = p + (need * size) as u64;
-                    if p < d + d_bytes && d < end {
+                    crate::error::require_aligned(
+                        operand,
+                        Quantity::Pointer,
+                        p,
+                        POINTER_ALIGNMENT,
+                    )?;
+                    if crate::error::overlaps((p, (need * size) as u64), (d, d_bytes)) {
                         return Err(Error::Aliasing {
                             output: OperandName::D,
                             input: operand,
@@ -1139,14 +1129,7 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
 
     fn check_scale_pointers(&self, (sa, sb): (u64, u64)) -> Result<()> {
         for (op, p) in [(OperandName::ScalesA, sa), (OperandName::ScalesB, sb)] {
-            if p % POINTER_ALIGNMENT != 0 {
-                return Err(Error::Misaligned {
-                    operand: op,
-                    what: Quantity::Pointer,
-                    value: p,
-                    required: POINTER_ALIGNMENT,
-                });
-            }
+            crate::error::require_aligned(op, Quantity::Pointer, p, POINTER_ALIGNMENT)?;
         }
         Ok(())
     }
@@ -1279,14 +1262,12 @@ pub(crate) fn workspace_ptr<'g, 'w: 'g>(
         Workspace::Buffer(w) => {
             require_len(OperandName::Workspace, w.len(), size)?;
             let (p, g) = w.device_ptr_mut(stream);
-            if p % POINTER_ALIGNMENT != 0 {
-                return Err(Error::Misaligned {
-                    operand: OperandName::Workspace,
-                    what: Quantity::Pointer,
-                    value: p,
-                    required: POINTER_ALIGNMENT,
-                });
-            }
+            crate::error::require_aligned(
+                OperandName::Workspace,
+                Quantity::Pointer,
+                p,
+                POINTER_ALIGNMENT,
+            )?;
             (p, Some(g))
         }
     })

@@ -34,12 +34,12 @@ use cutlass_gemm_catalog::{DataType, KernelSchedule};
 use cutlass_gemm_sys::{cutlass_rs_grouped_args, cutlass_rs_grouped_problem};
 
 use crate::error::{
-    require_device, require_len, require_ordinal, Error, Extent, GroupRowsRule, KernelRule,
-    OperandName, ProblemRule, Quantity, Result, Scalar,
+    overlaps, require_device, require_len, require_ordinal, Error, Extent, GroupRowsRule,
+    KernelRule, OperandName, ProblemRule, Quantity, Result, Scalar,
 };
 use crate::ffi::{DeviceInfo, GroupedKernel};
 use crate::formats::element::Element;
-use crate::plans::gemm::{workspace_ptr, Workspace};
+use crate::plans::gemm::{workspace_ptr, Workspace, POINTER_ALIGNMENT};
 use crate::plans::problem::MAX_EXTENT;
 use crate::selection::built_grouped_kernels;
 
@@ -174,16 +174,7 @@ impl GroupedProblem {
             (Extent::N, self.n),
             (Extent::K, self.k),
         ] {
-            if v == 0 {
-                return Err(Error::InvalidProblem {
-                    reason: ProblemRule::ZeroExtent(extent),
-                });
-            }
-            if v > MAX_EXTENT {
-                return Err(Error::InvalidProblem {
-                    reason: ProblemRule::ExtentTooLarge { extent, value: v },
-                });
-            }
+            require_extent(extent, v, 1)?;
         }
         if !self.alpha.is_finite() || !self.beta.is_finite() {
             return Err(Error::InvalidProblem {
@@ -265,9 +256,6 @@ pub struct GroupedGemm<T: Element, TD: Element> {
     _types: std::marker::PhantomData<(T, TD)>,
 }
 
-/// 16-byte alignment of the base pointers (TMA).
-const POINTER_ALIGNMENT: u64 = 16;
-
 impl<T: Element, TD: Element> GroupedGemm<T, TD> {
     /// Plans on `ctx`'s device, choosing among the grouped kernels of this build.
     pub fn new(ctx: &CudaContext, problem: &GroupedProblem) -> Result<Self> {
@@ -298,20 +286,7 @@ impl<T: Element, TD: Element> GroupedGemm<T, TD> {
             TD::DATA_TYPE,
             kernel,
         )?;
-        for (operand, extent, value, ty) in [
-            (OperandName::A, Extent::K, problem.k, kernel.spec.a),
-            (OperandName::D, Extent::N, problem.n, kernel.spec.d),
-        ] {
-            let align = ty.align as usize;
-            if value % align != 0 {
-                return Err(Error::Misaligned {
-                    operand,
-                    what: Quantity::Extent(extent),
-                    value: value as u64,
-                    required: align as u64,
-                });
-            }
-        }
+        require_k_and_n_aligned(&kernel, problem.k, problem.n)?;
         let mut plan = GroupedGemm {
             problem: *problem,
             device,
@@ -461,13 +436,8 @@ impl<T: Element, TD: Element> GroupedGemm<T, TD> {
             (OperandName::GroupRows, Some(pr), 4),
             (OperandName::GroupAlphas, pal, 4),
         ] {
-            if let Some(ptr) = ptr.filter(|p| p % align != 0) {
-                return Err(Error::Misaligned {
-                    operand,
-                    what: Quantity::Pointer,
-                    value: ptr,
-                    required: align,
-                });
+            if let Some(ptr) = ptr {
+                crate::error::require_aligned(operand, Quantity::Pointer, ptr, align)?;
             }
         }
         // D may be C (accumulating in place) but no other input.
@@ -599,18 +569,7 @@ impl<T: Element, TD: Element> GroupedListGemm<T, TD> {
         expected_rows: usize,
         kernel: Option<&str>,
     ) -> Result<Self> {
-        if groups == 0 || groups > MAX_EXTENT {
-            return Err(Error::InvalidProblem {
-                reason: if groups == 0 {
-                    ProblemRule::ZeroExtent(Extent::Groups)
-                } else {
-                    ProblemRule::ExtentTooLarge {
-                        extent: Extent::Groups,
-                        value: groups,
-                    }
-                },
-            });
-        }
+        require_extent(Extent::Groups, groups, 1)?;
         let kernel = select(
             &device,
             expected_rows.max(1),
@@ -681,10 +640,6 @@ impl<T: Element, TD: Element> GroupedListGemm<T, TD> {
                 },
             });
         }
-        let (align_a, align_d) = (
-            self.kernel.spec.a.align as usize,
-            self.kernel.spec.d.align as usize,
-        );
         let mut table = Vec::with_capacity(problems.len());
         let mut inputs: Vec<(OperandName, (u64, u64))> = Vec::new();
         let mut outs: Vec<(u64, u64)> = Vec::new();
@@ -695,30 +650,9 @@ impl<T: Element, TD: Element> GroupedListGemm<T, TD> {
                 (Extent::N, p.n, 1),
                 (Extent::K, p.k, 1),
             ] {
-                if v < min {
-                    return Err(Error::InvalidProblem {
-                        reason: ProblemRule::ZeroExtent(extent),
-                    });
-                }
-                if v > MAX_EXTENT {
-                    return Err(Error::InvalidProblem {
-                        reason: ProblemRule::ExtentTooLarge { extent, value: v },
-                    });
-                }
+                require_extent(extent, v, min)?;
             }
-            for (operand, extent, value, align) in [
-                (OperandName::A, Extent::K, p.k, align_a),
-                (OperandName::D, Extent::N, p.n, align_d),
-            ] {
-                if value % align != 0 {
-                    return Err(Error::Misaligned {
-                        operand,
-                        what: Quantity::Extent(extent),
-                        value: value as u64,
-                        required: align as u64,
-                    });
-                }
-            }
+            require_k_and_n_aligned(&self.kernel, p.k, p.n)?;
             require_device(OperandName::A, p.a, device)?;
             require_device(OperandName::B, p.b, device)?;
             require_device(OperandName::D, &**d, device)?;
@@ -734,14 +668,7 @@ impl<T: Element, TD: Element> GroupedListGemm<T, TD> {
                 (OperandName::B, pb),
                 (OperandName::D, pd),
             ] {
-                if ptr % POINTER_ALIGNMENT != 0 {
-                    return Err(Error::Misaligned {
-                        operand,
-                        what: Quantity::Pointer,
-                        value: ptr,
-                        required: POINTER_ALIGNMENT,
-                    });
-                }
+                crate::error::require_aligned(operand, Quantity::Pointer, ptr, POINTER_ALIGNMENT)?;
             }
             inputs.push((OperandName::A, (pa, span::<T>(p.m * p.k))));
             inputs.push((OperandName::B, (pb, span::<T>(p.n * p.k))));
@@ -830,12 +757,38 @@ impl<T: Element, TD: Element> GroupedListGemm<T, TD> {
     }
 }
 
-fn span<T>(len: usize) -> u64 {
-    (len * std::mem::size_of::<T>()) as u64
+/// The extent rule of a grouped problem: `value` at least `min` (1, or 0 for a list problem's
+/// rows) and at most `i32::MAX`.
+fn require_extent(extent: Extent, value: usize, min: usize) -> Result<()> {
+    let reason = if value < min {
+        ProblemRule::ZeroExtent(extent)
+    } else if value > MAX_EXTENT {
+        ProblemRule::ExtentTooLarge { extent, value }
+    } else {
+        return Ok(());
+    };
+    Err(Error::InvalidProblem { reason })
 }
 
-fn overlaps((a, an): (u64, u64), (b, bn): (u64, u64)) -> bool {
-    an > 0 && bn > 0 && a < b + bn && b < a + an
+/// The kernel's alignment of k (A's, so that each row of A starts 16-byte aligned) and of n
+/// (D's).
+fn require_k_and_n_aligned(kernel: &GroupedKernel, k: usize, n: usize) -> Result<()> {
+    for (operand, extent, value, align) in [
+        (OperandName::A, Extent::K, k, kernel.spec.a.align),
+        (OperandName::D, Extent::N, n, kernel.spec.d.align),
+    ] {
+        crate::error::require_aligned(
+            operand,
+            Quantity::Extent(extent),
+            value as u64,
+            u64::from(align),
+        )?;
+    }
+    Ok(())
+}
+
+fn span<T>(len: usize) -> u64 {
+    (len * std::mem::size_of::<T>()) as u64
 }
 
 /// The grouped kernel for a plan: the one named, or the rule below among the default set's grouped
