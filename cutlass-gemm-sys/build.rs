@@ -692,6 +692,20 @@ fn compile_kernels(
         ),
         flags: nvcc_flags(config, &config.archs),
     });
+    jobs.push(Job {
+        name: "cutlass_rs_weight_pack".into(),
+        file: codegen::WEIGHT_PACK_SOURCE_NAME.into(),
+        // The hash covers the headers it includes besides the shared ones.
+        source: [
+            codegen::WEIGHT_PACK_SOURCE_NAME,
+            codegen::WEIGHT_LAYOUT_HEADER_NAME,
+            codegen::WEIGHT_ONLY_ABI_HEADER_NAME,
+        ]
+        .iter()
+        .map(|f| csrc(config, f))
+        .collect(),
+        flags: nvcc_flags(config, &config.archs),
+    });
     for (name, file) in [
         ("cutlass_rs_staging", codegen::STAGING_SOURCE_NAME),
         ("cutlass_rs_elementwise", codegen::ELEMENTWISE_SOURCE_NAME),

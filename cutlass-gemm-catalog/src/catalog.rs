@@ -6,8 +6,8 @@
 
 use crate::families::Preset;
 use crate::spec::{
-    BlockScale, Blockwise, EpilogueSchedule, Fusion, KernelSchedule, KernelSpec, OpClass, Operand,
-    Origin, TileScheduler,
+    BlockScale, Blockwise, EpilogueSchedule, Fusion, KernelSchedule, KernelSpec, MixedInput,
+    MixedInputMode, OpClass, Operand, Origin, TileScheduler,
 };
 use crate::tables::{type_row, TypeFamily, TypeRow};
 use crate::tile_tables::TILE_TABLES;
@@ -114,6 +114,170 @@ pub const SM90_TILES_GROUPED_FP8_EXTRA: &[Sm90Tile] = &[
         GROUPED_PINGPONG_EPI,
     ),
 ];
+
+/// A tile of the weight-only (mixed-input) kernels, with its tile scheduler.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WeightOnlyTile {
+    /// CTA tile (m, n, k): m along the weight's rows (the layer's outputs), n along the tokens.
+    pub tile: [u32; 3],
+    /// Cluster shape (m, n, k).
+    pub cluster: [u32; 3],
+    /// Mainloop schedule (its TMA epilogue goes with it).
+    pub schedule: KernelSchedule,
+    /// Tile scheduler.
+    pub scheduler: TileScheduler,
+    /// The weight formats (dequantization modes) the `weight-only` feature builds it for.
+    pub modes: &'static [MixedInputMode],
+}
+
+const ALL_MODES: &[MixedInputMode] = &[
+    MixedInputMode::ScaleOnly,
+    MixedInputMode::ScaleWithZeroPoint,
+];
+
+const fn weight_only_tile(
+    tile: [u32; 3],
+    schedule: KernelSchedule,
+    scheduler: TileScheduler,
+    modes: &'static [MixedInputMode],
+) -> WeightOnlyTile {
+    WeightOnlyTile {
+        tile,
+        cluster: [1, 1, 1],
+        schedule,
+        scheduler,
+        modes,
+    }
+}
+
+/// The weight-only tiles the `weight-only` feature builds, per activation type: 128x16 (scales
+/// only), 128x32 and 128x64 stream-K for decode (1-64 tokens: the weight is the whole cost, and
+/// stream-K spreads its k over every SM when its rows give few tiles), 128x128 stream-K for 65-1024
+/// tokens and 128x256 persistent beyond. Chosen on an H200 (`cutlass-profiler profile
+/// --weight-only --kernels all`, every catalog tile) over Llama-3-8B's and -70B's layers and the
+/// Llama-2-7B, Mistral-7B and Qwen2.5-7B shapes of `bench/shapes-broad.tsv`: with zero points the
+/// 128x16 tile ran 0.96x cuBLAS at 1-16 tokens where 128x32 ran 1.19x; at 128-1024 tokens 128x128
+/// stream-K ran 0.79-0.87x where 128x256 ran 0.44-0.87x; 128x256 led from 2048 tokens. Tile k is
+/// 64: 128 bytes of the 16-bit MMA type, and the smallest group of k the kernels take.
+pub const SM90_TILES_WEIGHT_ONLY: &[WeightOnlyTile] = &[
+    weight_only_tile(
+        [128, 16, 64],
+        KernelSchedule::TmaWarpSpecializedCooperative,
+        TileScheduler::StreamK,
+        &[MixedInputMode::ScaleOnly],
+    ),
+    weight_only_tile(
+        [128, 32, 64],
+        KernelSchedule::TmaWarpSpecializedCooperative,
+        TileScheduler::StreamK,
+        ALL_MODES,
+    ),
+    weight_only_tile(
+        [128, 64, 64],
+        KernelSchedule::TmaWarpSpecializedCooperative,
+        TileScheduler::StreamK,
+        ALL_MODES,
+    ),
+    weight_only_tile(
+        [128, 128, 64],
+        KernelSchedule::TmaWarpSpecializedCooperative,
+        TileScheduler::StreamK,
+        ALL_MODES,
+    ),
+    weight_only_tile(
+        [128, 256, 64],
+        KernelSchedule::TmaWarpSpecializedCooperative,
+        TileScheduler::Persistent,
+        ALL_MODES,
+    ),
+];
+
+/// Weight-only tiles in the catalog beyond the `weight-only` feature's (every tile of it for every
+/// mode): pingpong tiles for decode and small batches, and 128x128 persistent.
+pub const SM90_TILES_WEIGHT_ONLY_EXTRA: &[WeightOnlyTile] = &[
+    weight_only_tile(
+        [64, 16, 64],
+        KernelSchedule::TmaWarpSpecializedPingpong,
+        TileScheduler::Persistent,
+        ALL_MODES,
+    ),
+    weight_only_tile(
+        [64, 64, 64],
+        KernelSchedule::TmaWarpSpecializedPingpong,
+        TileScheduler::Persistent,
+        ALL_MODES,
+    ),
+    weight_only_tile(
+        [128, 128, 64],
+        KernelSchedule::TmaWarpSpecializedCooperative,
+        TileScheduler::Persistent,
+        ALL_MODES,
+    ),
+];
+
+/// The weight formats of the weight-only kernels: signed 4-bit values with scales (symmetric
+/// quantization) and unsigned ones with scales and zeros (GPTQ and AWQ checkpoints).
+pub const WEIGHT_ONLY_FORMATS: [(DataType, MixedInputMode); 2] = [
+    (DataType::S4, MixedInputMode::ScaleOnly),
+    (DataType::U4, MixedInputMode::ScaleWithZeroPoint),
+];
+
+/// One weight-only entry: an s4/u4 weight (A, in the packed order) times bf16/f16 activations
+/// (B), C and D column-major of the activations' type.
+pub fn weight_only_spec(
+    (weight, mode): (DataType, MixedInputMode),
+    wide: DataType,
+    t: &WeightOnlyTile,
+) -> KernelSpec {
+    let epilogue = match t.schedule {
+        KernelSchedule::TmaWarpSpecializedPingpong => EpilogueSchedule::TmaWarpSpecialized,
+        _ => EpilogueSchedule::TmaWarpSpecializedCooperative,
+    };
+    let out = Operand::tma(wide, Layout::ColumnMajor);
+    KernelSpec {
+        arch: Arch::Sm90a,
+        op_class: OpClass::TensorOp,
+        block_scale: None,
+        blockwise: None,
+        output_scale: None,
+        origin: None,
+        a: Operand::tma(weight, Layout::RowMajor),
+        b: Operand::tma(wide, Layout::ColumnMajor),
+        c: out,
+        d: out,
+        accumulator: DataType::F32,
+        compute: DataType::F32,
+        tile: t.tile,
+        cluster: t.cluster,
+        stages: 0,
+        kernel_schedule: t.schedule,
+        epilogue_schedule: epilogue,
+        fusion: Fusion::LinearCombination,
+        tile_scheduler: t.scheduler,
+        mixed_input: Some(MixedInput {
+            mode,
+            shuffled: true,
+        }),
+    }
+}
+
+/// The weight-only entries of the `weight-only` feature ([`SM90_TILES_WEIGHT_ONLY`], each for
+/// its modes, for each activation type).
+pub fn is_default_weight_only(spec: &KernelSpec) -> bool {
+    let Some(mixed) = spec.mixed_input else {
+        return false;
+    };
+    SM90_TILES_WEIGHT_ONLY.iter().any(|t| {
+        (t.tile, t.cluster, t.schedule, t.scheduler)
+            == (
+                spec.tile,
+                spec.cluster,
+                spec.kernel_schedule,
+                spec.tile_scheduler,
+            )
+            && t.modes.contains(&mixed.mode)
+    })
+}
 
 /// The SM90 tf32 tiles (k = 32 elements = 128 bytes).
 pub const SM90_TILES_TF32: &[Sm90Tile] = &[
@@ -435,6 +599,7 @@ fn sm90_spec(
         epilogue_schedule: t.epilogue,
         fusion: Fusion::LinearCombination,
         tile_scheduler: TileScheduler::Persistent,
+        mixed_input: None,
     }
 }
 
@@ -558,6 +723,7 @@ fn sm1xx_with(sparse: bool) -> Vec<KernelSpec> {
                                 epilogue_schedule: epilogue,
                                 fusion: Fusion::LinearCombination,
                                 tile_scheduler: TileScheduler::Persistent,
+                                mixed_input: None,
                             });
                         }
                     }
@@ -781,6 +947,17 @@ pub fn sm90() -> Vec<KernelSpec> {
             m,
         ));
     }
+    // Weight-only (mixed-input) kernels.
+    for wide in [DataType::Bf16, DataType::F16] {
+        for format in WEIGHT_ONLY_FORMATS {
+            for t in SM90_TILES_WEIGHT_ONLY
+                .iter()
+                .chain(SM90_TILES_WEIGHT_ONLY_EXTRA)
+            {
+                out.push(weight_only_spec(format, wide, t));
+            }
+        }
+    }
     out
 }
 
@@ -796,6 +973,9 @@ pub fn sm90() -> Vec<KernelSpec> {
 /// epilogue dominates, large M·N against small K, ran up to 30 % slower on an H100: a plain GEMM
 /// keeps CUTLASS's.)
 pub fn is_default(spec: &KernelSpec) -> bool {
+    if spec.mixed_input.is_some() {
+        return false;
+    }
     let tile = is_default_16bit(spec)
         || is_default_grouped(spec)
         || is_default_fp8(spec)
@@ -1085,13 +1265,22 @@ pub fn expected_mma(spec: &KernelSpec) -> String {
         },
     };
     match spec.arch {
-        // `wgmma.mma_async.sync.aligned.m64n{N}k{K}.{acc}.{a}.{b}` (a glob: N and K vary).
-        Arch::Sm90a => format!(
-            "wgmma.mma_async.sync.aligned.m64n*k*.{}.{}.{}*",
-            spec.accumulator.short_name(),
-            spec.a.ty.short_name(),
-            spec.b.ty.short_name()
-        ),
+        // `wgmma.mma_async.sync.aligned.m64n{N}k{K}.{acc}.{a}.{b}` (a glob: N and K vary). A
+        // mixed-input kernel converts its narrow operand to the wide one's type: its MMA is the
+        // wide type's.
+        Arch::Sm90a => {
+            let a = if spec.mixed_input.is_some() {
+                spec.b.ty
+            } else {
+                spec.a.ty
+            };
+            format!(
+                "wgmma.mma_async.sync.aligned.m64n*k*.{}.{}.{}*",
+                spec.accumulator.short_name(),
+                a.short_name(),
+                spec.b.ty.short_name()
+            )
+        }
         Arch::Sm100a => format!(
             "tcgen05.mma{}.cta_group::{}.kind::{kind}",
             if spec.op_class.is_sparse() { ".sp" } else { "" },

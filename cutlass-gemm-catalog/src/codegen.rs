@@ -27,6 +27,15 @@ pub const GROUPED_KERNEL_DECL_TEMPLATE: &str =
 /// One entry of the grouped kernels' registry.
 pub const GROUPED_REGISTRY_ENTRY_TEMPLATE: &str =
     include_str!("../templates/grouped_registry_entry.cc.in");
+/// One SM90 weight-only (mixed-input) GEMM.
+pub const SM90_WEIGHT_ONLY_GEMM_TEMPLATE: &str =
+    include_str!("../templates/gemm_sm90_weight_only.cu.in");
+/// Declarations of one weight-only kernel's entry points.
+pub const WEIGHT_ONLY_KERNEL_DECL_TEMPLATE: &str =
+    include_str!("../templates/weight_only_kernel_decl.h.in");
+/// One entry of the weight-only kernels' registry.
+pub const WEIGHT_ONLY_REGISTRY_ENTRY_TEMPLATE: &str =
+    include_str!("../templates/weight_only_registry_entry.cc.in");
 /// One SM90 FP8 GEMM with blockwise f32 scales of A and B.
 pub const SM90_BLOCKWISE_GEMM_TEMPLATE: &str =
     include_str!("../templates/gemm_sm90_blockwise.cu.in");
@@ -64,6 +73,17 @@ pub const GROUPED_HEADER_NAME: &str = "cutlass_rs_grouped.hpp";
 /// The grouped kernels' C ABI (argument struct, layouts, registry entry), included by the grouped
 /// kernels and the rendered C header.
 pub const GROUPED_ABI_HEADER_NAME: &str = "cutlass_rs_grouped_abi.h";
+/// The weight-only kernels' C++ side (argument building, entry points), included by the
+/// weight-only kernels only.
+pub const WEIGHT_ONLY_HEADER_NAME: &str = "cutlass_rs_weight_only.hpp";
+/// The packed order of the weight-only kernels' weights, included by those kernels and by
+/// [`WEIGHT_PACK_SOURCE_NAME`].
+pub const WEIGHT_LAYOUT_HEADER_NAME: &str = "cutlass_rs_weight_layout.hpp";
+/// The weight-only kernels' C ABI (argument struct, registry entry, weight preparation), included by
+/// the weight-only kernels, the weight preparation kernels and the rendered C header.
+pub const WEIGHT_ONLY_ABI_HEADER_NAME: &str = "cutlass_rs_weight_only_abi.h";
+/// The weight preparation kernels (packing, zeros, quantizer) of `cutlass-gemm-sys/csrc`.
+pub const WEIGHT_PACK_SOURCE_NAME: &str = "cutlass_rs_weight_pack.cu";
 /// The name of the rendered C ABI header.
 pub const HEADER_NAME: &str = "cutlass_rs.h";
 
@@ -82,6 +102,13 @@ pub fn extra_headers(spec: &KernelSpec) -> Vec<&'static str> {
     }
     if spec.kernel_schedule.is_grouped() {
         headers.extend([GROUPED_HEADER_NAME, GROUPED_ABI_HEADER_NAME]);
+    }
+    if spec.mixed_input.is_some() {
+        headers.extend([
+            WEIGHT_ONLY_HEADER_NAME,
+            WEIGHT_LAYOUT_HEADER_NAME,
+            WEIGHT_ONLY_ABI_HEADER_NAME,
+        ]);
     }
     headers
 }
@@ -172,6 +199,7 @@ pub fn kernel_source(spec: &KernelSpec) -> Result<String, String> {
             None => ty.cpp_type().to_string(),
         }
     };
+    // `element_a` is the third value (mixed-input kernels replace it).
     let mut values: Vec<(&str, String)> = vec![
         ("name", spec.name()),
         ("arch_tag", spec.arch.cpp_type().into()),
@@ -203,6 +231,12 @@ pub fn kernel_source(spec: &KernelSpec) -> Result<String, String> {
     ];
     let template = match spec.arch {
         Arch::Sm90a if spec.kernel_schedule.is_grouped() => SM90_GROUPED_GEMM_TEMPLATE,
+        Arch::Sm90a if spec.mixed_input.is_some() => {
+            values.push(("tile_scheduler", spec.tile_scheduler.cpp_type().into()));
+            // The weight's element carries its scale (and zero) types.
+            values[2].1 = narrow_element(spec);
+            SM90_WEIGHT_ONLY_GEMM_TEMPLATE
+        }
         Arch::Sm90a => {
             values.push(("tile_scheduler", spec.tile_scheduler.cpp_type().into()));
             // This crate's own mainloops wrap the builder's (both placeholders render to nothing
@@ -271,6 +305,21 @@ pub fn kernel_source(spec: &KernelSpec) -> Result<String, String> {
     render(template, &values)
 }
 
+/// The narrow operand of a mixed-input kernel as its collective builder takes it: the element,
+/// with the scale (and zero) type when it is scaled, as `cutlass_library` emits it (scales and
+/// zeros of the wide operand's type).
+fn narrow_element(spec: &KernelSpec) -> String {
+    let narrow = spec.a.ty.cpp_type();
+    let wide = spec.b.ty.cpp_type();
+    match spec.mixed_input.map(|m| m.mode) {
+        Some(crate::MixedInputMode::ScaleOnly) => format!("cute::tuple<{narrow}, {wide}>"),
+        Some(crate::MixedInputMode::ScaleWithZeroPoint) => {
+            format!("cute::tuple<{narrow}, {wide}, {wide}>")
+        }
+        _ => narrow.to_string(),
+    }
+}
+
 /// The define that gives an SM90 kernel one wgmma of its whole tile N when that N is one of
 /// CuTe's extended shapes ([`KernelSpec::uses_extended_wgmma_shape`]; CUTLASS's generator emits
 /// them at instantiation level 3 and builds them with `CUTLASS_ENABLE_SM90_EXTENDED_MMA_SHAPES`),
@@ -305,6 +354,8 @@ pub fn header(specs: &[KernelSpec]) -> Result<String, String> {
     for s in specs {
         let template = if s.kernel_schedule.is_grouped() {
             GROUPED_KERNEL_DECL_TEMPLATE
+        } else if s.mixed_input.is_some() {
+            WEIGHT_ONLY_KERNEL_DECL_TEMPLATE
         } else {
             KERNEL_DECL_TEMPLATE
         };
@@ -321,8 +372,11 @@ pub fn registry(
     cutlass_version: u32,
     quantize_built: bool,
 ) -> Result<String, String> {
-    let (grouped, plain): (Vec<&KernelSpec>, Vec<&KernelSpec>) =
-        specs.iter().partition(|s| s.kernel_schedule.is_grouped());
+    let (weight_only, dense): (Vec<&KernelSpec>, Vec<&KernelSpec>) =
+        specs.iter().partition(|s| s.mixed_input.is_some());
+    let (grouped, plain): (Vec<&KernelSpec>, Vec<&KernelSpec>) = dense
+        .into_iter()
+        .partition(|s| s.kernel_schedule.is_grouped());
     let mut entries = String::new();
     for s in &plain {
         entries.push_str(&render(REGISTRY_ENTRY_TEMPLATE, &[("name", s.name())])?);
@@ -334,6 +388,13 @@ pub fn registry(
             &[("name", s.name())],
         )?);
     }
+    let mut weight_only_entries = String::new();
+    for s in &weight_only {
+        weight_only_entries.push_str(&render(
+            WEIGHT_ONLY_REGISTRY_ENTRY_TEMPLATE,
+            &[("name", s.name())],
+        )?);
+    }
     render(
         REGISTRY_TEMPLATE,
         &[
@@ -341,6 +402,8 @@ pub fn registry(
             ("kernel_count", plain.len().to_string()),
             ("grouped_registry_entries", grouped_entries),
             ("grouped_kernel_count", grouped.len().to_string()),
+            ("weight_only_registry_entries", weight_only_entries),
+            ("weight_only_kernel_count", weight_only.len().to_string()),
             ("cutlass_version", cutlass_version.to_string()),
             (
                 "quantize_stubs",

@@ -8,13 +8,14 @@
 //! | `fp8-blockwise` | SM90 | the default set's FP8 kernels with 1x128 x 128x128 blockwise scales |
 //! | `tf32`, `i8` | SM90 | every tf32 (s8) entry of the catalog |
 //! | `sm100`, `sm120` | SM100, SM120 | a starter set of block-scaled and narrow-precision kernels |
+//! | `weight-only` | SM90 | 4-bit weights times bf16/f16 activations ([`crate::catalog::is_default_weight_only`]) |
 //!
 //! | preset | entries |
 //! |---|---|
 //! | `default` | [`crate::catalog::is_default`]: the `bf16`, `f16`, `fp8` and `fp8-blockwise` families |
-//! | `gpu-tests` | what the GPU tests run: the default set, the `tf32`, `i8`, `sm100` and `sm120` families and [`GPU_TEST_KERNELS`] |
+//! | `gpu-tests` | what the GPU tests run: the default set, the `tf32`, `i8`, `sm100`, `sm120` and `weight-only` families and [`GPU_TEST_KERNELS`] |
 
-use crate::catalog::{self, is_default};
+use crate::catalog::{self, is_default, is_default_weight_only};
 use crate::spec::KernelSpec;
 use crate::types::{Arch, DataType};
 
@@ -37,6 +38,9 @@ pub enum Family {
     Sm100,
     /// SM120 block-scaled kernels (the names in [`SM120_STARTER`]).
     Sm120,
+    /// SM90 weight-only kernels: s4 and u4 weights times bf16 and f16 activations
+    /// ([`crate::catalog::SM90_TILES_WEIGHT_ONLY`]).
+    WeightOnly,
 }
 
 /// The SM100 kernels of the `sm100` family (each of them whose epilogue takes it also with the
@@ -77,7 +81,7 @@ pub const GPU_TEST_KERNELS: &[&str] = &[
 
 impl Family {
     /// Every family, in feature order.
-    pub const ALL: [Family; 8] = [
+    pub const ALL: [Family; 9] = [
         Family::Bf16,
         Family::F16,
         Family::Fp8,
@@ -86,6 +90,7 @@ impl Family {
         Family::I8,
         Family::Sm100,
         Family::Sm120,
+        Family::WeightOnly,
     ];
 
     /// The families of the crates' default features: together, the default set.
@@ -102,6 +107,7 @@ impl Family {
             Family::I8 => "i8",
             Family::Sm100 => "sm100",
             Family::Sm120 => "sm120",
+            Family::WeightOnly => "weight-only",
         }
     }
 
@@ -132,6 +138,7 @@ impl Family {
             Family::Fp8Blockwise => is_default(spec) && spec.blockwise.is_some(),
             Family::Tf32 => spec.a.ty == DataType::Tf32,
             Family::I8 => spec.a.ty == DataType::I8,
+            Family::WeightOnly => is_default_weight_only(spec),
             // The starter kernels, with CUTLASS's epilogue and with the fused one.
             Family::Sm100 | Family::Sm120 => {
                 let starter = if self == Family::Sm100 {
@@ -204,9 +211,15 @@ impl Preset {
             Preset::Default => is_default(spec),
             Preset::GpuTests => {
                 is_default(spec)
-                    || [Family::Tf32, Family::I8, Family::Sm100, Family::Sm120]
-                        .iter()
-                        .any(|f| f.contains(spec))
+                    || [
+                        Family::Tf32,
+                        Family::I8,
+                        Family::Sm100,
+                        Family::Sm120,
+                        Family::WeightOnly,
+                    ]
+                    .iter()
+                    .any(|f| f.contains(spec))
                     || GPU_TEST_KERNELS.contains(&spec.name().as_str())
             }
         }

@@ -20,7 +20,8 @@ pub mod types;
 
 pub use families::{Family, Preset};
 pub use spec::{
-    Blockwise, EpilogueSchedule, Fusion, KernelSchedule, KernelSpec, Operand, TileScheduler,
+    Blockwise, EpilogueSchedule, Fusion, KernelSchedule, KernelSpec, MixedInput, MixedInputMode,
+    Operand, TileScheduler,
 };
 pub use types::{Arch, DataType, Layout};
 
@@ -224,6 +225,38 @@ mod tests {
                 );
                 continue;
             }
+            if let Some(mx) = s.mixed_input {
+                assert!(src.contains(&format!(
+                    "CUTLASS_RS_DEFINE_WEIGHT_ONLY_ENTRY_POINTS({}, Gemm)",
+                    s.name()
+                )));
+                assert!(src.contains(&format!(
+                    "#include \"{}\"",
+                    codegen::WEIGHT_ONLY_HEADER_NAME
+                )));
+                // The weight's element carries its scale (and zero) type: the activations'.
+                let wide = s.b.ty.cpp_type();
+                let element = if mx.mode.has_zeros() {
+                    format!("cute::tuple<{}, {wide}, {wide}>", s.a.ty.cpp_type())
+                } else {
+                    format!("cute::tuple<{}, {wide}>", s.a.ty.cpp_type())
+                };
+                assert!(
+                    src.contains(&format!("{element}, LayoutNarrow")),
+                    "{}",
+                    s.name()
+                );
+                assert!(src.contains(s.tile_scheduler.cpp_type()));
+                assert_eq!(
+                    codegen::extra_headers(&s),
+                    [
+                        codegen::WEIGHT_ONLY_HEADER_NAME,
+                        codegen::WEIGHT_LAYOUT_HEADER_NAME,
+                        codegen::WEIGHT_ONLY_ABI_HEADER_NAME
+                    ]
+                );
+                continue;
+            }
             let entry = match s.blockwise {
                 Some(_) => format!(
                     "CUTLASS_RS_DEFINE_SCALED_ENTRY_POINTS({}, Gemm, ScaleConfig)",
@@ -277,9 +310,21 @@ mod tests {
             .filter(|s| s.kernel_schedule.is_grouped())
             .collect();
         assert!(!grouped.is_empty());
+        // So have the weight-only kernels.
+        let weight_only: Vec<&KernelSpec> =
+            specs.iter().filter(|s| s.mixed_input.is_some()).collect();
+        assert!(!weight_only.is_empty());
         assert!(r.contains(&format!(
             "static const int64_t kCount = {};",
-            specs.len() - grouped.len()
+            specs.len() - grouped.len() - weight_only.len()
+        )));
+        assert!(r.contains(&format!(
+            "static const int64_t kWeightOnlyCount = {};",
+            weight_only.len()
+        )));
+        assert!(h.contains(&format!(
+            "int {}_run(const cutlass_rs_weight_only_args *args",
+            weight_only[0].name()
         )));
         assert!(r.contains(&format!(
             "static const int64_t kGroupedCount = {};",
@@ -478,10 +523,12 @@ mod tests {
             has(&|s| s.arch == Arch::Sm90a
                 && s.tile_scheduler == TileScheduler::Persistent
                 && s.blockwise.is_none()
-                && !s.kernel_schedule.is_grouped()),
+                && !s.kernel_schedule.is_grouped()
+                && s.mixed_input.is_none()),
             [true]
         );
         assert_eq!(has(&|s| s.kernel_schedule.is_grouped()), [false]);
+        assert_eq!(has(&|s| s.mixed_input.is_some()), [false]);
         assert_eq!(
             has(&|s| s.tile_scheduler == TileScheduler::StreamK),
             [false]

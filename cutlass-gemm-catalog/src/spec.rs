@@ -313,6 +313,57 @@ impl KernelSchedule {
     }
 }
 
+/// How a mixed-input (weight-only) kernel turns its narrow operand into the MMA's type:
+/// `cutlass_library`'s `MixedInputMode`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum MixedInputMode {
+    /// Converted only (`_cvt`).
+    ConvertOnly,
+    /// Converted, then multiplied by a scale per group of k and row (`_scl`).
+    ScaleOnly,
+    /// Converted, multiplied by a scale, then a zero added, per group of k and row (`_sclzr`).
+    ScaleWithZeroPoint,
+}
+
+impl MixedInputMode {
+    /// The suffix of `cutlass_library`'s procedural names.
+    pub const fn suffix(self) -> &'static str {
+        match self {
+            MixedInputMode::ConvertOnly => "_cvt",
+            MixedInputMode::ScaleOnly => "_scl",
+            MixedInputMode::ScaleWithZeroPoint => "_sclzr",
+        }
+    }
+
+    /// Whether the kernel reads zeros beside the scales.
+    pub const fn has_zeros(self) -> bool {
+        matches!(self, MixedInputMode::ScaleWithZeroPoint)
+    }
+}
+
+/// A mixed-input kernel's narrow operand (A, the quantized weight): how it is dequantized, and
+/// whether it is read in the packed ("shuffled") order of `cutlass-gemm-sys`'s
+/// `cutlass_rs_weight_pack` (`_shfl` in `cutlass_library`'s names).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct MixedInput {
+    /// The dequantization.
+    pub mode: MixedInputMode,
+    /// Read in the packed order.
+    pub shuffled: bool,
+}
+
+impl MixedInput {
+    /// The suffix of `cutlass_library`'s procedural names: the mode's, then `_shfl`.
+    pub fn suffix(self) -> String {
+        format!(
+            "{}{}",
+            self.mode.suffix(),
+            if self.shuffled { "_shfl" } else { "" }
+        )
+    }
+}
+
 /// What the epilogue computes from the accumulator (the fusion; [`EpilogueSchedule`] says how it
 /// runs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -557,6 +608,8 @@ pub struct KernelSpec {
     pub fusion: Fusion,
     /// Tile scheduler.
     pub tile_scheduler: TileScheduler,
+    /// Mixed-input (weight-only) kernels: how A, the narrow operand, is dequantized.
+    pub mixed_input: Option<MixedInput>,
 }
 
 /// The most f32 accumulator values a thread of the overlapped FP8 mainloops holds
@@ -568,14 +621,15 @@ pub const OVERLAP_MAX_ACCUMULATORS: u32 = 72;
 impl KernelSpec {
     /// The procedural name, compatible with `cutlass_library`'s `GemmOperation.procedural_name()`
     /// for CUTLASS 3.x kernels:
-    /// `cutlass3x_sm{arch}_{op}_{gemm|gemm_grouped|spgemm}_{a}_{b}_{acc}_{c}_{d}_{tile}_{cluster}_{stages}_{layouts}_align{n}{scheduler}{schedule}{epilogue}`,
-    /// plus [`Fusion::suffix`] for this crate's fused epilogues.
+    /// `cutlass3x_sm{arch}_{op}_{gemm|gemm_grouped|spgemm}_{a}_{b}_{acc}_{c}_{d}{mixed}_{tile}_{cluster}_{stages}_{layouts}_align{n}{scheduler}{schedule}{epilogue}`,
+    /// `{mixed}` being [`MixedInput::suffix`] for mixed-input kernels, plus [`Fusion::suffix`] for
+    /// this crate's fused epilogues.
     ///
     /// It names the generated file, the C symbols and what `CUTLASS_RS_KERNELS` matches.
     pub fn name(&self) -> String {
         let join = |v: &[u32; 3]| format!("{}x{}x{}", v[0], v[1], v[2]);
         format!(
-            "cutlass3x_sm{arch}_{op}_{core}_{a}_{b}_{acc}_{c}_{d}_{tile}_{cluster}_{stages}_{la}{lb}{lc}_align{align}{sched}{ks}{es}{fusion}",
+            "cutlass3x_sm{arch}_{op}_{core}_{a}_{b}_{acc}_{c}_{d}{mixed}_{tile}_{cluster}_{stages}_{la}{lb}{lc}_align{align}{sched}{ks}{es}{fusion}",
             arch = self.arch.number(),
             op = self.op_class.name(),
             core = if self.op_class.is_sparse() {
@@ -593,6 +647,7 @@ impl KernelSpec {
                 Some(o) => format!("{}x{}", o.sf.short_name(), self.d.ty.short_name()),
                 None => self.d.ty.short_name().to_string(),
             },
+            mixed = self.mixed_input.map(|x| x.suffix()).unwrap_or_default(),
             tile = join(&self.tile),
             cluster = join(&self.cluster),
             stages = self.stages,
@@ -754,10 +809,13 @@ impl KernelSpec {
     /// - SM100 and SM120 kernels, which this build launches through CUTLASS's adapter without it;
     /// - grouped kernels: their tile scheduler reads the group array, which the launch before them
     ///   writes, before the kernel's first wait.
+    /// - weight-only (mixed-input) kernels, which this build launches without it (not measured
+    ///   with it yet).
     pub fn supports_programmatic_dependent_launch(&self) -> bool {
         self.arch == Arch::Sm90a
             && self.blockwise.is_none()
             && !self.kernel_schedule.is_grouped()
+            && self.mixed_input.is_none()
             && self.tile_scheduler == TileScheduler::Persistent
     }
 
@@ -810,6 +868,65 @@ impl KernelSpec {
         if bias != self.d.ty && bias != DataType::F32 {
             return Err(format!(
                 "{name}: the bias of a fused epilogue is of D's type or f32, not {bias}"
+            ));
+        }
+        Ok(())
+    }
+
+    /// The rules of SM90 mixed-input (weight-only) kernels, and that only they mix operand widths:
+    /// an s4/u4 A (the weight, read in the packed order) and a bf16/f16 B, dequantized with scales
+    /// (and zeros), TN with C and D column-major of B's type (the weight is the MMA's A so that it
+    /// passes through registers; D is then Y transposed), an f32 accumulator, CUTLASS's linear
+    /// combination, and the cooperative or pingpong TMA schedules with their TMA epilogues.
+    fn check_mixed_input(&self, name: &str) -> Result<(), String> {
+        let Some(mx) = self.mixed_input else {
+            if self.a.ty.bits() != self.b.ty.bits() {
+                return Err(format!(
+                    "{name}: SM90 operands of different widths need a mixed-input kernel"
+                ));
+            }
+            return Ok(());
+        };
+        if !matches!(self.a.ty, DataType::S4 | DataType::U4)
+            || !matches!(self.b.ty, DataType::Bf16 | DataType::F16)
+        {
+            return Err(format!(
+                "{name}: the catalog's mixed-input kernels take an s4/u4 A (the weight) and a bf16/f16 B"
+            ));
+        }
+        if mx.mode == MixedInputMode::ConvertOnly || !mx.shuffled {
+            return Err(format!(
+                "{name}: the catalog's mixed-input kernels scale their weight (_scl, _sclzr) and read it in the packed order (_shfl)"
+            ));
+        }
+        if (self.a.layout, self.b.layout, self.c.layout, self.d.layout)
+            != (
+                Layout::RowMajor,
+                Layout::ColumnMajor,
+                Layout::ColumnMajor,
+                Layout::ColumnMajor,
+            )
+            || self.c.ty != self.b.ty
+            || self.d.ty != self.b.ty
+            || self.accumulator != DataType::F32
+        {
+            return Err(format!(
+                "{name}: a mixed-input kernel is TN with C and D column-major of B's type and an f32 accumulator"
+            ));
+        }
+        let schedules = matches!(
+            (self.kernel_schedule, self.epilogue_schedule),
+            (
+                KernelSchedule::TmaWarpSpecializedCooperative,
+                EpilogueSchedule::TmaWarpSpecializedCooperative
+            ) | (
+                KernelSchedule::TmaWarpSpecializedPingpong,
+                EpilogueSchedule::TmaWarpSpecialized
+            )
+        );
+        if !schedules || self.fusion.is_fused() || self.blockwise.is_some() {
+            return Err(format!(
+                "{name}: a mixed-input kernel takes the cooperative or pingpong TMA schedule with its TMA epilogue and CUTLASS's linear combination"
             ));
         }
         Ok(())
@@ -878,7 +995,8 @@ impl KernelSpec {
                         "{name}: SM90 clusters have at most 8 CTAs and cluster k = 1"
                     ));
                 }
-                let tile_k_bytes = self.tile[2] * self.a.ty.bits() / 8;
+                // A mixed-input kernel's k tile is counted in its MMA's (the wide operand's) type.
+                let tile_k_bytes = self.tile[2] * self.a.ty.bits().max(self.b.ty.bits()) / 8;
                 if tile_k_bytes % 128 != 0 {
                     return Err(format!(
                         "{name}: SM90 tile k must span a multiple of 128 bytes (one 128B swizzle atom)"
@@ -963,6 +1081,7 @@ impl KernelSpec {
                         "{name}: SM90 grouped kernels take the persistent group scheduler, CUTLASS's linear-combination epilogue and 8- or 16-bit operands of one width"
                     ));
                 }
+                self.check_mixed_input(&name)?;
                 let fp8 = |t: DataType| matches!(t, DataType::E4M3 | DataType::E5M2);
                 let fp8_only = matches!(
                     self.kernel_schedule,

@@ -34,6 +34,10 @@ pub enum DataType {
     UE8M0,
     /// Unsigned E4M3 scale factor (`cutlass::float_ue4m3_t`).
     UE4M3,
+    /// Signed 4-bit integer (`cutlass::int4b_t`): quantized weights of the weight-only kernels.
+    S4,
+    /// Unsigned 4-bit integer (`cutlass::uint4b_t`): quantized weights with zero points.
+    U4,
 }
 
 impl DataType {
@@ -53,6 +57,8 @@ impl DataType {
         DataType::E2M1,
         DataType::UE8M0,
         DataType::UE4M3,
+        DataType::S4,
+        DataType::U4,
     ];
 
     /// The short name used in procedural kernel names (`DataTypeNames` in `cutlass_library`).
@@ -72,6 +78,8 @@ impl DataType {
             DataType::E2M1 => "e2m1",
             DataType::UE8M0 => "ue8m0",
             DataType::UE4M3 => "ue4m3",
+            DataType::S4 => "s4",
+            DataType::U4 => "u4",
         }
     }
 
@@ -92,12 +100,17 @@ impl DataType {
             DataType::E2M1 => "cutlass::float_e2m1_t",
             DataType::UE8M0 => "cutlass::float_ue8m0_t",
             DataType::UE4M3 => "cutlass::float_ue4m3_t",
+            DataType::S4 => "cutlass::int4b_t",
+            DataType::U4 => "cutlass::uint4b_t",
         }
     }
 
-    /// Whether the type is an integer (s8, u8, s32).
+    /// Whether the type is an integer (s8, u8, s32, s4, u4).
     pub const fn is_integer(self) -> bool {
-        matches!(self, DataType::I8 | DataType::U8 | DataType::I32)
+        matches!(
+            self,
+            DataType::I8 | DataType::U8 | DataType::I32 | DataType::S4 | DataType::U4
+        )
     }
 
     /// Size of one element in bits.
@@ -112,7 +125,7 @@ impl DataType {
             | DataType::UE8M0
             | DataType::UE4M3 => 8,
             DataType::E2M3 | DataType::E3M2 => 6,
-            DataType::E2M1 => 4,
+            DataType::E2M1 | DataType::S4 | DataType::U4 => 4,
         }
     }
 

@@ -6,7 +6,7 @@ use std::process::{Command, Stdio};
 
 use cutlass_gemm_catalog::spec::OpClass;
 use cutlass_gemm_catalog::{
-    catalog, EpilogueSchedule, Fusion, KernelSchedule, KernelSpec, TileScheduler,
+    catalog, EpilogueSchedule, Fusion, KernelSchedule, KernelSpec, MixedInputMode, TileScheduler,
 };
 
 fn line(s: &cutlass_gemm_catalog::KernelSpec) -> String {
@@ -91,6 +91,16 @@ fn line(s: &cutlass_gemm_catalog::KernelSpec) -> String {
             .map_or("-".to_string(), |b| format!("{}x{}x{}", b.m, b.n, b.k)),
         s.output_scale.map_or("-".to_string(), |o| {
             format!("{}x{}", o.sf.short_name(), o.vec)
+        }),
+        // A mixed-input kernel's MixedInputMode member and whether it is shuffled.
+        s.mixed_input.map_or("-".to_string(), |x| {
+            let mode = match x.mode {
+                MixedInputMode::ConvertOnly => "ConvertOnly",
+                MixedInputMode::ScaleOnly => "ScaleOnly",
+                MixedInputMode::ScaleWithZeroPoint => "ScaleWithZeroPoint",
+                other => panic!("add {other:?} to this test"),
+            };
+            format!("{mode}{}", if x.shuffled { "+shfl" } else { "" })
         }),
     ]
     .join("\t")

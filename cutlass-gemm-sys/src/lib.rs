@@ -82,3 +82,24 @@ pub fn grouped_entry_name(entry: &cutlass_rs_grouped_kernel_entry) -> &'static s
         .to_str()
         .expect("kernel names are ASCII")
 }
+
+/// The weight-only kernels compiled into this library (`cutlass_rs_weight_only_abi.h`), as a safe
+/// slice over their C registry.
+pub fn weight_only_kernels() -> &'static [cutlass_rs_weight_only_kernel_entry] {
+    // SAFETY: as for `kernels`: a static array of `count` entries and a terminator, never written.
+    unsafe {
+        let n = cutlass_rs_weight_only_kernel_count();
+        if n <= 0 {
+            return &[];
+        }
+        std::slice::from_raw_parts(cutlass_rs_weight_only_kernel_get(0), n as usize)
+    }
+}
+
+/// The name of a weight-only registry entry.
+pub fn weight_only_entry_name(entry: &cutlass_rs_weight_only_kernel_entry) -> &'static str {
+    // SAFETY: names are static, NUL-terminated ASCII string literals in the generated registry.
+    unsafe { std::ffi::CStr::from_ptr(entry.name) }
+        .to_str()
+        .expect("kernel names are ASCII")
+}

@@ -15,7 +15,11 @@ fn generate() -> String {
     let header = dir.join(codegen::HEADER_NAME);
     std::fs::write(&header, codegen::header(&[]).unwrap()).unwrap();
     let csrc = Path::new(env!("CARGO_MANIFEST_DIR")).join("csrc");
-    for name in [codegen::ABI_HEADER_NAME, codegen::GROUPED_ABI_HEADER_NAME] {
+    for name in [
+        codegen::ABI_HEADER_NAME,
+        codegen::GROUPED_ABI_HEADER_NAME,
+        codegen::WEIGHT_ONLY_ABI_HEADER_NAME,
+    ] {
         std::fs::copy(csrc.join(name), dir.join(name)).unwrap();
     }
     let bindings = bindgen::Builder::default()
@@ -28,8 +32,8 @@ fn generate() -> String {
         .generate()
         .expect("bindgen needs libclang: apt-get install libclang-dev, or set LIBCLANG_PATH");
     format!(
-        "// generated, do not edit: bindgen over csrc/cutlass_rs_abi.h, csrc/cutlass_rs_grouped_abi.h \
-         and the registry part of cutlass_rs.h\n// (tests/bindings_fresh.rs checks it; CUTLASS_RS_BLESS=1 rewrites it).\n{}",
+        "// generated, do not edit: bindgen over csrc/cutlass_rs_abi.h, csrc/cutlass_rs_grouped_abi.h, \
+         csrc/cutlass_rs_weight_only_abi.h and the registry part of cutlass_rs.h\n// (tests/bindings_fresh.rs checks it; CUTLASS_RS_BLESS=1 rewrites it).\n{}",
         bindings
     )
 }

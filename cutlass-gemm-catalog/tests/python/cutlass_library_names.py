@@ -6,7 +6,8 @@ kernel_schedule epilogue_schedule tile_scheduler op_class sf_type blockwise sfd
 (tile and cluster as MxNxK; layouts as t/n; schedules as cutlass_library enum member names;
 op_class tensorop, bstensorop or sptensorop; sf_type the scale-factor type of block-scaled entries, else -;
 blockwise the scale block MxNxK of blockwise-scaled entries, else -; sfd the scale type and vector
-of a block-scaled output as TYPExVEC, else -).
+of a block-scaled output as TYPExVEC, else -; mixed the MixedInputMode member of mixed-input
+entries, with +shfl when shuffled, else -).
 Used by tests/names_match_cutlass_library.rs with PYTHONPATH pointing at the nvidia-cutlass wheel.
 """
 import sys
@@ -15,18 +16,20 @@ from cutlass_library.gemm_operation import GemmOperation
 from cutlass_library.library import (
     DataType, EpilogueScheduleType, GemmKind, KernelScheduleType, LayoutType, MathInstruction,
     OpcodeClass, TensorDescription, TileDescription, TileSchedulerType, MathOperation,
-    EpilogueFunctor3x,
+    EpilogueFunctor3x, MixedInputMode,
 )
 
 TYPES = {n: getattr(DataType, n) for n in
-         ["f16", "bf16", "f32", "tf32", "s8", "u8", "s32", "e4m3", "e5m2", "e2m3", "e3m2", "e2m1", "ue8m0", "ue4m3"]}
+         ["f16", "bf16", "f32", "tf32", "s8", "u8", "s32", "e4m3", "e5m2", "e2m3", "e3m2", "e2m1", "ue8m0", "ue4m3",
+          "s4", "u4"]}
 LAYOUTS = {"t": LayoutType.RowMajor, "n": LayoutType.ColumnMajor}
 
 for line in sys.stdin:
     f = line.rstrip("\n").split("\t")
-    if len(f) < 23:
+    if len(f) < 24:
         continue
-    (arch, a, b, acc, c, d, la, lb, lc, aa, ab, ac, ad, tile, cluster, stages, ks, es, ts, opc, sf, bw, sfd) = f[:23]
+    (arch, a, b, acc, c, d, la, lb, lc, aa, ab, ac, ad, tile, cluster, stages, ks, es, ts, opc, sf, bw, sfd,
+     mixed) = f[:24]
     tile = [int(x) for x in tile.split("x")]
     cluster = [int(x) for x in cluster.split("x")]
     opclass = {"bstensorop": OpcodeClass.BlockScaledTensorOp,
@@ -52,6 +55,9 @@ for line in sys.stdin:
         kind = GemmKind.BlockwiseUniversal3x
         vm, vn, vk = (int(x) for x in bw.split("x"))
         extra = dict(ScaleFactorMVecSize=vm, ScaleFactorNVecSize=vn, ScaleFactorKVecSize=vk)
+    if mixed != "-":
+        mode, _, shuffle = mixed.partition("+")
+        extra = dict(mixed_input_mode=getattr(MixedInputMode, mode), mixed_input_shuffle=shuffle == "shfl")
     op = GemmOperation(
         kind, int(arch), td,
         TensorDescription(TYPES[a], LAYOUTS[la], int(aa)),

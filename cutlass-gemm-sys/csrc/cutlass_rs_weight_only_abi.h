@@ -1,0 +1,123 @@
+/* Part of cutlass-gemm-sys (csrc/cutlass_rs_weight_only_abi.h); not generated, copied next to the
+ * generated sources. The C ABI of the weight-only GEMM kernels (SM90 mixed-input kernels, whose
+ * names end in `_scl_shfl` or `_sclzr_shfl`) and of the weight packing kernels: their argument
+ * struct, registry entry and packing functions. A header of its own, so that only the weight-only
+ * kernels' objects depend on it. */
+#ifndef CUTLASS_RS_WEIGHT_ONLY_ABI_H
+#define CUTLASS_RS_WEIGHT_ONLY_ABI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cutlass_rs_abi.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*
+ * A weight-only GEMM computes, for a linear layer's input X (m x k, row-major, 16-bit) and its
+ * quantized weight W (n x k, 4 bits per element):
+ *   Y = alpha * X . dequant(W)^T + beta * C          Y and C m x n row-major
+ *   dequant(W)[j][i] = round(q[j][i] * s[g][j] + z[g][j]),   g = i / group_size
+ * rounded once to the activations' type (the kernels' multiply and add contract into one fused
+ * multiply-add), with z = 0 for scale-only kernels. q is the signed (s4) or unsigned (u4) 4-bit value; s and z are (k / group_size) x n
+ * row-major in the activations' type (one row per group of k, the layout GPTQ and AWQ write their
+ * scales in). A GPTQ/AWQ zero point zp maps to z = -s * zp (cutlass_rs_weight_only_import does it).
+ *
+ * w is the packed weight: the n x k values of q, in the order cutlass_rs_weight_pack writes them
+ * (the order in which the kernel's threads read them; n a multiple of
+ * CUTLASS_RS_WEIGHT_PACK_ROWS, k a multiple of CUTLASS_RS_WEIGHT_PACK_COLS). The kernel computes
+ * Y^T = dequant(W) . X^T: W is the MMA's A (it passes through registers to be converted), X its B.
+ */
+#define CUTLASS_RS_WEIGHT_PACK_ROWS 16
+#define CUTLASS_RS_WEIGHT_PACK_COLS 16
+
+typedef struct cutlass_rs_weight_only_args {
+  /* Rows of X, C and Y (tokens). */
+  int64_t m;
+  /* Rows of W (output features). */
+  int64_t n;
+  int64_t k;
+  /* Elements of k per scale; a multiple of the kernel's tile k that divides k. */
+  int64_t group_size;
+  const void *x;
+  int64_t ldx;
+  const void *w;
+  const void *scales;
+  /* Kernels with zero points (_sclzr); must be null for scale-only ones. */
+  const void *zeros;
+  const void *c;
+  int64_t ldc;
+  void *d;
+  int64_t ldd;
+  float alpha;
+  float beta;
+  int32_t device_id;
+  int32_t sm_count;
+  /* Stream-K kernels: a split-K factor (> 1 replaces the stream-K decomposition); 0 otherwise. */
+  int32_t splits;
+  /* Zero; keeps the struct free of padding: launches compare it bytewise. */
+  int32_t reserved;
+} cutlass_rs_weight_only_args;
+
+typedef int (*cutlass_rs_weight_only_can_implement_fn)(const cutlass_rs_weight_only_args *args);
+typedef int (*cutlass_rs_weight_only_workspace_size_fn)(const cutlass_rs_weight_only_args *args,
+                                                        size_t *bytes);
+typedef int (*cutlass_rs_weight_only_run_fn)(const cutlass_rs_weight_only_args *args, void *workspace,
+                                             size_t workspace_bytes, void *stream);
+/* run() up to the launch: checks, CUTLASS's can_implement, the kernel parameters. */
+typedef int (*cutlass_rs_weight_only_prepare_fn)(const cutlass_rs_weight_only_args *args,
+                                                 void *workspace, size_t workspace_bytes);
+
+/* One compiled weight-only kernel: its procedural name (the catalog's) and its entry points. */
+typedef struct cutlass_rs_weight_only_kernel_entry {
+  const char *name;
+  cutlass_rs_weight_only_can_implement_fn can_implement;
+  cutlass_rs_weight_only_workspace_size_fn workspace_size;
+  cutlass_rs_weight_only_run_fn run;
+  cutlass_rs_weight_only_prepare_fn prepare;
+} cutlass_rs_weight_only_kernel_entry;
+
+/* Formats of the 4-bit values cutlass_rs_weight_pack reads (q as n x k):
+ * PLAIN: n rows of k values, two per byte, the even k in the low nibble (CUTLASS's int4b_t and
+ *   uint4b_t arrays);
+ * GPTQ: GPTQ's qweight, (k / 8) x n int32, value (i, j) in bits 4 (i % 8) of word (i / 8, j);
+ * AWQ: AWQ's qweight, k x (n / 8) int32, value (i, j) in bits 4 p of word (i, j / 8), p the
+ *   position of j % 8 in AWQ's order 0 2 4 6 1 3 5 7. */
+#define CUTLASS_RS_WEIGHT_FORMAT_PLAIN 0
+#define CUTLASS_RS_WEIGHT_FORMAT_GPTQ 1
+#define CUTLASS_RS_WEIGHT_FORMAT_AWQ 2
+
+/* Writes the n x k 4-bit values of `src` (in `format`) into `dst` (n * k / 2 bytes) in the packed
+ * order the weight-only kernels read, XOR-ing each value with `flip` (0, or 8 to turn an unsigned
+ * value u into the signed u - 8). The values are copied bit for bit otherwise. */
+int cutlass_rs_weight_pack(int32_t format, const void *src, void *dst, int64_t n, int64_t k,
+                           int32_t flip, void *stream);
+
+/* The additive zeros of the kernel from a checkpoint's zero points: z[g][j] = -s[g][j] * zp(g, j),
+ * in the scales' type (dtype CUTLASS_RS_DTYPE_BF16 or CUTLASS_RS_DTYPE_F16), rounded once. zp(g, j) is read from
+ * `qzeros` as GPTQ (format GPTQ: (groups x n / 8) int32, value j in bits 4 (j % 8) of word
+ * (g, j / 8), plus `zero_offset` modulo 16: 1 for GPTQ's v1 checkpoints, which store zp - 1 in four
+ * bits) or AWQ (format AWQ: the same words
+ * in AWQ's order) write it, or as one byte per value (format PLAIN: groups x n uint8). */
+int cutlass_rs_weight_zeros(int32_t format, const void *qzeros, const void *scales, void *zeros,
+                            int32_t dtype, int64_t groups, int64_t n, int32_t zero_offset,
+                            void *stream);
+
+/* Quantizes a 16-bit weight w (n x k row-major, ldw; dtype bf16 or f16) group-wise along k: per
+ * group of `group_size` values of a row, symmetric (zero_points 0: s = max|w| / 7, q =
+ * clamp(round(w / s), -8, 7) as s4) or asymmetric (zero_points 1: s = (max - min) / 15,
+ * zp = clamp(round(-min / s), 0, 15), q = clamp(round(w / s) + zp, 0, 15) as u4). Writes q in
+ * the PLAIN format (n * k / 2 bytes), the scales ((k / group_size) x n) and, when asymmetric, the
+ * zero points (groups x n uint8, the PLAIN format of cutlass_rs_weight_zeros). A group of zeros
+ * gets s = 1. */
+int cutlass_rs_weight_quantize(const void *w, int64_t ldw, int32_t dtype, int64_t n, int64_t k,
+                               int64_t group_size, int32_t zero_points, void *q, void *scales,
+                               void *zp, void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CUTLASS_RS_WEIGHT_ONLY_ABI_H */
