@@ -519,3 +519,98 @@ impl GroupedKernel {
         run_status(self.name, status, abi.device_id)
     }
 }
+
+/// One compiled weight-only kernel (`_scl_shfl` or `_sclzr_shfl` in its name): its catalog spec
+/// and its C entry points over
+/// [`cutlass_rs_weight_only_args`](cutlass_gemm_sys::cutlass_rs_weight_only_args).
+#[derive(Clone, Copy)]
+pub struct WeightOnlyKernel {
+    /// What the kernel is (types, tile, schedule, weight format).
+    pub spec: KernelSpec,
+    /// The procedural name.
+    pub name: &'static str,
+    pub(crate) entry: WeightOnlyEntry,
+}
+
+impl std::fmt::Debug for WeightOnlyKernel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WeightOnlyKernel")
+            .field("name", &self.name)
+            .finish()
+    }
+}
+
+type WeightOnlyArgs = cutlass_gemm_sys::cutlass_rs_weight_only_args;
+
+/// The C entry points of one weight-only kernel.
+#[derive(Clone, Copy)]
+pub(crate) struct WeightOnlyEntry {
+    workspace_size: unsafe extern "C" fn(*const WeightOnlyArgs, *mut usize) -> i32,
+    run: unsafe extern "C" fn(
+        *const WeightOnlyArgs,
+        *mut std::ffi::c_void,
+        usize,
+        *mut std::ffi::c_void,
+    ) -> i32,
+    prepare: unsafe extern "C" fn(*const WeightOnlyArgs, *mut std::ffi::c_void, usize) -> i32,
+}
+
+impl WeightOnlyEntry {
+    pub(crate) fn new(e: &cutlass_gemm_sys::cutlass_rs_weight_only_kernel_entry) -> Self {
+        WeightOnlyEntry {
+            workspace_size: e.workspace_size.expect("registry entry has workspace_size"),
+            run: e.run.expect("registry entry has run"),
+            prepare: e.prepare.expect("registry entry has prepare"),
+        }
+    }
+}
+
+impl WeightOnlyKernel {
+    pub(crate) fn workspace_size_of(&self, abi: &WeightOnlyArgs) -> Result<usize> {
+        let mut bytes = 0usize;
+        // SAFETY: workspace_size reads the arguments' extents and writes `bytes`; no pointer is
+        // dereferenced.
+        check_status(self.name, unsafe {
+            (self.entry.workspace_size)(abi, &mut bytes)
+        })?;
+        Ok(bytes)
+    }
+
+    /// Everything a launch does on the host (CUTLASS's checks, the kernel parameters with their
+    /// TMA descriptors), without launching.
+    ///
+    /// # Safety
+    /// `abi`'s pointers are only encoded into descriptors, never dereferenced; `workspace` must
+    /// hold `workspace_bytes` bytes when the kernel needs a workspace.
+    pub(crate) unsafe fn prepare_abi(
+        &self,
+        abi: &WeightOnlyArgs,
+        workspace: sys::CUdeviceptr,
+        workspace_bytes: usize,
+    ) -> Result<()> {
+        let status = (self.entry.prepare)(abi, workspace as *mut _, workspace_bytes);
+        check_status(self.name, status)
+    }
+
+    /// Launches the kernel.
+    ///
+    /// # Safety
+    /// Every pointer of `abi` must be a device pointer of `abi.device_id` holding what the extents
+    /// reach; `workspace` must hold `workspace_bytes` bytes; `stream` must be a live stream of the
+    /// current context.
+    pub(crate) unsafe fn launch_abi(
+        &self,
+        abi: &WeightOnlyArgs,
+        workspace: sys::CUdeviceptr,
+        workspace_bytes: usize,
+        stream: sys::CUstream,
+    ) -> Result<()> {
+        let status = (self.entry.run)(
+            abi,
+            workspace as *mut std::ffi::c_void,
+            workspace_bytes,
+            stream as *mut std::ffi::c_void,
+        );
+        run_status(self.name, status, abi.device_id)
+    }
+}

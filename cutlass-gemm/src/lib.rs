@@ -89,9 +89,9 @@ pub use cutlass_gemm_catalog::{
 pub use cutlass_gemm_sys as sys;
 pub use error::{
     BuildHint, Error, Extent, GroupRowsRule, KernelRule, LayoutPairs, LayoutRule, OperandName,
-    ProblemRule, Quantity, QuantizeOp, Result, Scalar, ScaleFamily, ScaleRule,
+    ProblemRule, Quantity, QuantizeOp, Result, Scalar, ScaleFamily, ScaleRule, WeightRule,
 };
-pub use ffi::{DeviceInfo, GroupedKernel, Kernel, RawArgs, ScheduleHints};
+pub use ffi::{DeviceInfo, GroupedKernel, Kernel, RawArgs, ScheduleHints, WeightOnlyKernel};
 pub use formats::element::{Element, Fp8};
 pub use formats::numeric;
 /// The `half` crate whose `bf16` and `f16` are element types here.
@@ -104,7 +104,10 @@ pub use plans::grouped::{
     GroupedGemm, GroupedInputs, GroupedLayout, GroupedListGemm, GroupedListProblem, GroupedProblem,
 };
 pub use plans::problem::{GemmProblem, MatrixLayout, ResolvedMatrix};
-pub use selection::{built_grouped_kernels, built_kernels};
+pub use plans::weight_only::{
+    QuantizedWeight, WeightFormat, WeightOnlyGemm, WeightOnlyInput, WeightOnlyProblem,
+};
+pub use selection::{built_grouped_kernels, built_kernels, built_weight_only_kernels};
 
 /// Whether a CUDA driver and at least one device are present. Never panics: on a machine without
 /// the driver library (`libcuda.so`) it returns `false`.

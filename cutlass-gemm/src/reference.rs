@@ -641,6 +641,64 @@ pub fn compare<TD: Element>(
     out
 }
 
+/// A weight-only GEMM's weight dequantized on the host exactly as the kernels do it: for row `j`
+/// and column `i` of the `n x k` weight, group `g = i / group_size`,
+/// `w = round(q · s[g][j] + z[g][j])` in `T`, rounded once (the kernels' multiply and add in the
+/// activations' type contract into one fused multiply-add; an H100 run of every weight-only kernel
+/// matches this bit for bit, `tests/gpu/weight_only.rs`; `z` 0 without zeros). `values` holds q in the plain order
+/// (`n x k`, two per byte, the even column in the low nibble), signed (s4) or unsigned (u4); the
+/// scales and zeros are `(k / group_size) x n` row-major. Returns the weight `n x k` row-major.
+#[allow(clippy::too_many_arguments)]
+pub fn dequantize_weight<T: Element>(
+    values: &[u8],
+    signed: bool,
+    scales: &[T],
+    zeros: Option<&[T]>,
+    n: usize,
+    k: usize,
+    group_size: usize,
+) -> Result<Vec<T>> {
+    crate::plans::weight_only::check_weight_extents(n, k, group_size)?;
+    let groups = k / group_size;
+    crate::error::require_len(OperandName::B, values.len(), n * k / 2)?;
+    crate::error::require_len(OperandName::Scales, scales.len(), groups * n)?;
+    if let Some(z) = zeros {
+        crate::error::require_len(OperandName::Zeros, z.len(), groups * n)?;
+    }
+    let mut out = Vec::with_capacity(n * k);
+    for j in 0..n {
+        for i in 0..k {
+            let e = j * k + i;
+            let nibble = (values[e / 2] >> ((e % 2) * 4)) & 0xF;
+            let q = if signed && nibble >= 8 {
+                f64::from(nibble) - 16.0
+            } else {
+                f64::from(nibble)
+            };
+            let g = (i / group_size) * n + j;
+            // q · s + z is exact in f64 (a 4-bit integer times a 16-bit value, plus a 16-bit one).
+            let z = zeros.map_or(0.0, |z| z[g].to_f64());
+            out.push(T::from_f64(q * scales[g].to_f64() + z));
+        }
+    }
+    Ok(out)
+}
+
+/// The reference of a weight-only GEMM, `alpha · X · Wᵀ + beta · C`, over the weight as
+/// [`dequantize_weight`] gives it (`n x k` row-major): the kernels' products of that weight are
+/// exact in f32, so the bound is a 16-bit GEMM's.
+pub fn weight_only<T: Element + HostValue>(
+    problem: &crate::WeightOnlyProblem,
+    x: &[T],
+    dequantized: &[T],
+    c: Option<&[T]>,
+) -> Result<Reference> {
+    problem.check()?;
+    let p =
+        GemmProblem::new(problem.m, problem.n, problem.k).with_scalars(problem.alpha, problem.beta);
+    gemm(&p, x, dequantized, c)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

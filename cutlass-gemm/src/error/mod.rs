@@ -44,6 +44,10 @@ pub enum OperandName {
     GroupRows,
     /// A grouped GEMM's per-group alphas.
     GroupAlphas,
+    /// A quantized weight's additive zeros, or a checkpoint's zero points.
+    Zeros,
+    /// GPTQ's `g_idx` (the group of each column).
+    GroupIndex,
 }
 
 impl fmt::Display for OperandName {
@@ -64,6 +68,8 @@ impl fmt::Display for OperandName {
             OperandName::ColScales => "column scales",
             OperandName::GroupRows => "group rows (offsets or counts)",
             OperandName::GroupAlphas => "group alphas",
+            OperandName::Zeros => "zeros",
+            OperandName::GroupIndex => "g_idx",
         })
     }
 }

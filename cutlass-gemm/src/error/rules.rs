@@ -399,6 +399,11 @@ pub enum ProblemRule {
         /// The rule.
         rule: GroupRowsRule,
     },
+    /// A weight-only GEMM's weight or its scales break a rule of the weight-only kernels.
+    Weight {
+        /// The rule.
+        rule: WeightRule,
+    },
     /// Packed FP4/FP6 bytes of another length than `len` values take.
     PackedBytes {
         /// The values.
@@ -535,6 +540,7 @@ impl fmt::Display for ProblemRule {
             ProblemRule::GroupRows { index, value, rule } => {
                 write!(f, "group rows entry {index} ({value}) {rule}")
             }
+            ProblemRule::Weight { rule } => write!(f, "quantized weight: {rule}"),
             ProblemRule::PackedBytes {
                 len,
                 bits,
@@ -544,6 +550,97 @@ impl fmt::Display for ProblemRule {
                 f,
                 "{len} packed {bits}-bit values take {required} bytes, not {found}"
             ),
+        }
+    }
+}
+
+/// The rule a weight-only GEMM's quantized weight breaks ([`ProblemRule::Weight`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum WeightRule {
+    /// The weight's rows (the layer's outputs, n) are a multiple of the packed order's block
+    /// (16 rows).
+    Rows {
+        /// n.
+        n: usize,
+        /// The multiple.
+        multiple: usize,
+    },
+    /// The weight's columns (the layer's inputs, k) are a multiple of the kernels' tile k (64).
+    Columns {
+        /// k.
+        k: usize,
+        /// The multiple.
+        multiple: usize,
+    },
+    /// The group size is a multiple of the kernels' tile k (64) that divides k.
+    GroupSize {
+        /// The group size.
+        group_size: usize,
+        /// k.
+        k: usize,
+    },
+    /// GPTQ's act-order: `g_idx` maps column `column` to group `group`, not `column / group_size`
+    /// (the kernels read one scale per run of `group_size` columns; reorder the checkpoint's
+    /// columns, and the activations' with them, first).
+    ActOrder {
+        /// The column.
+        column: usize,
+        /// Its group in `g_idx`.
+        group: i64,
+    },
+    /// The weight was quantized for other extents than the plan's.
+    Extents {
+        /// The weight's (n, k, group size).
+        weight: (usize, usize, usize),
+        /// The plan's.
+        plan: (usize, usize, usize),
+    },
+    /// The weight's format (scales only, or scales and zero points) is not the plan's.
+    Format {
+        /// Whether the weight has zero points.
+        weight_zeros: bool,
+        /// Whether the plan's kernel reads them.
+        plan_zeros: bool,
+    },
+}
+
+impl fmt::Display for WeightRule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            WeightRule::Rows { n, multiple } => write!(
+                f,
+                "n = {n} rows (outputs) is not a multiple of {multiple}, the packed order's block"
+            ),
+            WeightRule::Columns { k, multiple } => write!(
+                f,
+                "k = {k} columns (inputs) is not a multiple of {multiple}, the kernels' tile k"
+            ),
+            WeightRule::GroupSize { group_size, k } => write!(
+                f,
+                "group size {group_size} is not a multiple of 64 that divides k = {k}"
+            ),
+            WeightRule::ActOrder { column, group } => write!(
+                f,
+                "g_idx puts column {column} in group {group}: act-order checkpoints are not supported (reorder the columns first)"
+            ),
+            WeightRule::Extents { weight, plan } => write!(
+                f,
+                "the weight is n x k = {} x {} in groups of {}, the plan's {} x {} in groups of {}",
+                weight.0, weight.1, weight.2, plan.0, plan.1, plan.2
+            ),
+            WeightRule::Format {
+                weight_zeros,
+                plan_zeros,
+            } => {
+                let name = |z: bool| if z { "scales and zero points" } else { "scales only" };
+                write!(
+                    f,
+                    "the weight has {}, the plan's kernel reads {}",
+                    name(*weight_zeros),
+                    name(*plan_zeros)
+                )
+            }
         }
     }
 }
@@ -859,6 +956,12 @@ pub enum KernelRule {
         /// Whether the kernel is grouped.
         kernel: bool,
     },
+    /// A weight-only plan named a kernel that is not weight-only, or another plan a weight-only
+    /// one.
+    WeightOnly {
+        /// Whether the kernel is weight-only.
+        kernel: bool,
+    },
     /// Split-K over a kernel whose tile scheduler is not stream-K.
     SplitKNeedsStreamK {
         /// The splits asked for.
@@ -926,6 +1029,14 @@ impl fmt::Display for KernelRule {
             KernelRule::Grouped { kernel: false } => write!(
                 f,
                 "the kernel is not a grouped kernel (grouped kernels have _gemm_grouped_ in their names)"
+            ),
+            KernelRule::WeightOnly { kernel: true } => write!(
+                f,
+                "the kernel is a weight-only (mixed-input) kernel: plan it with WeightOnlyGemm"
+            ),
+            KernelRule::WeightOnly { kernel: false } => write!(
+                f,
+                "the kernel is not a weight-only kernel (their names end in _scl_shfl or _sclzr_shfl before the tile)"
             ),
             KernelRule::SplitKNeedsStreamK { splits } => {
                 write!(f, "split-K ({splits} splits) needs a stream-K kernel")

@@ -2,8 +2,9 @@
 //! launched many times: [`Gemm`](gemm::Gemm) (16-bit, tf32, s8, FP8 tensor-wise),
 //! [`BlockwiseGemm`](blockwise::BlockwiseGemm) (FP8 with blockwise scales) and
 //! [`BlockScaledGemm`](block_scaled::BlockScaledGemm) (SM100/SM120 MX, NVFP4 and plain narrow
-//! types), and [`GroupedGemm`](grouped::GroupedGemm) (many problems sharing N and K in one launch:
-//! mixture-of-experts layers).
+//! types), [`GroupedGemm`](grouped::GroupedGemm) (many problems sharing N and K in one launch:
+//! mixture-of-experts layers) and [`WeightOnlyGemm`](weight_only::WeightOnlyGemm) (4-bit weights,
+//! bf16/f16 activations).
 
 pub mod block_scaled;
 pub mod blockwise;
@@ -12,3 +13,4 @@ pub mod gemm;
 pub mod grouped;
 pub mod problem;
 pub(crate) mod staging;
+pub mod weight_only;

@@ -8,7 +8,9 @@ use cutlass_gemm_catalog::families::families_of;
 use cutlass_gemm_catalog::{catalog, KernelSpec};
 
 use crate::error::{BuildHint, KernelRule, Result};
-use crate::ffi::{DeviceInfo, Entry, GroupedEntry, GroupedKernel, Kernel};
+use crate::ffi::{
+    DeviceInfo, Entry, GroupedEntry, GroupedKernel, Kernel, WeightOnlyEntry, WeightOnlyKernel,
+};
 
 pub mod heuristic;
 pub mod tune;
@@ -66,6 +68,32 @@ pub fn built_grouped_kernels() -> &'static [GroupedKernel] {
     })
 }
 
+/// The weight-only kernels compiled into this build (their own registry), in registry order.
+pub fn built_weight_only_kernels() -> &'static [WeightOnlyKernel] {
+    static KERNELS: OnceLock<Vec<WeightOnlyKernel>> = OnceLock::new();
+    KERNELS.get_or_init(|| {
+        let by_name: HashMap<String, KernelSpec> = catalog::all()
+            .into_iter()
+            .filter(|s| s.mixed_input.is_some())
+            .map(|s| (s.name(), s))
+            .collect();
+        cutlass_gemm_sys::weight_only_kernels()
+            .iter()
+            .map(|entry| {
+                let name = cutlass_gemm_sys::weight_only_entry_name(entry);
+                let spec = *by_name.get(name).unwrap_or_else(|| {
+                    panic!("weight-only kernel {name} of the registry is not in the catalog (stale build?)")
+                });
+                WeightOnlyKernel {
+                    spec,
+                    name,
+                    entry: WeightOnlyEntry::new(entry),
+                }
+            })
+            .collect()
+    })
+}
+
 /// How [`select`] treats a kernel the device cannot run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum ArchPolicy {
@@ -103,6 +131,13 @@ pub(crate) fn select(
                         return Err(crate::Error::KernelMismatch {
                             name: name.into(),
                             reason: KernelRule::Grouped { kernel: true },
+                        });
+                    }
+                    // So is a weight-only kernel with WeightOnlyGemm.
+                    if spec.mixed_input.is_some() {
+                        return Err(crate::Error::KernelMismatch {
+                            name: name.into(),
+                            reason: KernelRule::WeightOnly { kernel: true },
                         });
                     }
                     if arch == ArchPolicy::Runnable && !spec.arch.runs_on(cc) {

@@ -18,3 +18,4 @@ mod gemm;
 mod grouped;
 mod quantize;
 mod threads;
+mod weight_only;

@@ -1,0 +1,934 @@
+//! Weight-only quantized GEMMs: 4-bit weights, bf16 or f16 activations.
+//!
+//! A decoding language model reads every weight once per generated token while doing little
+//! arithmetic on it, so at a few tokens per step its linear layers are bound by memory bandwidth.
+//! Weights stored in 4 bits, with one scale (and optionally one zero point) per group of k, move a
+//! quarter of bf16's bytes. [`WeightOnlyGemm`] computes a linear layer's
+//!
+//! `Y = alpha · X · dequant(W)ᵀ + beta · C`
+//!
+//! with X `m x k` and Y, C `m x n` row-major in bf16 or f16, and W the layer's `n x k` weight held
+//! by a [`QuantizedWeight`]: 4-bit values `q`, scales `s` and, for asymmetric quantization (GPTQ,
+//! AWQ), additive zeros `z`, one per group of `group_size` columns and row. The kernels (CUTLASS's
+//! SM90 mixed-input main loops, built with the `weight-only` cargo feature) dequantize in registers
+//! as `round(q · s + z)` in the activations' type (one fused multiply-add), then multiply in the
+//! tensor cores with f32 accumulation.
+//!
+//! A [`QuantizedWeight`] is made once, at load time, on the GPU:
+//! - [`QuantizedWeight::quantize`] quantizes a bf16/f16 weight group-wise, symmetric (s4 values,
+//!   scales only) or asymmetric (u4 values, scales and zero points);
+//! - [`QuantizedWeight::from_gptq`] and [`QuantizedWeight::from_awq`] take a checkpoint's
+//!   `qweight`, `qzeros` and `scales` as GPTQ and AWQ write them;
+//! - each packs the values in the order the kernels' threads read them (one 128-bit shared memory
+//!   load per thread and k-block, nibbles placed for a fast conversion), and turns zero points into
+//!   the kernels' additive zeros `z = -s · zp`, rounded once to the activations' type.
+//!
+//! [`crate::reference::weight_only`] dequantizes exactly as the kernels do.
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
+use cutlass_gemm_catalog::{DataType, MixedInputMode, TileScheduler};
+use cutlass_gemm_sys::cutlass_rs_weight_only_args;
+
+use crate::error::{
+    overlaps, require_device, require_len, require_ordinal, BuildHint, Error, Extent, KernelRule,
+    OperandName, ProblemRule, Quantity, Result, Scalar, WeightRule,
+};
+use crate::ffi::{check_status, DeviceInfo, WeightOnlyKernel};
+use crate::plans::gemm::{workspace_ptr, Workspace, POINTER_ALIGNMENT};
+use crate::plans::problem::MAX_EXTENT;
+use crate::quantize::QuantInput;
+use crate::selection::built_weight_only_kernels;
+
+/// Rows of the weight (n) are a multiple of this: the packed order's block.
+pub const WEIGHT_ROWS_MULTIPLE: usize = cutlass_gemm_sys::CUTLASS_RS_WEIGHT_PACK_ROWS as usize;
+/// Columns of the weight (k) and group sizes are multiples of this: the kernels' tile k.
+pub const WEIGHT_K_MULTIPLE: usize = 64;
+
+/// The activation types of the weight-only kernels: bf16 and f16.
+pub trait WeightOnlyInput: QuantInput + cudarc::driver::ValidAsZeroBits {}
+impl WeightOnlyInput for half::bf16 {}
+impl WeightOnlyInput for half::f16 {}
+
+/// How a weight is quantized.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum WeightFormat {
+    /// Signed 4-bit values in [-8, 7] times a scale per group: `w = q · s`.
+    Symmetric,
+    /// Unsigned 4-bit values in [0, 15], a scale and a zero point per group:
+    /// `w = (q - zp) · s`, computed as `q · s + z` with `z = -s · zp` (GPTQ, AWQ).
+    ZeroPoint,
+}
+
+impl WeightFormat {
+    /// The catalog's weight type and dequantization.
+    pub fn catalog(self) -> (DataType, MixedInputMode) {
+        match self {
+            WeightFormat::Symmetric => (DataType::S4, MixedInputMode::ScaleOnly),
+            WeightFormat::ZeroPoint => (DataType::U4, MixedInputMode::ScaleWithZeroPoint),
+        }
+    }
+
+    fn has_zeros(self) -> bool {
+        self == WeightFormat::ZeroPoint
+    }
+}
+
+/// Checks the extents of a quantized weight: n a multiple of [`WEIGHT_ROWS_MULTIPLE`], k of
+/// [`WEIGHT_K_MULTIPLE`], the group size a multiple of [`WEIGHT_K_MULTIPLE`] that divides k, all
+/// within `i32::MAX`.
+pub fn check_weight_extents(n: usize, k: usize, group_size: usize) -> Result<()> {
+    for (extent, v) in [(Extent::N, n), (Extent::K, k)] {
+        let reason = if v == 0 {
+            ProblemRule::ZeroExtent(extent)
+        } else if v > MAX_EXTENT {
+            ProblemRule::ExtentTooLarge { extent, value: v }
+        } else {
+            continue;
+        };
+        return Err(Error::InvalidProblem { reason });
+    }
+    let rule = if n % WEIGHT_ROWS_MULTIPLE != 0 {
+        Some(WeightRule::Rows {
+            n,
+            multiple: WEIGHT_ROWS_MULTIPLE,
+        })
+    } else if k % WEIGHT_K_MULTIPLE != 0 {
+        Some(WeightRule::Columns {
+            k,
+            multiple: WEIGHT_K_MULTIPLE,
+        })
+    } else if group_size == 0 || group_size % WEIGHT_K_MULTIPLE != 0 || k % group_size != 0 {
+        Some(WeightRule::GroupSize { group_size, k })
+    } else {
+        None
+    };
+    match rule {
+        Some(rule) => Err(Error::InvalidProblem {
+            reason: ProblemRule::Weight { rule },
+        }),
+        None => Ok(()),
+    }
+}
+
+/// A layer's weight quantized to 4 bits, packed for the weight-only kernels, on one device.
+#[derive(Debug)]
+pub struct QuantizedWeight<T: WeightOnlyInput> {
+    packed: CudaSlice<u8>,
+    scales: CudaSlice<T>,
+    zeros: Option<CudaSlice<T>>,
+    n: usize,
+    k: usize,
+    group_size: usize,
+    format: WeightFormat,
+}
+
+impl<T: WeightOnlyInput> QuantizedWeight<T> {
+    /// Quantizes a bf16/f16 weight (`n x k` row-major, `w.len() >= n * k`) group-wise on `stream`:
+    /// per group of `group_size` columns of a row, symmetric (`s = max|w| / 7`, `q =
+    /// clamp(round(w / s), -8, 7)`) or with zero points (`s = (max - min) / 15`, `zp =
+    /// clamp(round(-min / s), 0, 15)`, `q = clamp(round(w / s) + zp, 0, 15)`; the group's range
+    /// includes 0). Scales are rounded to `T` before the values are computed from them; a group
+    /// of zeros gets the scale 1.
+    pub fn quantize(
+        stream: &Arc<CudaStream>,
+        w: &dyn DevicePtr<T>,
+        n: usize,
+        k: usize,
+        group_size: usize,
+        format: WeightFormat,
+    ) -> Result<Self> {
+        check_weight_extents(n, k, group_size)?;
+        let device = stream.context().ordinal();
+        require_device(OperandName::B, w, device)?;
+        require_len(OperandName::B, w.len(), n * k)?;
+        stream.context().bind_to_thread()?;
+        let groups = k / group_size;
+        let mut plain = stream.alloc_zeros::<u8>(n * k / 2)?;
+        let mut scales = stream.alloc_zeros::<T>(groups * n)?;
+        let mut zp = stream.alloc_zeros::<u8>(if format.has_zeros() { groups * n } else { 1 })?;
+        {
+            let (pw, _gw) = w.device_ptr(stream);
+            let (pq, _gq) = plain.device_ptr_mut(stream);
+            let (ps, _gs) = scales.device_ptr_mut(stream);
+            let (pz, _gz) = zp.device_ptr_mut(stream);
+            // SAFETY: w holds n * k values (checked); q, the scales and the zero points were
+            // allocated above for these extents on the stream's device, bound to this thread.
+            check_status("cutlass_rs_weight_quantize", unsafe {
+                cutlass_gemm_sys::cutlass_rs_weight_quantize(
+                    pw as *const _,
+                    k as i64,
+                    T::DTYPE,
+                    n as i64,
+                    k as i64,
+                    group_size as i64,
+                    i32::from(format.has_zeros()),
+                    pq as *mut _,
+                    ps as *mut _,
+                    pz as *mut _,
+                    stream.cu_stream() as *mut _,
+                )
+            })?;
+        }
+        let zero_points = format.has_zeros().then_some(&zp);
+        Self::assemble(
+            stream,
+            SourceValues::Plain(&plain),
+            scales,
+            zero_points.map(ZeroPoints::Plain),
+            n,
+            k,
+            group_size,
+            format,
+        )
+    }
+
+    /// Takes unsigned 4-bit values in CUTLASS's plain order (`n x k`, two per byte, the even
+    /// column in the low nibble: `n * k / 2` bytes), scales (`(k / group_size) x n` row-major) and
+    /// zero points (`(k / group_size) x n` bytes, each in [0, 15]); `zero_points: None` reads the
+    /// values as signed ([`WeightFormat::Symmetric`]: the nibbles are two's complement).
+    pub fn from_plain(
+        stream: &Arc<CudaStream>,
+        values: &CudaSlice<u8>,
+        scales: &CudaSlice<T>,
+        zero_points: Option<&CudaSlice<u8>>,
+        n: usize,
+        k: usize,
+        group_size: usize,
+    ) -> Result<Self> {
+        check_weight_extents(n, k, group_size)?;
+        let groups = k / group_size;
+        require_len(OperandName::B, values.len(), n * k / 2)?;
+        if let Some(z) = zero_points {
+            require_len(OperandName::Zeros, z.len(), groups * n)?;
+        }
+        let format = match zero_points {
+            Some(_) => WeightFormat::ZeroPoint,
+            None => WeightFormat::Symmetric,
+        };
+        Self::assemble(
+            stream,
+            SourceValues::Plain(values),
+            copy_scales(stream, scales, groups * n)?,
+            zero_points.map(ZeroPoints::Plain),
+            n,
+            k,
+            group_size,
+            format,
+        )
+    }
+
+    /// Takes a GPTQ checkpoint's tensors: `qweight` (`k / 8 x n` i32, eight values of a column per
+    /// word), `qzeros` (`groups x n / 8` i32), `scales` (`groups x n`, of `T`: cast a checkpoint's
+    /// f16 scales first for bf16 activations) and, when the checkpoint has it, `g_idx` (the group
+    /// of each column; act-order checkpoints, where it is not `column / group_size`, are refused).
+    /// `zero_offset` is added to each stored zero point, modulo 16: 1 for checkpoints in GPTQ's
+    /// original ("v1") format, which stores `zp - 1` in four bits (0 wrapping to 15), 0 for "v2".
+    #[allow(clippy::too_many_arguments)]
+    pub fn from_gptq(
+        stream: &Arc<CudaStream>,
+        qweight: &CudaSlice<i32>,
+        qzeros: &CudaSlice<i32>,
+        scales: &CudaSlice<T>,
+        g_idx: Option<&[i32]>,
+        n: usize,
+        k: usize,
+        group_size: usize,
+        zero_offset: i32,
+    ) -> Result<Self> {
+        check_weight_extents(n, k, group_size)?;
+        if let Some(g) = g_idx {
+            check_group_index(g, k, group_size)?;
+        }
+        let groups = k / group_size;
+        require_len(OperandName::B, qweight.len(), k / 8 * n)?;
+        require_len(OperandName::Zeros, qzeros.len(), groups * n / 8)?;
+        Self::assemble(
+            stream,
+            SourceValues::Gptq(qweight),
+            copy_scales(stream, scales, groups * n)?,
+            Some(ZeroPoints::Gptq(qzeros, zero_offset)),
+            n,
+            k,
+            group_size,
+            WeightFormat::ZeroPoint,
+        )
+    }
+
+    /// Takes an AWQ checkpoint's tensors (its GEMM layout): `qweight` (`k x n / 8` i32, eight
+    /// values of a row per word in AWQ's order 0 2 4 6 1 3 5 7), `qzeros` (`groups x n / 8` i32, the
+    /// same order) and `scales` (`groups x n`, of `T`).
+    pub fn from_awq(
+        stream: &Arc<CudaStream>,
+        qweight: &CudaSlice<i32>,
+        qzeros: &CudaSlice<i32>,
+        scales: &CudaSlice<T>,
+        n: usize,
+        k: usize,
+        group_size: usize,
+    ) -> Result<Self> {
+        check_weight_extents(n, k, group_size)?;
+        let groups = k / group_size;
+        require_len(OperandName::B, qweight.len(), k * n / 8)?;
+        require_len(OperandName::Zeros, qzeros.len(), groups * n / 8)?;
+        Self::assemble(
+            stream,
+            SourceValues::Awq(qweight),
+            copy_scales(stream, scales, groups * n)?,
+            Some(ZeroPoints::Awq(qzeros)),
+            n,
+            k,
+            group_size,
+            WeightFormat::ZeroPoint,
+        )
+    }
+
+    /// Packs the values and computes the zeros.
+    #[allow(clippy::too_many_arguments)]
+    fn assemble(
+        stream: &Arc<CudaStream>,
+        values: SourceValues<'_>,
+        scales: CudaSlice<T>,
+        zero_points: Option<ZeroPoints<'_>>,
+        n: usize,
+        k: usize,
+        group_size: usize,
+        format: WeightFormat,
+    ) -> Result<Self> {
+        let device = stream.context().ordinal();
+        let (format_code, source): (i32, &dyn DevicePtr<u8>) = match values {
+            SourceValues::Plain(v) => (cutlass_gemm_sys::CUTLASS_RS_WEIGHT_FORMAT_PLAIN, v),
+            SourceValues::Gptq(v) => (
+                cutlass_gemm_sys::CUTLASS_RS_WEIGHT_FORMAT_GPTQ,
+                &ByteView(v),
+            ),
+            SourceValues::Awq(v) => (cutlass_gemm_sys::CUTLASS_RS_WEIGHT_FORMAT_AWQ, &ByteView(v)),
+        };
+        require_device(OperandName::B, source, device)?;
+        require_device(OperandName::Scales, &scales, device)?;
+        stream.context().bind_to_thread()?;
+        let mut packed = stream.alloc_zeros::<u8>(n * k / 2)?;
+        {
+            let (ps, _gs) = source.device_ptr(stream);
+            let (pp, _gp) = packed.device_ptr_mut(stream);
+            // SAFETY: the source holds the n x k values of its format (lengths checked by the
+            // constructors), packed n * k / 2 bytes; both on the stream's device.
+            check_status("cutlass_rs_weight_pack", unsafe {
+                cutlass_gemm_sys::cutlass_rs_weight_pack(
+                    format_code,
+                    ps as *const _,
+                    pp as *mut _,
+                    n as i64,
+                    k as i64,
+                    0,
+                    stream.cu_stream() as *mut _,
+                )
+            })?;
+        }
+        let groups = k / group_size;
+        let zeros = match zero_points {
+            None => None,
+            Some(zp) => {
+                let (code, offset, words): (i32, i32, &dyn DevicePtr<u8>) = match zp {
+                    ZeroPoints::Plain(z) => {
+                        (cutlass_gemm_sys::CUTLASS_RS_WEIGHT_FORMAT_PLAIN, 0, z)
+                    }
+                    ZeroPoints::Gptq(z, offset) => (
+                        cutlass_gemm_sys::CUTLASS_RS_WEIGHT_FORMAT_GPTQ,
+                        offset,
+                        &ByteView(z),
+                    ),
+                    ZeroPoints::Awq(z) => (
+                        cutlass_gemm_sys::CUTLASS_RS_WEIGHT_FORMAT_AWQ,
+                        0,
+                        &ByteView(z),
+                    ),
+                };
+                require_device(OperandName::Zeros, words, device)?;
+                let mut zeros = stream.alloc_zeros::<T>(groups * n)?;
+                {
+                    let (pz, _gz) = words.device_ptr(stream);
+                    let (ps, _gs) = scales.device_ptr(stream);
+                    let (po, _go) = zeros.device_ptr_mut(stream);
+                    // SAFETY: the zero points hold groups x n values of their format, the scales
+                    // and zeros groups * n of T (checked or allocated so); same device.
+                    check_status("cutlass_rs_weight_zeros", unsafe {
+                        cutlass_gemm_sys::cutlass_rs_weight_zeros(
+                            code,
+                            pz as *const _,
+                            ps as *const _,
+                            po as *mut _,
+                            T::DTYPE,
+                            groups as i64,
+                            n as i64,
+                            offset,
+                            stream.cu_stream() as *mut _,
+                        )
+                    })?;
+                }
+                Some(zeros)
+            }
+        };
+        Ok(QuantizedWeight {
+            packed,
+            scales,
+            zeros,
+            n,
+            k,
+            group_size,
+            format,
+        })
+    }
+
+    /// Rows (the layer's outputs).
+    pub fn n(&self) -> usize {
+        self.n
+    }
+
+    /// Columns (the layer's inputs).
+    pub fn k(&self) -> usize {
+        self.k
+    }
+
+    /// Columns per scale.
+    pub fn group_size(&self) -> usize {
+        self.group_size
+    }
+
+    /// How the weight is quantized.
+    pub fn format(&self) -> WeightFormat {
+        self.format
+    }
+
+    /// The packed values (`n * k / 2` bytes, in the kernels' order).
+    pub fn packed(&self) -> &CudaSlice<u8> {
+        &self.packed
+    }
+
+    /// The scales, `(k / group_size) x n` row-major.
+    pub fn scales(&self) -> &CudaSlice<T> {
+        &self.scales
+    }
+
+    /// The additive zeros `z = -s · zp` (zero-point weights), `(k / group_size) x n` row-major.
+    pub fn zeros(&self) -> Option<&CudaSlice<T>> {
+        self.zeros.as_ref()
+    }
+
+    /// Bytes the weight occupies on the device (values, scales, zeros).
+    pub fn device_bytes(&self) -> usize {
+        let s = std::mem::size_of::<T>();
+        self.packed.len() + self.scales.len() * s + self.zeros.as_ref().map_or(0, |z| z.len() * s)
+    }
+}
+
+enum SourceValues<'a> {
+    Plain(&'a CudaSlice<u8>),
+    Gptq(&'a CudaSlice<i32>),
+    Awq(&'a CudaSlice<i32>),
+}
+
+enum ZeroPoints<'a> {
+    Plain(&'a CudaSlice<u8>),
+    Gptq(&'a CudaSlice<i32>, i32),
+    Awq(&'a CudaSlice<i32>),
+}
+
+/// An i32 slice read as its bytes (the packing kernels read checkpoints' words as raw bits).
+struct ByteView<'a>(&'a CudaSlice<i32>);
+
+impl DevicePtr<u8> for ByteView<'_> {
+    fn device_ptr<'a>(
+        &'a self,
+        stream: &'a CudaStream,
+    ) -> (
+        cudarc::driver::sys::CUdeviceptr,
+        cudarc::driver::SyncOnDrop<'a>,
+    ) {
+        self.0.device_ptr(stream)
+    }
+}
+
+impl cudarc::driver::DeviceSlice<u8> for ByteView<'_> {
+    fn len(&self) -> usize {
+        self.0.len() * 4
+    }
+    fn stream(&self) -> &Arc<CudaStream> {
+        self.0.stream()
+    }
+}
+
+/// A copy of the caller's scales (the weight owns its buffers).
+fn copy_scales<T: WeightOnlyInput>(
+    stream: &Arc<CudaStream>,
+    scales: &CudaSlice<T>,
+    len: usize,
+) -> Result<CudaSlice<T>> {
+    require_len(OperandName::Scales, scales.len(), len)?;
+    require_device(OperandName::Scales, scales, stream.context().ordinal())?;
+    let mut out = stream.alloc_zeros::<T>(len)?;
+    stream.memcpy_dtod(&scales.slice(..len), &mut out)?;
+    Ok(out)
+}
+
+/// GPTQ's `g_idx` must put column `i` in group `i / group_size` (no act-order).
+pub fn check_group_index(g_idx: &[i32], k: usize, group_size: usize) -> Result<()> {
+    if g_idx.len() != k {
+        return Err(Error::BufferTooSmall {
+            operand: OperandName::GroupIndex,
+            len: g_idx.len(),
+            required: k,
+        });
+    }
+    for (column, &group) in g_idx.iter().enumerate() {
+        if i64::from(group) != (column / group_size) as i64 {
+            return Err(Error::InvalidProblem {
+                reason: ProblemRule::Weight {
+                    rule: WeightRule::ActOrder {
+                        column,
+                        group: i64::from(group),
+                    },
+                },
+            });
+        }
+    }
+    Ok(())
+}
+
+/// A weight-only GEMM's geometry.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct WeightOnlyProblem {
+    /// Rows of X, C and Y (tokens).
+    pub m: usize,
+    /// Rows of the weight (the layer's outputs): columns of Y.
+    pub n: usize,
+    /// Columns of X and of the weight (the layer's inputs).
+    pub k: usize,
+    /// Columns per scale of the weight.
+    pub group_size: usize,
+    /// How the weight is quantized.
+    pub format: WeightFormat,
+    /// Multiplies the product.
+    pub alpha: f32,
+    /// Multiplies C.
+    pub beta: f32,
+}
+
+impl WeightOnlyProblem {
+    /// `m` tokens through an `n x k` weight quantized in groups of `group_size`.
+    pub fn new(
+        m: usize,
+        n: usize,
+        k: usize,
+        group_size: usize,
+        format: WeightFormat,
+    ) -> WeightOnlyProblem {
+        WeightOnlyProblem {
+            m,
+            n,
+            k,
+            group_size,
+            format,
+            alpha: 1.0,
+            beta: 0.0,
+        }
+    }
+
+    /// The problem of `m` tokens through this weight.
+    pub fn for_weight<T: WeightOnlyInput>(m: usize, w: &QuantizedWeight<T>) -> WeightOnlyProblem {
+        WeightOnlyProblem::new(m, w.n, w.k, w.group_size, w.format)
+    }
+
+    /// With alpha and beta.
+    pub fn with_scalars(mut self, alpha: f32, beta: f32) -> WeightOnlyProblem {
+        self.alpha = alpha;
+        self.beta = beta;
+        self
+    }
+
+    /// Checks the rules that need no kernel: m at least 1 and at most `i32::MAX`, the weight's
+    /// extents ([`check_weight_extents`]), finite scalars, m · k and m · n within `usize`.
+    pub fn check(&self) -> Result<()> {
+        let reason = if self.m == 0 {
+            Some(ProblemRule::ZeroExtent(Extent::M))
+        } else if self.m > MAX_EXTENT {
+            Some(ProblemRule::ExtentTooLarge {
+                extent: Extent::M,
+                value: self.m,
+            })
+        } else if !self.alpha.is_finite() || !self.beta.is_finite() {
+            Some(ProblemRule::NonFiniteScalars {
+                alpha: Scalar(self.alpha),
+                beta: Scalar(self.beta),
+            })
+        } else {
+            None
+        };
+        if let Some(reason) = reason {
+            return Err(Error::InvalidProblem { reason });
+        }
+        check_weight_extents(self.n, self.k, self.group_size)?;
+        for (operand, a, b) in [
+            (OperandName::A, self.m, self.k),
+            (OperandName::D, self.m, self.n),
+        ] {
+            if a.checked_mul(b).is_none() {
+                return Err(Error::InvalidProblem {
+                    reason: ProblemRule::OperandReachOverflows { operand },
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A planned weight-only GEMM: activations, C and Y of `T` (bf16 or f16), a 4-bit weight.
+#[derive(Debug, Clone)]
+pub struct WeightOnlyGemm<T: WeightOnlyInput> {
+    problem: WeightOnlyProblem,
+    device: DeviceInfo,
+    kernel: WeightOnlyKernel,
+    splits: u16,
+    workspace_size: usize,
+    _types: std::marker::PhantomData<T>,
+}
+
+impl<T: WeightOnlyInput> WeightOnlyGemm<T> {
+    /// Plans on `ctx`'s device, choosing among the weight-only kernels of this build.
+    pub fn new(ctx: &CudaContext, problem: &WeightOnlyProblem) -> Result<Self> {
+        Self::plan(DeviceInfo::query(ctx)?, problem, None)
+    }
+
+    /// Plans with the weight-only kernel of this name.
+    pub fn with_kernel(ctx: &CudaContext, problem: &WeightOnlyProblem, name: &str) -> Result<Self> {
+        Self::plan(DeviceInfo::query(ctx)?, problem, Some(name))
+    }
+
+    /// Plans for a described device without touching it. Rules, each a typed error: the
+    /// problem's ([`WeightOnlyProblem::check`]); a weight-only kernel of this build for `T` and
+    /// the weight's format that the device can run ([`Error::NoKernel`], naming the `weight-only`
+    /// feature, otherwise; [`KernelRule::WeightOnly`] for a named kernel that is not one).
+    pub fn plan(
+        device: DeviceInfo,
+        problem: &WeightOnlyProblem,
+        kernel: Option<&str>,
+    ) -> Result<Self> {
+        problem.check()?;
+        let kernel = select(&device, problem, T::DATA_TYPE, kernel)?;
+        let mut plan = WeightOnlyGemm {
+            problem: *problem,
+            device,
+            kernel,
+            splits: 0,
+            workspace_size: 0,
+            _types: std::marker::PhantomData,
+        };
+        plan.workspace_size = kernel.workspace_size_of(&plan.args([0; 6]))?;
+        Ok(plan)
+    }
+
+    /// With a split-K factor for a stream-K kernel (`splits > 1` replaces CUTLASS's stream-K
+    /// decomposition; 0 or 1 restores it). A kernel of another scheduler refuses it
+    /// ([`KernelRule::SplitKNeedsStreamK`]).
+    pub fn with_splits(mut self, splits: u16) -> Result<Self> {
+        if splits > 1 && self.kernel.spec.tile_scheduler != TileScheduler::StreamK {
+            return Err(Error::KernelMismatch {
+                name: self.kernel.name.into(),
+                reason: KernelRule::SplitKNeedsStreamK { splits },
+            });
+        }
+        self.splits = splits;
+        self.workspace_size = self.kernel.workspace_size_of(&self.args([0; 6]))?;
+        Ok(self)
+    }
+
+    /// The chosen kernel's name.
+    pub fn kernel_name(&self) -> &'static str {
+        self.kernel.name
+    }
+
+    /// The split-K factor ([`WeightOnlyGemm::with_splits`]; 0 for the kernel's own decomposition).
+    pub fn splits(&self) -> u16 {
+        self.splits
+    }
+
+    /// The problem planned for.
+    pub fn problem(&self) -> &WeightOnlyProblem {
+        &self.problem
+    }
+
+    /// Bytes of workspace a launch needs (stream-K's partial tiles).
+    pub fn workspace_size(&self) -> usize {
+        self.workspace_size
+    }
+
+    /// Runs the kernel's host path up to the launch (CUTLASS's checks and kernel parameters, TMA
+    /// descriptors included) over placeholder pointers: what a device that cannot run the kernel
+    /// still proves.
+    pub fn prepare(&self) -> Result<()> {
+        // Placeholder device addresses, 256-byte aligned, never dereferenced.
+        let fake = 1u64 << 40;
+        // The kernel takes zeros exactly when it reads them.
+        let zeros = if self.problem.format.has_zeros() {
+            fake
+        } else {
+            0
+        };
+        let args = self.args([fake, fake, fake, zeros, fake, fake]);
+        let workspace = if self.workspace_size > 0 { fake } else { 0 };
+        // SAFETY: prepare encodes the addresses into TMA descriptors and never dereferences them.
+        unsafe {
+            self.kernel
+                .prepare_abi(&args, workspace, self.workspace_size)
+        }
+    }
+
+    /// Checks the buffers and launches `y = alpha · x · dequant(w)ᵀ + beta · c` on `stream`. Rules
+    /// checked first, each a typed error naming the operand: the weight's extents and format the
+    /// plan's ([`WeightRule::Extents`], [`WeightRule::Format`]); every buffer and the stream on
+    /// the plan's device; x holding `m x k`, c and y `m x n`; 16-byte aligned x, c, y and
+    /// workspace; y overlapping no input but c; c given when beta is not 0.
+    pub fn run(
+        &self,
+        stream: &Arc<CudaStream>,
+        x: &dyn DevicePtr<T>,
+        w: &QuantizedWeight<T>,
+        c: Option<&dyn DevicePtr<T>>,
+        y: &mut dyn DevicePtrMut<T>,
+        workspace: Workspace<'_>,
+    ) -> Result<()> {
+        let p = &self.problem;
+        if (w.n, w.k, w.group_size) != (p.n, p.k, p.group_size) {
+            return Err(Error::InvalidProblem {
+                reason: ProblemRule::Weight {
+                    rule: WeightRule::Extents {
+                        weight: (w.n, w.k, w.group_size),
+                        plan: (p.n, p.k, p.group_size),
+                    },
+                },
+            });
+        }
+        if w.format != p.format {
+            return Err(Error::InvalidProblem {
+                reason: ProblemRule::Weight {
+                    rule: WeightRule::Format {
+                        weight_zeros: w.format.has_zeros(),
+                        plan_zeros: p.format.has_zeros(),
+                    },
+                },
+            });
+        }
+        let device = self.device.ordinal;
+        require_ordinal(OperandName::Stream, stream.context().ordinal(), device)?;
+        stream.context().bind_to_thread()?;
+        crate::error::require_arch(
+            self.kernel.name,
+            self.kernel.spec.arch,
+            self.device.compute_capability,
+        )?;
+        require_device(OperandName::A, x, device)?;
+        require_device(OperandName::B, &w.packed, device)?;
+        require_device(OperandName::Scales, &w.scales, device)?;
+        if let Some(z) = &w.zeros {
+            require_device(OperandName::Zeros, z, device)?;
+        }
+        if let Some(c) = c {
+            require_device(OperandName::C, c, device)?;
+        }
+        require_device(OperandName::D, y, device)?;
+        require_len(OperandName::A, x.len(), p.m * p.k)?;
+        if let Some(c) = c {
+            require_len(OperandName::C, c.len(), p.m * p.n)?;
+        }
+        require_len(OperandName::D, y.len(), p.m * p.n)?;
+        if c.is_none() && p.beta != 0.0 {
+            return Err(Error::InvalidProblem {
+                reason: ProblemRule::BetaWithoutC {
+                    beta: Scalar(p.beta),
+                },
+            });
+        }
+        let (px, _gx) = x.device_ptr(stream);
+        let (pw, _gw) = w.packed.device_ptr(stream);
+        let (ps, _gs) = w.scales.device_ptr(stream);
+        let zeros = w.zeros.as_ref().map(|z| z.device_ptr(stream));
+        let c = c.map(|c| c.device_ptr(stream));
+        let (py, _gy) = y.device_ptr_mut(stream);
+        let pc = c.as_ref().map(|(p, _)| *p);
+        let pz = zeros.as_ref().map(|(p, _)| *p);
+        for (operand, ptr) in [
+            (OperandName::A, Some(px)),
+            (OperandName::C, pc),
+            (OperandName::D, Some(py)),
+        ] {
+            if let Some(ptr) = ptr {
+                crate::error::require_aligned(operand, Quantity::Pointer, ptr, POINTER_ALIGNMENT)?;
+            }
+        }
+        let size = std::mem::size_of::<T>() as u64;
+        let y_range = (py, (p.m * p.n) as u64 * size);
+        for (input, range) in [
+            (OperandName::A, Some((px, (p.m * p.k) as u64 * size))),
+            (
+                OperandName::C,
+                pc.filter(|&c| c != py)
+                    .map(|c| (c, (p.m * p.n) as u64 * size)),
+            ),
+        ] {
+            if range.is_some_and(|r| overlaps(r, y_range)) {
+                return Err(Error::Aliasing {
+                    output: OperandName::D,
+                    input,
+                });
+            }
+        }
+        let mut managed = None;
+        let (pwk, _gwk) = workspace_ptr(stream, workspace, self.workspace_size, &mut managed)?;
+        let args = self.args([px, pw, ps, pz.unwrap_or(0), pc.unwrap_or(py), py]);
+        // SAFETY: x, c and y were checked against the extents, devices, alignment and aliasing;
+        // the weight's buffers were allocated by QuantizedWeight for its extents, which equal the
+        // plan's; the guards keep the buffers' stream ordering until the launch is queued.
+        unsafe {
+            self.kernel
+                .launch_abi(&args, pwk, self.workspace_size, stream.cu_stream())
+        }
+    }
+
+    /// The C arguments over device pointers: x, the packed weight, scales, zeros (0 for none), c,
+    /// y.
+    fn args(&self, [x, w, s, z, c, y]: [u64; 6]) -> cutlass_rs_weight_only_args {
+        let p = &self.problem;
+        cutlass_rs_weight_only_args {
+            m: p.m as i64,
+            n: p.n as i64,
+            k: p.k as i64,
+            group_size: p.group_size as i64,
+            x: x as *const _,
+            ldx: p.k as i64,
+            w: w as *const _,
+            scales: s as *const _,
+            zeros: z as *const _,
+            c: c as *const _,
+            ldc: p.n as i64,
+            d: y as *mut _,
+            ldd: p.n as i64,
+            alpha: p.alpha,
+            beta: p.beta,
+            device_id: self.device.ordinal as i32,
+            sm_count: self.device.sm_count,
+            splits: i32::from(self.splits),
+            reserved: 0,
+        }
+    }
+}
+
+/// Tokens up to which a weight-only plan takes a stream-K kernel.
+const STREAM_K_TOKENS: usize = 1024;
+
+/// The weight-only kernel for a plan: the one named, or by the tokens m among this build's
+/// kernels of the `weight-only` feature (all its weight-only kernels when it has none of those) for
+/// the activation type and weight format that the device can run. Up to 1024 tokens the narrowest
+/// stream-K tile whose N holds m (with scales only 128x16 up to 16 tokens; 128x32 up to 32, and
+/// from 1 token with zero points, whose 128x16 tile is slower; 128x64 up to 64), else the widest
+/// stream-K one (128x128); beyond, the largest persistent tile (128x256). Fitted on an H200 to
+/// Llama-3-8B's and -70B's layers and three families of `bench/shapes-broad.tsv`
+/// (`docs/performance.md` scores the other families).
+fn select(
+    device: &DeviceInfo,
+    problem: &WeightOnlyProblem,
+    wide: DataType,
+    name: Option<&str>,
+) -> Result<WeightOnlyKernel> {
+    let (weight, mode) = problem.format.catalog();
+    let serves = |k: &WeightOnlyKernel| {
+        k.spec.b.ty == wide
+            && k.spec.a.ty == weight
+            && k.spec.mixed_input.map(|x| x.mode) == Some(mode)
+    };
+    if let Some(name) = name {
+        let Some(k) = built_weight_only_kernels().iter().find(|k| k.name == name) else {
+            if let Some(spec) = cutlass_gemm_catalog::catalog::find(name) {
+                if spec.mixed_input.is_none() {
+                    return Err(Error::KernelMismatch {
+                        name: name.into(),
+                        reason: KernelRule::WeightOnly { kernel: false },
+                    });
+                }
+            }
+            return Err(Error::KernelNotBuilt {
+                name: name.into(),
+                build_with: crate::selection::build_hint(name),
+            });
+        };
+        if !serves(k) {
+            let (operand, kernel, required) = if k.spec.b.ty != wide {
+                (OperandName::A, k.spec.b.ty, wide)
+            } else {
+                (OperandName::B, k.spec.a.ty, weight)
+            };
+            return Err(Error::KernelMismatch {
+                name: name.into(),
+                reason: KernelRule::Operand {
+                    operand,
+                    kernel: (kernel, k.spec.a.layout),
+                    required: (required, k.spec.a.layout),
+                },
+            });
+        }
+        crate::error::require_arch(name, k.spec.arch, device.compute_capability)?;
+        return Ok(*k);
+    }
+    let candidates: Vec<WeightOnlyKernel> = built_weight_only_kernels()
+        .iter()
+        .filter(|k| serves(k) && k.spec.arch.runs_on(device.compute_capability))
+        .copied()
+        .collect();
+    // The feature's kernels when the build has them (other catalog tiles only when named).
+    let default: Vec<WeightOnlyKernel> = candidates
+        .iter()
+        .filter(|k| cutlass_gemm_catalog::catalog::is_default_weight_only(&k.spec))
+        .copied()
+        .collect();
+    let pool = if default.is_empty() {
+        candidates
+    } else {
+        default
+    };
+    // Up to STREAM_K_TOKENS tokens: the narrowest stream-K tile whose N holds m, else the widest
+    // stream-K one; beyond, the largest persistent tile.
+    let stream_k = |k: &&WeightOnlyKernel| k.spec.tile_scheduler == TileScheduler::StreamK;
+    let area = |k: &&WeightOnlyKernel| k.spec.tile[0] * k.spec.tile[1];
+    let chosen = if problem.m <= STREAM_K_TOKENS {
+        pool.iter()
+            .filter(stream_k)
+            .filter(|k| k.spec.tile[1] as usize >= problem.m)
+            .min_by_key(|k| k.spec.tile[1])
+            .or_else(|| pool.iter().filter(stream_k).max_by_key(area))
+    } else {
+        pool.iter().filter(|k| !stream_k(k)).max_by_key(area)
+    }
+    .or_else(|| pool.iter().max_by_key(area))
+    .copied();
+    chosen.ok_or_else(|| {
+        // A catalog entry that serves, the feature's first.
+        let entry = cutlass_gemm_catalog::catalog::all()
+            .into_iter()
+            .filter(|s| {
+                s.mixed_input.map(|x| x.mode) == Some(mode) && (s.a.ty, s.b.ty) == (weight, wide)
+            })
+            .min_by_key(|s| !cutlass_gemm_catalog::catalog::is_default_weight_only(s));
+        Error::NoKernel {
+            request: format!("weight-only GEMM {wide} x {weight} ({mode:?})"),
+            nearest: built_weight_only_kernels()
+                .iter()
+                .take(3)
+                .map(|k| k.name.to_string())
+                .collect(),
+            build_with: match entry {
+                Some(s) => crate::selection::build_hint(&s.name()),
+                None => BuildHint::NotInCatalog,
+            },
+        }
+    })
+}

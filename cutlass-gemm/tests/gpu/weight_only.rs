@@ -1,0 +1,496 @@
+//! Weight-only GEMMs (4-bit weights, bf16/f16 activations) against the f64 host reference over
+//! the weight as the host dequantizes it: every weight-only kernel of the build, tokens from 1 to
+//! past a tile, group sizes 64, 128 and k, rows that are not a multiple of the tile; GPTQ and AWQ
+//! checkpoints made here (packed bit for bit as the weight from the plain values); the GPU
+//! quantizer against its definition, read back through the kernel; typed refusals.
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaContext, CudaSlice, CudaStream};
+use cutlass_gemm::reference;
+use cutlass_gemm::{
+    built_weight_only_kernels, DataType, Element, Error, ProblemRule, QuantizedWeight,
+    WeightFormat, WeightOnlyGemm, WeightOnlyInput, WeightOnlyProblem, WeightRule, Workspace,
+};
+use half::{bf16, f16};
+use rand::rngs::StdRng;
+use rand::Rng;
+
+use crate::common::{device, rng};
+
+/// Random 4-bit values (plain order: two per byte, the even column low), scales that are small
+/// multiples of 1/64 (so that q · s is exact in bf16) and zero points.
+struct HostWeight<T> {
+    values: Vec<u8>,
+    scales: Vec<T>,
+    zero_points: Option<Vec<u8>>,
+    n: usize,
+    k: usize,
+    group_size: usize,
+}
+
+impl<T: Element> HostWeight<T> {
+    fn random(rng: &mut StdRng, n: usize, k: usize, group_size: usize, zp: bool) -> Self {
+        let groups = k / group_size;
+        HostWeight {
+            values: (0..n * k / 2).map(|_| rng.random::<u8>()).collect(),
+            scales: (0..groups * n)
+                .map(|_| T::from_f64(f64::from(rng.random_range(1..=24)) / 64.0))
+                .collect(),
+            zero_points: zp.then(|| (0..groups * n).map(|_| rng.random_range(0..16)).collect()),
+            n,
+            k,
+            group_size,
+        }
+    }
+
+    fn q(&self, j: usize, i: usize) -> u32 {
+        let e = j * self.k + i;
+        u32::from((self.values[e / 2] >> ((e % 2) * 4)) & 0xF)
+    }
+
+    /// The kernels' zeros: -s · zp rounded once.
+    fn zeros(&self) -> Option<Vec<T>> {
+        self.zero_points.as_ref().map(|zp| {
+            zp.iter()
+                .zip(&self.scales)
+                .map(|(&z, s)| T::from_f64(-s.to_f64() * f64::from(z)))
+                .collect()
+        })
+    }
+
+    fn dequantized(&self) -> Vec<T> {
+        let zeros = self.zeros();
+        reference::dequantize_weight(
+            &self.values,
+            self.zero_points.is_none(),
+            &self.scales,
+            zeros.as_deref(),
+            self.n,
+            self.k,
+            self.group_size,
+        )
+        .unwrap()
+    }
+
+    fn upload(&self, stream: &Arc<CudaStream>) -> QuantizedWeight<T>
+    where
+        T: WeightOnlyInput,
+    {
+        let values = stream.clone_htod(&self.values).unwrap();
+        let scales = stream.clone_htod(&self.scales).unwrap();
+        let zp = self
+            .zero_points
+            .as_ref()
+            .map(|z| stream.clone_htod(z).unwrap());
+        QuantizedWeight::from_plain(
+            stream,
+            &values,
+            &scales,
+            zp.as_ref(),
+            self.n,
+            self.k,
+            self.group_size,
+        )
+        .unwrap()
+    }
+
+    /// GPTQ's qweight (k / 8 x n words, eight values of a column each) and qzeros (groups x n / 8,
+    /// stored as zp - 1: GPTQ's original format).
+    fn gptq(&self) -> (Vec<i32>, Vec<i32>) {
+        let mut qweight = vec![0u32; self.k / 8 * self.n];
+        for i in 0..self.k {
+            for j in 0..self.n {
+                qweight[(i / 8) * self.n + j] |= self.q(j, i) << (4 * (i % 8));
+            }
+        }
+        let zp = self.zero_points.as_ref().unwrap();
+        let mut qzeros = vec![0u32; zp.len() / 8];
+        for (e, &z) in zp.iter().enumerate() {
+            let (g, j) = (e / self.n, e % self.n);
+            let stored = (u32::from(z) + 15) % 16; // zp - 1, wrapping as GPTQ's packer does
+            qzeros[g * (self.n / 8) + j / 8] |= stored << (4 * (j % 8));
+        }
+        let words = |v: Vec<u32>| v.into_iter().map(|w| w as i32).collect();
+        (words(qweight), words(qzeros))
+    }
+
+    /// AWQ's qweight (k x n / 8 words, in the order 0 2 4 6 1 3 5 7) and qzeros.
+    fn awq(&self) -> (Vec<i32>, Vec<i32>) {
+        const ORDER: [usize; 8] = [0, 2, 4, 6, 1, 3, 5, 7];
+        let mut qweight = vec![0u32; self.k * self.n / 8];
+        for i in 0..self.k {
+            for w in 0..self.n / 8 {
+                for (p, &o) in ORDER.iter().enumerate() {
+                    qweight[i * (self.n / 8) + w] |= self.q(w * 8 + o, i) << (4 * p);
+                }
+            }
+        }
+        let zp = self.zero_points.as_ref().unwrap();
+        let groups = self.k / self.group_size;
+        let mut qzeros = vec![0u32; groups * self.n / 8];
+        for g in 0..groups {
+            for w in 0..self.n / 8 {
+                for (p, &o) in ORDER.iter().enumerate() {
+                    qzeros[g * (self.n / 8) + w] |=
+                        u32::from(zp[g * self.n + w * 8 + o]) << (4 * p);
+                }
+            }
+        }
+        let words = |v: Vec<u32>| v.into_iter().map(|w| w as i32).collect();
+        (words(qweight), words(qzeros))
+    }
+}
+
+fn integers<T: Element>(rng: &mut StdRng, len: usize, max: i32) -> Vec<T> {
+    (0..len)
+        .map(|_| T::from_f64(f64::from(rng.random_range(-max..=max))))
+        .collect()
+}
+
+/// Runs `m` tokens through the weight on one kernel (or the library's choice) into a poisoned Y
+/// and compares it with the reference; returns the plan's kernel name.
+#[allow(clippy::too_many_arguments)]
+fn check<T: WeightOnlyInput>(
+    ctx: &Arc<CudaContext>,
+    stream: &Arc<CudaStream>,
+    rng: &mut StdRng,
+    w: &HostWeight<T>,
+    qw: &QuantizedWeight<T>,
+    m: usize,
+    beta: f32,
+    kernel: Option<&str>,
+) -> &'static str {
+    let p = WeightOnlyProblem::for_weight(m, qw).with_scalars(1.5, beta);
+    let plan = match kernel {
+        Some(name) => WeightOnlyGemm::<T>::with_kernel(ctx, &p, name),
+        None => WeightOnlyGemm::<T>::new(ctx, &p),
+    }
+    .unwrap();
+    let x: Vec<T> = integers(rng, m * w.k, 2);
+    let c: Vec<T> = integers(rng, m * w.n, 3);
+    let dx = stream.clone_htod(&x).unwrap();
+    let dc = stream.clone_htod(&c).unwrap();
+    let mut dy = stream.clone_htod(&vec![T::POISON; m * w.n]).unwrap();
+    let cin = (beta != 0.0).then_some(&dc as &dyn cudarc::driver::DevicePtr<T>);
+    plan.run(stream, &dx, qw, cin, &mut dy, Workspace::Managed)
+        .unwrap();
+    let y = stream.clone_dtoh(&dy).unwrap();
+    let want =
+        reference::weight_only(&p, &x, &w.dequantized(), (beta != 0.0).then_some(&c[..])).unwrap();
+    let geometry = cutlass_gemm::GemmProblem::new(m, w.n, w.k)
+        .resolve(cutlass_gemm::OperandName::D)
+        .unwrap();
+    let cmp = reference::compare(&y, &geometry, &want);
+    assert!(
+        cmp.passed(),
+        "{} m={m} n={} k={} g={}: {cmp:?}",
+        plan.kernel_name(),
+        w.n,
+        w.k,
+        w.group_size
+    );
+    plan.kernel_name()
+}
+
+fn kernels_for(wide: DataType, zp: bool) -> Vec<&'static str> {
+    let weight = if zp { DataType::U4 } else { DataType::S4 };
+    built_weight_only_kernels()
+        .iter()
+        .filter(|k| k.spec.b.ty == wide && k.spec.a.ty == weight)
+        .map(|k| k.name)
+        .collect()
+}
+
+fn every_kernel<T: WeightOnlyInput>() {
+    let (ctx, stream) = device();
+    let mut rng = rng();
+    for zp in [false, true] {
+        let kernels = kernels_for(T::DATA_TYPE, zp);
+        assert!(
+            !kernels.is_empty(),
+            "no {} weight-only kernel in this build (features weight-only)",
+            T::DATA_TYPE
+        );
+        // n = 272: 17 blocks of 16 rows, not a multiple of any tile m.
+        for (n, k, g) in [(272, 512, 64), (256, 1024, 128), (128, 384, 384)] {
+            let w = HostWeight::<T>::random(&mut rng, n, k, g, zp);
+            let qw = w.upload(&stream);
+            for &kernel in &kernels {
+                for m in [1, 5, 16, 17, 64, 100, 257] {
+                    let beta = if m % 2 == 1 { 0.5 } else { 0.0 };
+                    check(&ctx, &stream, &mut rng, &w, &qw, m, beta, Some(kernel));
+                }
+            }
+            // The library's choice, by tokens.
+            for m in [1, 16, 33, 64, 200] {
+                check(&ctx, &stream, &mut rng, &w, &qw, m, 0.0, None);
+            }
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn bf16_weight_only_kernels_match_the_reference() {
+    every_kernel::<bf16>();
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn f16_weight_only_kernels_match_the_reference() {
+    every_kernel::<f16>();
+}
+
+fn same<T: cudarc::driver::DeviceRepr + PartialEq + std::fmt::Debug + Clone + Default>(
+    stream: &Arc<CudaStream>,
+    a: &CudaSlice<T>,
+    b: &CudaSlice<T>,
+) -> bool {
+    stream.clone_dtoh(a).unwrap() == stream.clone_dtoh(b).unwrap()
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gptq_and_awq_checkpoints_load_bit_for_bit() {
+    let (ctx, stream) = device();
+    let mut rng = rng();
+    let (n, k, g) = (256, 512, 128);
+    for w in [
+        HostWeight::<f16>::random(&mut rng, n, k, g, true),
+        HostWeight::<f16>::random(&mut rng, n, k, 64, true),
+    ] {
+        let plain = w.upload(&stream);
+        let scales = stream.clone_htod(&w.scales).unwrap();
+        let (gq, gz) = w.gptq();
+        let (gq, gz) = (
+            stream.clone_htod(&gq).unwrap(),
+            stream.clone_htod(&gz).unwrap(),
+        );
+        let g_idx: Vec<i32> = (0..k).map(|i| (i / w.group_size) as i32).collect();
+        let gptq = QuantizedWeight::from_gptq(
+            &stream,
+            &gq,
+            &gz,
+            &scales,
+            Some(&g_idx),
+            n,
+            k,
+            w.group_size,
+            1,
+        )
+        .unwrap();
+        let (aq, az) = w.awq();
+        let (aq, az) = (
+            stream.clone_htod(&aq).unwrap(),
+            stream.clone_htod(&az).unwrap(),
+        );
+        let awq =
+            QuantizedWeight::from_awq(&stream, &aq, &az, &scales, n, k, w.group_size).unwrap();
+        for (name, q) in [("gptq", &gptq), ("awq", &awq)] {
+            assert!(
+                same(&stream, q.packed(), plain.packed()),
+                "{name}: packed values"
+            );
+            assert!(
+                same(&stream, q.zeros().unwrap(), plain.zeros().unwrap()),
+                "{name}: zeros"
+            );
+            assert!(same(&stream, q.scales(), plain.scales()), "{name}: scales");
+            check(&ctx, &stream, &mut rng, &w, q, 16, 0.0, None);
+        }
+        // Act-order: a g_idx that is not column / group_size is refused, naming the column.
+        let mut act = g_idx.clone();
+        act.swap(0, k - 1);
+        let err = QuantizedWeight::from_gptq(
+            &stream,
+            &gq,
+            &gz,
+            &scales,
+            Some(&act),
+            n,
+            k,
+            w.group_size,
+            1,
+        )
+        .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::InvalidProblem {
+                    reason: ProblemRule::Weight {
+                        rule: WeightRule::ActOrder { column: 0, .. }
+                    }
+                }
+            ),
+            "{err}"
+        );
+    }
+}
+
+/// The quantizer's definition, on the host: per group the scale rounded to T, then the values.
+fn quantize_host<T: Element>(w: &[T], n: usize, k: usize, g: usize, zp: bool) -> Vec<f64> {
+    let mut out = vec![0.0; n * k];
+    for j in 0..n {
+        for group in 0..k / g {
+            let row = &w[j * k + group * g..j * k + (group + 1) * g];
+            let v: Vec<f64> = row.iter().map(|x| f64::from(x.to_f64() as f32)).collect();
+            let lo = v.iter().copied().fold(0.0, f64::min);
+            let hi = v.iter().copied().fold(0.0, f64::max);
+            let amax = v.iter().fold(0.0f64, |a, x| a.max(x.abs()));
+            let raw = if zp {
+                ((hi - lo) as f32 / 15.0) as f64
+            } else {
+                (amax as f32 / 7.0) as f64
+            };
+            let mut s = T::from_f64(if raw > 0.0 { raw } else { 1.0 }).to_f64();
+            if s <= 0.0 || s.is_infinite() {
+                s = 1.0;
+            }
+            let z = if zp {
+                ((-lo as f32 / s as f32).round_ties_even()).clamp(0.0, 15.0) as f64
+            } else {
+                0.0
+            };
+            let (qlo, qhi) = if zp { (0.0, 15.0) } else { (-8.0, 7.0) };
+            let zero = T::from_f64(-s * z).to_f64();
+            for (i, x) in v.iter().enumerate() {
+                let q = ((*x as f32 / s as f32).round_ties_even() as f64 + z).clamp(qlo, qhi);
+                // One rounding: the kernels' multiply and add fuse.
+                out[j * k + group * g + i] =
+                    T::from_f64(q * s + if zp { zero } else { 0.0 }).to_f64();
+            }
+        }
+    }
+    out
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn quantizer_matches_its_definition_through_the_kernel() {
+    let (ctx, stream) = device();
+    let mut rng = rng();
+    let (n, k, g) = (128, 256, 64);
+    for zp in [false, true] {
+        let w: Vec<bf16> = (0..n * k)
+            .map(|_| bf16::from_f64(rng.random_range(-1.0..1.0) * if zp { 1.0 } else { 0.5 }))
+            .collect();
+        let dw = stream.clone_htod(&w).unwrap();
+        let format = if zp {
+            WeightFormat::ZeroPoint
+        } else {
+            WeightFormat::Symmetric
+        };
+        let qw = QuantizedWeight::quantize(&stream, &dw, n, k, g, format).unwrap();
+        // X = I (k x k): Y = dequant(W)ᵀ, each element one exact product.
+        let mut eye = vec![bf16::from_f64(0.0); k * k];
+        for i in 0..k {
+            eye[i * k + i] = bf16::from_f64(1.0);
+        }
+        let p = WeightOnlyProblem::for_weight(k, &qw);
+        let plan = WeightOnlyGemm::<bf16>::new(&ctx, &p).unwrap();
+        let dx = stream.clone_htod(&eye).unwrap();
+        let mut dy = stream.clone_htod(&vec![bf16::POISON; k * n]).unwrap();
+        plan.run(&stream, &dx, &qw, None, &mut dy, Workspace::Managed)
+            .unwrap();
+        let y = stream.clone_dtoh(&dy).unwrap();
+        let want = quantize_host(&w, n, k, g, zp);
+        let mut worst = 0.0f64;
+        for j in 0..n {
+            for i in 0..k {
+                let got = y[i * n + j].to_f64();
+                assert_eq!(
+                    got,
+                    want[j * k + i],
+                    "{format:?} w[{j}][{i}] = {}",
+                    w[j * k + i]
+                );
+                worst = worst.max((got - w[j * k + i].to_f64()).abs());
+            }
+        }
+        // The quantization error is at most half a step (plus the roundings) of the widest group.
+        assert!(
+            worst <= if zp { 2.0 / 15.0 } else { 0.5 / 7.0 } * 0.6,
+            "{format:?}: {worst}"
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn weight_only_refusals_name_the_rule() {
+    let (ctx, stream) = device();
+    let mut rng = rng();
+    let w = HostWeight::<bf16>::random(&mut rng, 256, 512, 128, false);
+    let qw = w.upload(&stream);
+    let p = WeightOnlyProblem::for_weight(8, &qw);
+    let plan = WeightOnlyGemm::<bf16>::new(&ctx, &p).unwrap();
+    let dx = stream
+        .clone_htod(&vec![bf16::from_f64(1.0); 8 * 512])
+        .unwrap();
+    let mut dy = stream.clone_htod(&vec![bf16::POISON; 8 * 256]).unwrap();
+    // A weight of other extents or another format than the plan's.
+    let other = HostWeight::<bf16>::random(&mut rng, 256, 512, 64, false).upload(&stream);
+    let err = plan
+        .run(&stream, &dx, &other, None, &mut dy, Workspace::Managed)
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::InvalidProblem {
+                reason: ProblemRule::Weight {
+                    rule: WeightRule::Extents { .. }
+                }
+            }
+        ),
+        "{err}"
+    );
+    let zp = HostWeight::<bf16>::random(&mut rng, 256, 512, 128, true).upload(&stream);
+    let err = plan
+        .run(&stream, &dx, &zp, None, &mut dy, Workspace::Managed)
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::InvalidProblem {
+                reason: ProblemRule::Weight {
+                    rule: WeightRule::Format { .. }
+                }
+            }
+        ),
+        "{err}"
+    );
+    // X shorter than m x k.
+    let short = stream
+        .clone_htod(&vec![bf16::from_f64(1.0); 8 * 512 - 1])
+        .unwrap();
+    let err = plan
+        .run(&stream, &short, &qw, None, &mut dy, Workspace::Managed)
+        .unwrap_err();
+    assert!(matches!(err, Error::BufferTooSmall { .. }), "{err}");
+    // Y still poison: nothing ran.
+    assert!(stream
+        .clone_dtoh(&dy)
+        .unwrap()
+        .iter()
+        .all(|v| v.to_bits() == bf16::POISON.to_bits()));
+    // The host path of every kernel runs up to the launch.
+    for k in built_weight_only_kernels() {
+        let format = if k.spec.a.ty == DataType::U4 {
+            WeightFormat::ZeroPoint
+        } else {
+            WeightFormat::Symmetric
+        };
+        let p = WeightOnlyProblem::new(16, 4096, 4096, 128, format);
+        match k.spec.b.ty {
+            DataType::Bf16 => WeightOnlyGemm::<bf16>::with_kernel(&ctx, &p, k.name)
+                .unwrap()
+                .prepare()
+                .unwrap(),
+            _ => WeightOnlyGemm::<f16>::with_kernel(&ctx, &p, k.name)
+                .unwrap()
+                .prepare()
+                .unwrap(),
+        }
+    }
+}

@@ -1,0 +1,293 @@
+//! Weight-only GEMM plans on described devices, on any machine: the weight rules, the kernel
+//! choice (or, in a build without the `weight-only` feature, the error that names it), refusals of
+//! kernels of the other registries, GPTQ's act-order check, and the host dequantization worked out
+//! by hand.
+
+use cutlass_gemm::reference;
+use cutlass_gemm::{
+    built_weight_only_kernels, BuildHint, DeviceInfo, Error, Extent, Family, Gemm, GemmProblem,
+    KernelRule, ProblemRule, WeightFormat, WeightOnlyGemm, WeightOnlyProblem, WeightRule,
+};
+use half::{bf16, f16};
+
+const H100: DeviceInfo = DeviceInfo {
+    ordinal: 0,
+    compute_capability: (9, 0),
+    sm_count: 132,
+};
+
+fn weight_rule(err: Error) -> WeightRule {
+    match err {
+        Error::InvalidProblem {
+            reason: ProblemRule::Weight { rule },
+        } => rule,
+        other => panic!("not a weight rule: {other}"),
+    }
+}
+
+#[test]
+fn weight_rules_are_typed() {
+    let plan = |m, n, k, g| {
+        WeightOnlyGemm::<bf16>::plan(
+            H100,
+            &WeightOnlyProblem::new(m, n, k, g, WeightFormat::Symmetric),
+            None,
+        )
+    };
+    assert_eq!(
+        weight_rule(plan(1, 4100, 4096, 128).unwrap_err()),
+        WeightRule::Rows {
+            n: 4100,
+            multiple: 16
+        }
+    );
+    assert_eq!(
+        weight_rule(plan(1, 4096, 4000, 128).unwrap_err()),
+        WeightRule::Columns {
+            k: 4000,
+            multiple: 64
+        }
+    );
+    for g in [0, 32, 100, 192] {
+        assert_eq!(
+            weight_rule(plan(1, 4096, 4096, g).unwrap_err()),
+            WeightRule::GroupSize {
+                group_size: g,
+                k: 4096
+            },
+            "group {g}"
+        );
+    }
+    assert!(matches!(
+        plan(0, 4096, 4096, 128).unwrap_err(),
+        Error::InvalidProblem {
+            reason: ProblemRule::ZeroExtent(Extent::M)
+        }
+    ));
+    assert!(matches!(
+        plan(1, 0, 4096, 128).unwrap_err(),
+        Error::InvalidProblem {
+            reason: ProblemRule::ZeroExtent(Extent::N)
+        }
+    ));
+    let p = WeightOnlyProblem::new(1, 4096, 4096, 128, WeightFormat::Symmetric)
+        .with_scalars(f32::NAN, 0.0);
+    assert!(matches!(
+        WeightOnlyGemm::<bf16>::plan(H100, &p, None).unwrap_err(),
+        Error::InvalidProblem {
+            reason: ProblemRule::NonFiniteScalars { .. }
+        }
+    ));
+    // The messages say the rule.
+    let text = plan(1, 4096, 4096, 100).unwrap_err().to_string();
+    assert!(text.contains("group size 100"), "{text}");
+}
+
+#[test]
+fn act_order_is_refused_naming_the_column() {
+    let g: Vec<i32> = (0..256).map(|i| i / 128).collect();
+    cutlass_gemm::plans::weight_only::check_group_index(&g, 256, 128).unwrap();
+    let mut act = g.clone();
+    act[5] = 1;
+    assert_eq!(
+        weight_rule(
+            cutlass_gemm::plans::weight_only::check_group_index(&act, 256, 128).unwrap_err()
+        ),
+        WeightRule::ActOrder {
+            column: 5,
+            group: 1
+        }
+    );
+    assert!(matches!(
+        cutlass_gemm::plans::weight_only::check_group_index(&g[..255], 256, 128).unwrap_err(),
+        Error::BufferTooSmall { .. }
+    ));
+}
+
+#[test]
+fn the_choice_follows_the_tokens_or_names_the_feature() {
+    let p = |m| WeightOnlyProblem::new(m, 4096, 4096, 128, WeightFormat::ZeroPoint);
+    if built_weight_only_kernels().is_empty() {
+        // A build without the `weight-only` feature: the error says how to get the kernels.
+        for ty in [0, 1] {
+            let err = if ty == 0 {
+                WeightOnlyGemm::<bf16>::plan(H100, &p(1), None).unwrap_err()
+            } else {
+                WeightOnlyGemm::<f16>::plan(H100, &p(1), None).unwrap_err()
+            };
+            match err {
+                Error::NoKernel { build_with, .. } => {
+                    assert_eq!(build_with, BuildHint::Feature(Family::WeightOnly))
+                }
+                other => panic!("{other}"),
+            }
+        }
+        return;
+    }
+    let tile = |m| {
+        let plan = WeightOnlyGemm::<bf16>::plan(H100, &p(m), None).unwrap();
+        let spec = cutlass_gemm_catalog::catalog::find(plan.kernel_name()).unwrap();
+        assert_eq!(spec.a.ty, cutlass_gemm::DataType::U4);
+        assert!(plan.kernel_name().contains("_sclzr_shfl_"));
+        (spec.tile[0], spec.tile[1])
+    };
+    // Zero points: 128x32 from one token (their 128x16 tile is slower), then 128x64, 128x128
+    // stream-K up to 1024 tokens, 128x256 persistent beyond.
+    assert_eq!(tile(1), (128, 32));
+    assert_eq!(tile(32), (128, 32));
+    assert_eq!(tile(33), (128, 64));
+    assert_eq!(tile(64), (128, 64));
+    assert_eq!(tile(65), (128, 128));
+    assert_eq!(tile(1024), (128, 128));
+    assert_eq!(tile(1025), (128, 256));
+    assert_eq!(tile(8192), (128, 256));
+    // Symmetric weights take the s4 kernels, 128x16 up to 16 tokens.
+    let s = |m| {
+        WeightOnlyGemm::<f16>::plan(
+            H100,
+            &WeightOnlyProblem::new(m, 4096, 4096, 128, WeightFormat::Symmetric),
+            None,
+        )
+        .unwrap()
+        .kernel_name()
+    };
+    assert!(s(1).contains("_s4_f16_f32_f16_f16_scl_shfl_128x16x64_"));
+    assert!(s(17).contains("_s4_f16_f32_f16_f16_scl_shfl_128x32x64_"));
+    // Split-K on a persistent kernel is refused; on a stream-K one taken.
+    let persistent = WeightOnlyGemm::<bf16>::plan(H100, &p(4096), None).unwrap();
+    assert!(matches!(
+        persistent.with_splits(4).unwrap_err(),
+        Error::KernelMismatch {
+            reason: KernelRule::SplitKNeedsStreamK { splits: 4 },
+            ..
+        }
+    ));
+    WeightOnlyGemm::<bf16>::plan(H100, &p(1), None)
+        .unwrap()
+        .with_splits(4)
+        .unwrap();
+}
+
+#[test]
+fn kernels_of_other_registries_are_refused() {
+    let p = WeightOnlyProblem::new(1, 4096, 4096, 128, WeightFormat::Symmetric);
+    let plain = "cutlass3x_sm90_tensorop_gemm_bf16_bf16_f32_bf16_bf16_128x256x64_2x1x1_0_tnt_align8_warpspecialized_cooperative_epi_tma";
+    assert!(matches!(
+        WeightOnlyGemm::<bf16>::plan(H100, &p, Some(plain)).unwrap_err(),
+        Error::KernelMismatch {
+            reason: KernelRule::WeightOnly { kernel: false },
+            ..
+        }
+    ));
+    let weight_only = "cutlass3x_sm90_tensorop_gemm_s4_bf16_f32_bf16_bf16_scl_shfl_128x16x64_1x1x1_0_tnn_align32_stream_k_warpspecialized_cooperative_epi_tma";
+    assert!(cutlass_gemm_catalog::catalog::find(weight_only).is_some());
+    let err =
+        Gemm::<bf16, bf16, bf16>::plan(H100, &GemmProblem::new(16, 4096, 4096), Some(weight_only))
+            .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::KernelMismatch {
+                reason: KernelRule::WeightOnly { kernel: true },
+                ..
+            }
+        ),
+        "{err}"
+    );
+    if built_weight_only_kernels().is_empty() {
+        assert!(matches!(
+            WeightOnlyGemm::<bf16>::plan(H100, &p, Some(weight_only)).unwrap_err(),
+            Error::KernelNotBuilt {
+                build_with: BuildHint::Feature(Family::WeightOnly),
+                ..
+            }
+        ));
+    } else {
+        // A kernel of the other activation type.
+        assert!(matches!(
+            WeightOnlyGemm::<f16>::plan(H100, &p, Some(weight_only)).unwrap_err(),
+            Error::KernelMismatch {
+                reason: KernelRule::Operand { .. },
+                ..
+            }
+        ));
+    }
+}
+
+#[test]
+fn the_feature_builds_eighteen_kernels() {
+    use cutlass_gemm_catalog::catalog;
+    let family: Vec<_> = catalog::all()
+        .into_iter()
+        .filter(|s| Family::WeightOnly.contains(s))
+        .collect();
+    assert_eq!(family.len(), 18);
+    // Per activation type: five tiles with scales only, four with zero points.
+    for (weight, n) in [
+        (cutlass_gemm::DataType::S4, 5),
+        (cutlass_gemm::DataType::U4, 4),
+    ] {
+        for wide in [cutlass_gemm::DataType::Bf16, cutlass_gemm::DataType::F16] {
+            assert_eq!(
+                family
+                    .iter()
+                    .filter(|s| (s.a.ty, s.b.ty) == (weight, wide))
+                    .count(),
+                n
+            );
+        }
+    }
+    for s in &family {
+        assert!(s.name().contains("_scl_shfl_") || s.name().contains("_sclzr_shfl_"));
+        assert!(!catalog::is_default(s), "{}", s.name());
+    }
+    assert!(catalog::all()
+        .iter()
+        .filter(|s| catalog::is_default(s))
+        .all(|s| s.mixed_input.is_none()));
+}
+
+/// One 16 x 64 weight in groups of 64, worked out by hand: values 0..15 cycling, scale 0.75 in
+/// row 0 and 1.25 elsewhere; zero points 3.
+#[test]
+fn host_dequantization_rounds_once_as_the_kernels_do() {
+    let (n, k, g) = (16, 64, 64);
+    let values: Vec<u8> = (0..n * k / 2)
+        .map(|b| {
+            let e = 2 * b;
+            ((e % 16) | (((e + 1) % 16) << 4)) as u8
+        })
+        .collect();
+    let scales: Vec<bf16> = (0..n)
+        .map(|j| bf16::from_f32(if j == 0 { 0.75 } else { 1.25 }))
+        .collect();
+    // Signed: nibble 9 is -7.
+    let w = reference::dequantize_weight(&values, true, &scales, None, n, k, g).unwrap();
+    assert_eq!(w[0].to_f32(), 0.0);
+    assert_eq!(w[1].to_f32(), 0.75);
+    assert_eq!(w[9].to_f32(), -7.0 * 0.75);
+    assert_eq!(w[k + 7].to_f32(), 7.0 * 1.25);
+    assert_eq!(w[k + 8].to_f32(), -8.0 * 1.25);
+    // Unsigned with zeros z = -s · 3.
+    let zeros: Vec<bf16> = scales
+        .iter()
+        .map(|s| bf16::from_f32(-s.to_f32() * 3.0))
+        .collect();
+    let w = reference::dequantize_weight(&values, false, &scales, Some(&zeros), n, k, g).unwrap();
+    assert_eq!(w[0].to_f32(), -2.25);
+    assert_eq!(w[15].to_f32(), 12.0 * 0.75);
+    // One rounding (a fused multiply-add): q · s is not rounded before the zero is added.
+    let s = bf16::from_f32(1.0 + 1.0 / 128.0);
+    assert_eq!(s.to_f32(), 1.0078125);
+    let scales = vec![s; n];
+    let z = vec![bf16::from_f32(-15.0); n];
+    let w = reference::dequantize_weight(&values, false, &scales, Some(&z), n, k, g).unwrap();
+    // Column 15 holds q = 15: 15 · s - 15 = 0.1171875, exact in bf16; rounding 15 · s =
+    // 15.1171875 to bf16 first (15.125) would give 0.125.
+    assert_eq!(w[15].to_f32(), 0.1171875);
+    // Lengths are checked.
+    assert!(matches!(
+        reference::dequantize_weight(&values[1..], false, &scales, None, n, k, g).unwrap_err(),
+        Error::BufferTooSmall { .. }
+    ));
+}
