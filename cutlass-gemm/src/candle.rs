@@ -1147,6 +1147,302 @@ fn run_grouped<T: Element + cudarc::driver::ValidAsZeroBits>(
     Ok(d)
 }
 
+/// A linear layer `y = x · dequant(W)ᵀ (+ bias)` with a 4-bit weight ([`crate::QuantizedWeight`],
+/// the weight-only kernels of the `weight-only` feature, Hopper): bf16 or f16 activations, the
+/// weight quantized here ([`WeightOnlyLinear::quantize`]) or taken from a GPTQ or AWQ checkpoint
+/// as those tools write it in safetensors ([`WeightOnlyLinear::from_gptq`],
+/// [`WeightOnlyLinear::from_awq`]). The bias, when given, is added after the GEMM.
+pub struct WeightOnlyLinear {
+    op: WeightOnlyOp,
+    bias: Option<Tensor>,
+}
+
+enum QuantizedAny {
+    Bf16(crate::QuantizedWeight<bf16>),
+    F16(crate::QuantizedWeight<f16>),
+}
+
+struct WeightOnlyOp {
+    weight: Arc<QuantizedAny>,
+}
+
+/// A contiguous CUDA tensor's elements from offset 0 (the tensor made so first).
+macro_rules! with_cuda_slice {
+    ($t:expr, $ty:ty, |$x:ident| $body:expr) => {{
+        let t = packed($t)?;
+        let (storage, _) = t.storage_and_layout();
+        let candle_core::Storage::Cuda(s) = &*storage else {
+            return Err(msg("the weight-only layers take CUDA tensors"));
+        };
+        let $x = s.as_cuda_slice::<$ty>()?;
+        $body
+    }};
+}
+
+impl WeightOnlyLinear {
+    /// Quantizes `weight` (`(out_features, in_features)`, bf16 or f16 on a CUDA device: the
+    /// activations' type) in groups of `group_size` columns, symmetric or with zero points
+    /// ([`crate::QuantizedWeight::quantize`]).
+    pub fn quantize(
+        weight: &Tensor,
+        bias: Option<Tensor>,
+        group_size: usize,
+        format: crate::WeightFormat,
+    ) -> candle_core::Result<Self> {
+        let stream = cuda_device(weight)?.cuda_stream();
+        let (n, k) = weight.dims2()?;
+        let q = match weight.dtype() {
+            DType::BF16 => with_cuda_slice!(weight, bf16, |w| QuantizedAny::Bf16(
+                crate::QuantizedWeight::quantize(&stream, w, n, k, group_size, format)
+                    .map_err(cerr)?
+            )),
+            DType::F16 => with_cuda_slice!(weight, f16, |w| QuantizedAny::F16(
+                crate::QuantizedWeight::quantize(&stream, w, n, k, group_size, format)
+                    .map_err(cerr)?
+            )),
+            other => {
+                return Err(msg(format!(
+                    "WeightOnlyLinear quantizes bf16 or f16 weights, not {other:?}"
+                )))
+            }
+        };
+        Self::with(q, bias)
+    }
+
+    /// A GPTQ checkpoint's layer: `qweight` (`(in_features / 8, out_features)` I32), `qzeros`
+    /// (`(groups, out_features / 8)` I32), `scales` (`(groups, out_features)`, F16 as GPTQ writes
+    /// them: converted once to `dtype`, the activations' type, bf16 or f16) and `g_idx` when the
+    /// checkpoint has one (act-order checkpoints are refused). `zero_offset` is 1 for GPTQ's
+    /// original format (zero points stored minus one), 0 for "v2".
+    #[allow(clippy::too_many_arguments)]
+    pub fn from_gptq(
+        qweight: &Tensor,
+        qzeros: &Tensor,
+        scales: &Tensor,
+        g_idx: Option<&Tensor>,
+        bias: Option<Tensor>,
+        dtype: DType,
+        zero_offset: i32,
+    ) -> candle_core::Result<Self> {
+        let (k8, n) = qweight.dims2()?;
+        let (groups, _) = scales.dims2()?;
+        let k = k8 * 8;
+        let group_size = k / groups.max(1);
+        let g_idx = g_idx.map(|g| g.to_vec1::<i32>()).transpose()?;
+        Self::import(
+            qweight,
+            qzeros,
+            scales,
+            dtype,
+            bias,
+            |stream, q, z, s, dtype| {
+                Ok(match dtype {
+                    DType::BF16 => with_cuda_slice!(s, bf16, |s| QuantizedAny::Bf16(
+                        crate::QuantizedWeight::from_gptq(
+                            stream,
+                            q,
+                            z,
+                            s,
+                            g_idx.as_deref(),
+                            n,
+                            k,
+                            group_size,
+                            zero_offset
+                        )
+                        .map_err(cerr)?
+                    )),
+                    _ => with_cuda_slice!(s, f16, |s| QuantizedAny::F16(
+                        crate::QuantizedWeight::from_gptq(
+                            stream,
+                            q,
+                            z,
+                            s,
+                            g_idx.as_deref(),
+                            n,
+                            k,
+                            group_size,
+                            zero_offset
+                        )
+                        .map_err(cerr)?
+                    )),
+                })
+            },
+        )
+    }
+
+    /// An AWQ checkpoint's layer (its GEMM layout): `qweight` (`(in_features, out_features / 8)`
+    /// I32), `qzeros` (`(groups, out_features / 8)` I32) and `scales` (`(groups, out_features)`,
+    /// converted once to `dtype`, bf16 or f16).
+    pub fn from_awq(
+        qweight: &Tensor,
+        qzeros: &Tensor,
+        scales: &Tensor,
+        bias: Option<Tensor>,
+        dtype: DType,
+    ) -> candle_core::Result<Self> {
+        let (k, n8) = qweight.dims2()?;
+        let (groups, _) = scales.dims2()?;
+        let n = n8 * 8;
+        let group_size = k / groups.max(1);
+        Self::import(
+            qweight,
+            qzeros,
+            scales,
+            dtype,
+            bias,
+            |stream, q, z, s, dtype| {
+                Ok(match dtype {
+                    DType::BF16 => with_cuda_slice!(s, bf16, |s| QuantizedAny::Bf16(
+                        crate::QuantizedWeight::from_awq(stream, q, z, s, n, k, group_size)
+                            .map_err(cerr)?
+                    )),
+                    _ => with_cuda_slice!(s, f16, |s| QuantizedAny::F16(
+                        crate::QuantizedWeight::from_awq(stream, q, z, s, n, k, group_size)
+                            .map_err(cerr)?
+                    )),
+                })
+            },
+        )
+    }
+
+    fn import(
+        qweight: &Tensor,
+        qzeros: &Tensor,
+        scales: &Tensor,
+        dtype: DType,
+        bias: Option<Tensor>,
+        make: impl FnOnce(
+            &Arc<CudaStream>,
+            &CudaSlice<i32>,
+            &CudaSlice<i32>,
+            &Tensor,
+            DType,
+        ) -> candle_core::Result<QuantizedAny>,
+    ) -> candle_core::Result<Self> {
+        let stream = cuda_device(qweight)?.cuda_stream();
+        if !matches!(dtype, DType::BF16 | DType::F16) {
+            return Err(msg(format!(
+                "WeightOnlyLinear runs bf16 or f16 activations, not {dtype:?}"
+            )));
+        }
+        for (what, t) in [("qweight", qweight), ("qzeros", qzeros)] {
+            if t.dtype() != DType::I32 {
+                return Err(msg(format!("{what} must be I32, not {:?}", t.dtype())));
+            }
+        }
+        let scales = scales.to_dtype(dtype)?;
+        let q = with_cuda_slice!(qweight, i32, |q| with_cuda_slice!(qzeros, i32, |z| make(
+            &stream, q, z, &scales, dtype
+        )?));
+        Self::with(q, bias)
+    }
+
+    fn with(weight: QuantizedAny, bias: Option<Tensor>) -> candle_core::Result<Self> {
+        let (n, dtype) = match &weight {
+            QuantizedAny::Bf16(w) => (w.n(), DType::BF16),
+            QuantizedAny::F16(w) => (w.n(), DType::F16),
+        };
+        if let Some(b) = &bias {
+            if b.dims() != [n] || b.dtype() != dtype {
+                return Err(msg(format!(
+                    "the bias must be ({n},) {dtype:?}, not {:?} {:?}",
+                    b.dims(),
+                    b.dtype()
+                )));
+            }
+        }
+        Ok(WeightOnlyLinear {
+            op: WeightOnlyOp {
+                weight: Arc::new(weight),
+            },
+            bias,
+        })
+    }
+
+    /// `(out_features, in_features)`.
+    pub fn dims(&self) -> (usize, usize) {
+        match &*self.op.weight {
+            QuantizedAny::Bf16(w) => (w.n(), w.k()),
+            QuantizedAny::F16(w) => (w.n(), w.k()),
+        }
+    }
+
+    /// Bytes the quantized weight occupies on the device.
+    pub fn weight_bytes(&self) -> usize {
+        match &*self.op.weight {
+            QuantizedAny::Bf16(w) => w.device_bytes(),
+            QuantizedAny::F16(w) => w.device_bytes(),
+        }
+    }
+}
+
+impl Module for WeightOnlyLinear {
+    /// `x (…, in_features)` of the activations' type → `(…, out_features)`.
+    fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        let (n, k) = self.dims();
+        let dims = x.dims().to_vec();
+        let (x2, m) = rows_of(x, k)?;
+        let y = x2.reshape((m, k))?.apply_op1_no_bwd(&self.op)?;
+        let mut out = dims;
+        *out.last_mut().unwrap() = n;
+        let y = y.reshape(out)?;
+        match &self.bias {
+            Some(b) => y.broadcast_add(b),
+            None => Ok(y),
+        }
+    }
+}
+
+impl CustomOp1 for WeightOnlyOp {
+    fn name(&self) -> &'static str {
+        "cutlass-weight-only-linear"
+    }
+
+    fn cpu_fwd(&self, _: &CpuStorage, _: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
+        Err(msg("cutlass-weight-only-linear runs on CUDA tensors only"))
+    }
+
+    fn cuda_fwd(&self, s: &CudaStorage, l: &Layout) -> candle_core::Result<(CudaStorage, Shape)> {
+        match (&s.slice, &*self.weight) {
+            (CudaStorageSlice::BF16(x), QuantizedAny::Bf16(w)) => weight_only_run(s, x, l, w),
+            (CudaStorageSlice::F16(x), QuantizedAny::F16(w)) => weight_only_run(s, x, l, w),
+            _ => Err(msg(format!(
+                "cutlass-weight-only-linear: the input is {:?}, the layer's activations {}",
+                s.dtype(),
+                match &*self.weight {
+                    QuantizedAny::Bf16(_) => "bf16",
+                    QuantizedAny::F16(_) => "f16",
+                }
+            ))),
+        }
+    }
+}
+
+fn weight_only_run<T: crate::WeightOnlyInput + candle_core::cuda_backend::CudaDType>(
+    s: &CudaStorage,
+    x: &CudaSlice<T>,
+    l: &Layout,
+    w: &crate::QuantizedWeight<T>,
+) -> candle_core::Result<(CudaStorage, Shape)> {
+    let (m, _) = l.shape().dims2()?;
+    let n = w.n();
+    let stream = s.device.cuda_stream();
+    let problem = crate::WeightOnlyProblem::for_weight(m, w);
+    let plan = cached(&stream, &problem, "weight-only", |info, p| {
+        crate::WeightOnlyGemm::<T>::plan(info, p, None)
+    })
+    .map_err(cerr)?;
+    // SAFETY: the GEMM writes every element of Y before anything reads it.
+    let mut y = unsafe { stream.alloc::<T>(m * n) }.map_err(|e| cerr(e.into()))?;
+    let xv = x.slice(l.start_offset()..);
+    plan.run(&stream, &xv, w, None, &mut y, Workspace::Managed)
+        .map_err(cerr)?;
+    Ok((
+        CudaStorage::wrap_cuda_slice(y, s.device.clone()),
+        Shape::from((m, n)),
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -23,6 +23,7 @@ use crate::common;
 use candle_core::{DType, Device, Module, Tensor, D};
 use cutlass_gemm::candle::{
     broadcast_matmul, grouped_matmul, matmul, matmul_fp8, Fp8Linear, Linear, Matmul, Nvfp4Linear,
+    WeightOnlyLinear,
 };
 use cutlass_gemm::Activation;
 
@@ -513,6 +514,210 @@ fn linear_with_fused_bias_and_activation_matches_candle() {
     // The layer refuses what it cannot serve, with a message.
     let w = rand(&dev, &[64, 32], DType::F32);
     assert!(Linear::new(w, None).is_err());
+}
+
+/// A GPTQ and an AWQ checkpoint of one layer, made here, written to safetensors and loaded back
+/// as those tools write them (I32 qweight and qzeros, F16 scales): `WeightOnlyLinear` matches
+/// candle's matmul on the dequantized weight (computed on the host as the kernels dequantize) within
+/// a 16-bit GEMM's bound, for bf16 and f16 activations, with a bias; and a layer quantized here
+/// from a bf16 weight stays within half a quantization step per weight of candle's product.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn weight_only_linear_loads_gptq_and_awq_safetensors() {
+    use rand::Rng;
+    let dev = gpu();
+    let mut rng = common::rng();
+    let (n, k, g) = (256usize, 512usize, 128usize);
+    let groups = k / g;
+    let q: Vec<u8> = (0..n * k).map(|_| rng.random_range(0..16)).collect(); // q[j * k + i]
+    let zp: Vec<u8> = (0..groups * n).map(|_| rng.random_range(1..16)).collect();
+    let scales: Vec<half::f16> = (0..groups * n)
+        .map(|_| half::f16::from_f64(f64::from(rng.random_range(1..=24)) / 256.0))
+        .collect();
+    // GPTQ: qweight (k / 8, n), qzeros (groups, n / 8) holding zp - 1.
+    let mut gq = vec![0u32; k / 8 * n];
+    for i in 0..k {
+        for j in 0..n {
+            gq[(i / 8) * n + j] |= u32::from(q[j * k + i]) << (4 * (i % 8));
+        }
+    }
+    let mut gz = vec![0u32; groups * n / 8];
+    for gi in 0..groups {
+        for j in 0..n {
+            gz[gi * (n / 8) + j / 8] |= u32::from(zp[gi * n + j] - 1) << (4 * (j % 8));
+        }
+    }
+    // AWQ: qweight (k, n / 8) and qzeros in the order 0 2 4 6 1 3 5 7.
+    const ORDER: [usize; 8] = [0, 2, 4, 6, 1, 3, 5, 7];
+    let mut aq = vec![0u32; k * n / 8];
+    for i in 0..k {
+        for w in 0..n / 8 {
+            for (p, &o) in ORDER.iter().enumerate() {
+                aq[i * (n / 8) + w] |= u32::from(q[(w * 8 + o) * k + i]) << (4 * p);
+            }
+        }
+    }
+    let mut az = vec![0u32; groups * n / 8];
+    for gi in 0..groups {
+        for w in 0..n / 8 {
+            for (p, &o) in ORDER.iter().enumerate() {
+                az[gi * (n / 8) + w] |= u32::from(zp[gi * n + w * 8 + o]) << (4 * p);
+            }
+        }
+    }
+    let i32s = |v: &[u32], shape: (usize, usize)| {
+        Tensor::from_vec(
+            v.iter().map(|&x| x as i32).collect::<Vec<i32>>(),
+            shape,
+            &Device::Cpu,
+        )
+        .unwrap()
+    };
+    let mut tensors = std::collections::HashMap::new();
+    tensors.insert("gptq.qweight".to_string(), i32s(&gq, (k / 8, n)));
+    tensors.insert("gptq.qzeros".to_string(), i32s(&gz, (groups, n / 8)));
+    tensors.insert("awq.qweight".to_string(), i32s(&aq, (k, n / 8)));
+    tensors.insert("awq.qzeros".to_string(), i32s(&az, (groups, n / 8)));
+    let sc = Tensor::from_vec(scales.clone(), (groups, n), &Device::Cpu).unwrap();
+    tensors.insert("gptq.scales".to_string(), sc.clone());
+    tensors.insert("awq.scales".to_string(), sc);
+    let g_idx: Vec<i32> = (0..k).map(|i| (i / g) as i32).collect();
+    tensors.insert(
+        "gptq.g_idx".to_string(),
+        Tensor::from_vec(g_idx, k, &Device::Cpu).unwrap(),
+    );
+    let path = std::env::temp_dir().join(format!(
+        "cutlass-gemm-wo-{}.safetensors",
+        std::process::id()
+    ));
+    candle_core::safetensors::save(&tensors, &path).unwrap();
+    let loaded = candle_core::safetensors::load(&path, &dev).unwrap();
+    std::fs::remove_file(&path).ok();
+    for dtype in [DType::BF16, DType::F16] {
+        // The weight as the kernels dequantize it: round(q · s + z), z = round(-s · zp), in the
+        // activations' type (the scales converted to it first).
+        let u = unit_roundoff(dtype);
+        let round = |v: f64| match dtype {
+            DType::BF16 => half::bf16::from_f64(v).to_f64(),
+            _ => half::f16::from_f64(v).to_f64(),
+        };
+        let mut w = vec![0f32; n * k];
+        for j in 0..n {
+            for i in 0..k {
+                let e = (i / g) * n + j;
+                let s = round(scales[e].to_f64());
+                let z = round(-s * f64::from(zp[e]));
+                w[j * k + i] = round(f64::from(q[j * k + i]) * s + z) as f32;
+            }
+        }
+        let w = Tensor::from_vec(w, (n, k), &dev).unwrap();
+        let bias = rand(&dev, &[n], dtype);
+        let x = rand(&dev, &[2, 3, k], dtype);
+        let reference = x
+            .to_dtype(DType::F32)
+            .unwrap()
+            .broadcast_matmul(&w.t().unwrap())
+            .unwrap()
+            .broadcast_add(&bias.to_dtype(DType::F32).unwrap())
+            .unwrap();
+        let mag = magnitude(&x.flatten_to(D::Minus2).unwrap(), &w.t().unwrap())
+            .reshape(reference.dims())
+            .unwrap()
+            .broadcast_add(&bias.to_dtype(DType::F32).unwrap().abs().unwrap())
+            .unwrap();
+        let t = |name: &str| loaded.get(name).unwrap();
+        let gptq = WeightOnlyLinear::from_gptq(
+            t("gptq.qweight"),
+            t("gptq.qzeros"),
+            t("gptq.scales"),
+            Some(t("gptq.g_idx")),
+            Some(bias.clone()),
+            dtype,
+            1,
+        )
+        .unwrap();
+        let awq = WeightOnlyLinear::from_awq(
+            t("awq.qweight"),
+            t("awq.qzeros"),
+            t("awq.scales"),
+            Some(bias.clone()),
+            dtype,
+        )
+        .unwrap();
+        for (name, layer) in [("gptq", &gptq), ("awq", &awq)] {
+            assert_eq!(layer.dims(), (n, k));
+            let ours = layer.forward(&x).unwrap();
+            assert_eq!(ours.dtype(), dtype);
+            let abs = 1.13 * ((4 * k + 12) as f64 * 2f64.powi(-24) + 2f64.powi(-11));
+            let (bad, max, rel_rms) = compare(&ours, &reference, &mag, 2.0 * u, abs);
+            println!(
+                "{dtype:?} {name} WeightOnlyLinear (2, 3, {k}) x ({n}, {k}): max |diff| {max:.3e}, rms diff / rms {rel_rms:.2e}, {bad} outside the bound"
+            );
+            assert_eq!(bad, 0.0, "{name} {dtype:?}");
+        }
+        // Quantized here from a 16-bit weight: each weight within half a step (plus rounding) of
+        // the original, so the product within that error times |x|.
+        let wf = rand(&dev, &[n, k], dtype);
+        let layer = WeightOnlyLinear::quantize(&wf, None, g, cutlass_gemm::WeightFormat::ZeroPoint)
+            .unwrap();
+        let ours = layer.forward(&x).unwrap().to_dtype(DType::F32).unwrap();
+        let exact = x
+            .to_dtype(DType::F32)
+            .unwrap()
+            .broadcast_matmul(&wf.to_dtype(DType::F32).unwrap().t().unwrap())
+            .unwrap();
+        // Weights in [-1, 1): step at most 2 / 15, error at most a step / 2 (+ rounding).
+        let per_weight = 1.0 / 15.0 + 2.0 * u;
+        let xabs = x
+            .abs()
+            .unwrap()
+            .to_dtype(DType::F32)
+            .unwrap()
+            .sum_keepdim(D::Minus1)
+            .unwrap();
+        let bound = (xabs * per_weight)
+            .unwrap()
+            .broadcast_add(&Tensor::new(&[1e-2f32], &dev).unwrap())
+            .unwrap();
+        let over = (ours - &exact)
+            .unwrap()
+            .abs()
+            .unwrap()
+            .broadcast_gt(&bound)
+            .unwrap()
+            .to_dtype(DType::F32)
+            .unwrap()
+            .sum_all()
+            .unwrap()
+            .to_scalar::<f32>()
+            .unwrap();
+        assert_eq!(over, 0.0, "{dtype:?} quantized layer");
+    }
+    // Typed refusals: act-order g_idx, wrong dtypes.
+    let mut act: Vec<i32> = (0..k).map(|i| (i / g) as i32).collect();
+    act.swap(3, k - 3);
+    let act = Tensor::from_vec(act, k, &dev).unwrap();
+    let t = |name: &str| loaded.get(name).unwrap();
+    let err = WeightOnlyLinear::from_gptq(
+        t("gptq.qweight"),
+        t("gptq.qzeros"),
+        t("gptq.scales"),
+        Some(&act),
+        None,
+        DType::BF16,
+        1,
+    )
+    .err()
+    .unwrap();
+    assert!(err.to_string().contains("act-order"), "{err}");
+    assert!(WeightOnlyLinear::from_awq(
+        t("awq.scales"),
+        t("awq.qzeros"),
+        t("awq.scales"),
+        None,
+        DType::BF16
+    )
+    .is_err());
 }
 
 /// candle's plan cache is keyed by device: the same shape and types on devices 0 and 1, called in
