@@ -234,6 +234,14 @@ pub struct ProfileArgs {
     /// kernel. Takes `--types` (bf16, f16, e4m3), `--rounds` and `--csv`.
     #[arg(long, conflicts_with = "epilogue")]
     pub grouped: bool,
+    /// Measure the weight-only GEMM instead (a build with the `weight-only` feature): 4-bit
+    /// weights (w4a16 and w4a16-zp, groups of 128) with bf16 activations on Llama-3-8B's and
+    /// -70B's linear layers at 1 to 8192 tokens (or `--shapes`' whose weights the kernels take),
+    /// against cuBLAS's bf16 GEMM and this crate's own. Takes `--kernels` (`all`: every
+    /// weight-only kernel of the build, stream-K ones also with split-K 2 and 4), `--rounds` and
+    /// `--csv`.
+    #[arg(long, conflicts_with_all = ["epilogue", "grouped"])]
+    pub weight_only: bool,
 }
 
 #[derive(Debug, Args)]

@@ -15,7 +15,8 @@
 //!   prints TFLOP/s, % of the roofline and the ratio, and writes CSV and SVG charts when asked.
 //! - `plan`: without a GPU, the kernel and schedule this build would pick for each shape and type
 //!   on a named device (`--device h100|h200|b200|rtx5090`), or the library's typed error.
-//!   `--grouped` times the grouped GEMM on mixture-of-experts layers instead ([`grouped`]).
+//!   `--grouped` times the grouped GEMM on mixture-of-experts layers instead ([`grouped`]);
+//!   `--weight-only` the weight-only GEMM on Llama-3 linear layers ([`weight_only`]).
 //! - `overhead`: the host time per call of a planned bf16 GEMM against a bare launch of the same
 //!   kernel.
 //! - `chart`: the charts of `profile --svg`, drawn again from a profile CSV.
@@ -44,6 +45,7 @@ mod profile;
 mod report;
 mod shapes;
 mod timing;
+mod weight_only;
 
 use args::{Cli, Command};
 

@@ -100,6 +100,9 @@ fn run(args: &ProfileArgs) -> Result<ExitCode> {
         eprintln!("cutlass-profiler profile: no CUDA GPU found; nothing to profile");
         return Ok(ExitCode::from(3));
     }
+    if args.weight_only {
+        return crate::weight_only::run(args);
+    }
     if args.grouped {
         return crate::grouped::run(args);
     }
