@@ -1179,6 +1179,23 @@ macro_rules! with_cuda_slice {
     }};
 }
 
+/// Evaluates `$body` with the type `$t` bound to the activations' type of `$dtype` (bf16, or f16
+/// for any other: callers check first) and wraps its weight.
+macro_rules! by_activation {
+    ($dtype:expr, |$t:ident| $body:expr) => {{
+        match $dtype {
+            DType::BF16 => {
+                type $t = bf16;
+                QuantizedAny::Bf16($body)
+            }
+            _ => {
+                type $t = f16;
+                QuantizedAny::F16($body)
+            }
+        }
+    }};
+}
+
 impl WeightOnlyLinear {
     /// Quantizes `weight` (`(out_features, in_features)`, bf16 or f16 on a CUDA device: the
     /// activations' type) in groups of `group_size` columns, symmetric or with zero points
@@ -1191,21 +1208,16 @@ impl WeightOnlyLinear {
     ) -> candle_core::Result<Self> {
         let stream = cuda_device(weight)?.cuda_stream();
         let (n, k) = weight.dims2()?;
-        let q = match weight.dtype() {
-            DType::BF16 => with_cuda_slice!(weight, bf16, |w| QuantizedAny::Bf16(
-                crate::QuantizedWeight::quantize(&stream, w, n, k, group_size, format)
-                    .map_err(cerr)?
-            )),
-            DType::F16 => with_cuda_slice!(weight, f16, |w| QuantizedAny::F16(
-                crate::QuantizedWeight::quantize(&stream, w, n, k, group_size, format)
-                    .map_err(cerr)?
-            )),
-            other => {
-                return Err(msg(format!(
-                    "WeightOnlyLinear quantizes bf16 or f16 weights, not {other:?}"
-                )))
-            }
-        };
+        if !matches!(weight.dtype(), DType::BF16 | DType::F16) {
+            return Err(msg(format!(
+                "WeightOnlyLinear quantizes bf16 or f16 weights, not {:?}",
+                weight.dtype()
+            )));
+        }
+        let q = by_activation!(weight.dtype(), |T| with_cuda_slice!(weight, T, |w| {
+            crate::QuantizedWeight::<T>::quantize(&stream, w, n, k, group_size, format)
+                .map_err(cerr)?
+        }));
         Self::with(q, bias)
     }
 
@@ -1236,36 +1248,20 @@ impl WeightOnlyLinear {
             dtype,
             bias,
             |stream, q, z, s, dtype| {
-                Ok(match dtype {
-                    DType::BF16 => with_cuda_slice!(s, bf16, |s| QuantizedAny::Bf16(
-                        crate::QuantizedWeight::from_gptq(
-                            stream,
-                            q,
-                            z,
-                            s,
-                            g_idx.as_deref(),
-                            n,
-                            k,
-                            group_size,
-                            zero_offset
-                        )
-                        .map_err(cerr)?
-                    )),
-                    _ => with_cuda_slice!(s, f16, |s| QuantizedAny::F16(
-                        crate::QuantizedWeight::from_gptq(
-                            stream,
-                            q,
-                            z,
-                            s,
-                            g_idx.as_deref(),
-                            n,
-                            k,
-                            group_size,
-                            zero_offset
-                        )
-                        .map_err(cerr)?
-                    )),
-                })
+                Ok(by_activation!(dtype, |T| with_cuda_slice!(s, T, |s| {
+                    crate::QuantizedWeight::<T>::from_gptq(
+                        stream,
+                        q,
+                        z,
+                        s,
+                        g_idx.as_deref(),
+                        n,
+                        k,
+                        group_size,
+                        zero_offset,
+                    )
+                    .map_err(cerr)?
+                })))
             },
         )
     }
@@ -1291,16 +1287,10 @@ impl WeightOnlyLinear {
             dtype,
             bias,
             |stream, q, z, s, dtype| {
-                Ok(match dtype {
-                    DType::BF16 => with_cuda_slice!(s, bf16, |s| QuantizedAny::Bf16(
-                        crate::QuantizedWeight::from_awq(stream, q, z, s, n, k, group_size)
-                            .map_err(cerr)?
-                    )),
-                    _ => with_cuda_slice!(s, f16, |s| QuantizedAny::F16(
-                        crate::QuantizedWeight::from_awq(stream, q, z, s, n, k, group_size)
-                            .map_err(cerr)?
-                    )),
-                })
+                Ok(by_activation!(dtype, |T| with_cuda_slice!(s, T, |s| {
+                    crate::QuantizedWeight::<T>::from_awq(stream, q, z, s, n, k, group_size)
+                        .map_err(cerr)?
+                })))
             },
         )
     }

@@ -30,7 +30,7 @@
 use std::sync::Arc;
 
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
-use cutlass_gemm_catalog::{DataType, KernelSchedule};
+use cutlass_gemm_catalog::{DataType, KernelSchedule, KernelSpec};
 use cutlass_gemm_sys::{cutlass_rs_grouped_args, cutlass_rs_grouped_problem};
 
 use crate::error::{
@@ -41,7 +41,7 @@ use crate::ffi::{DeviceInfo, GroupedKernel};
 use crate::formats::element::Element;
 use crate::plans::gemm::{workspace_ptr, Workspace, POINTER_ALIGNMENT};
 use crate::plans::problem::MAX_EXTENT;
-use crate::selection::built_grouped_kernels;
+use crate::selection::{built_grouped_kernels, named_in_registry, registry_pool};
 
 /// Where each group's rows are.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -808,55 +808,36 @@ fn select(
     d: DataType,
     name: Option<&str>,
 ) -> Result<GroupedKernel> {
-    let serves = |k: &GroupedKernel| k.spec.a.ty == a && k.spec.b.ty == a && k.spec.d.ty == d;
+    let serves = |s: &KernelSpec| s.a.ty == a && s.b.ty == a && s.d.ty == d;
     if let Some(name) = name {
-        let Some(k) = built_grouped_kernels().iter().find(|k| k.name == name) else {
-            if let Some(spec) = cutlass_gemm_catalog::catalog::find(name) {
-                if !spec.kernel_schedule.is_grouped() {
-                    return Err(Error::KernelMismatch {
-                        name: name.into(),
-                        reason: KernelRule::Grouped { kernel: false },
-                    });
-                }
-            }
-            return Err(Error::KernelNotBuilt {
-                name: name.into(),
-                build_with: crate::selection::build_hint(name),
-            });
-        };
-        if !serves(k) {
-            let (operand, kernel, required) = if k.spec.a.ty != a {
-                (OperandName::A, k.spec.a.ty, a)
-            } else {
-                (OperandName::D, k.spec.d.ty, d)
-            };
-            return Err(Error::KernelMismatch {
-                name: name.into(),
-                reason: KernelRule::Operand {
-                    operand,
-                    kernel: (kernel, k.spec.a.layout),
-                    required: (required, k.spec.a.layout),
-                },
-            });
-        }
-        crate::error::require_arch(name, k.spec.arch, device.compute_capability)?;
-        return Ok(*k);
+        return named_in_registry(
+            built_grouped_kernels(),
+            name,
+            device,
+            |s| s.kernel_schedule.is_grouped(),
+            KernelRule::Grouped { kernel: false },
+            |s| {
+                (!serves(s)).then(|| {
+                    let (operand, kernel, required) = if s.a.ty != a {
+                        (OperandName::A, s.a.ty, a)
+                    } else {
+                        (OperandName::D, s.d.ty, d)
+                    };
+                    KernelRule::Operand {
+                        operand,
+                        kernel: (kernel, s.a.layout),
+                        required: (required, s.a.layout),
+                    }
+                })
+            },
+        );
     }
-    let candidates: Vec<GroupedKernel> = built_grouped_kernels()
-        .iter()
-        .filter(|k| serves(k) && k.spec.arch.runs_on(device.compute_capability))
-        .copied()
-        .collect();
-    let default: Vec<GroupedKernel> = candidates
-        .iter()
-        .filter(|k| cutlass_gemm_catalog::catalog::is_default(&k.spec))
-        .copied()
-        .collect();
-    let pool = if default.is_empty() {
-        &candidates
-    } else {
-        &default
-    };
+    let pool = &registry_pool(
+        built_grouped_kernels(),
+        device,
+        serves,
+        cutlass_gemm_catalog::catalog::is_default,
+    );
     let pingpong = |k: &&GroupedKernel| {
         k.spec.kernel_schedule == KernelSchedule::PtrArrayTmaWarpSpecializedPingpong
     };

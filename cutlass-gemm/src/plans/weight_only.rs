@@ -28,7 +28,7 @@
 use std::sync::Arc;
 
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
-use cutlass_gemm_catalog::{DataType, MixedInputMode, TileScheduler};
+use cutlass_gemm_catalog::{DataType, KernelSpec, MixedInputMode, TileScheduler};
 use cutlass_gemm_sys::cutlass_rs_weight_only_args;
 
 use crate::error::{
@@ -39,7 +39,7 @@ use crate::ffi::{check_status, DeviceInfo, WeightOnlyKernel};
 use crate::plans::gemm::{workspace_ptr, Workspace, POINTER_ALIGNMENT};
 use crate::plans::problem::MAX_EXTENT;
 use crate::quantize::QuantInput;
-use crate::selection::built_weight_only_kernels;
+use crate::selection::{built_weight_only_kernels, named_in_registry, registry_pool};
 
 /// Rows of the weight (n) are a multiple of this: the packed order's block.
 pub const WEIGHT_ROWS_MULTIPLE: usize = cutlass_gemm_sys::CUTLASS_RS_WEIGHT_PACK_ROWS as usize;
@@ -841,60 +841,39 @@ fn select(
     name: Option<&str>,
 ) -> Result<WeightOnlyKernel> {
     let (weight, mode) = problem.format.catalog();
-    let serves = |k: &WeightOnlyKernel| {
-        k.spec.b.ty == wide
-            && k.spec.a.ty == weight
-            && k.spec.mixed_input.map(|x| x.mode) == Some(mode)
+    let serves = |s: &KernelSpec| {
+        s.b.ty == wide && s.a.ty == weight && s.mixed_input.map(|x| x.mode) == Some(mode)
     };
     if let Some(name) = name {
-        let Some(k) = built_weight_only_kernels().iter().find(|k| k.name == name) else {
-            if let Some(spec) = cutlass_gemm_catalog::catalog::find(name) {
-                if spec.mixed_input.is_none() {
-                    return Err(Error::KernelMismatch {
-                        name: name.into(),
-                        reason: KernelRule::WeightOnly { kernel: false },
-                    });
-                }
-            }
-            return Err(Error::KernelNotBuilt {
-                name: name.into(),
-                build_with: crate::selection::build_hint(name),
-            });
-        };
-        if !serves(k) {
-            let (operand, kernel, required) = if k.spec.b.ty != wide {
-                (OperandName::A, k.spec.b.ty, wide)
-            } else {
-                (OperandName::B, k.spec.a.ty, weight)
-            };
-            return Err(Error::KernelMismatch {
-                name: name.into(),
-                reason: KernelRule::Operand {
-                    operand,
-                    kernel: (kernel, k.spec.a.layout),
-                    required: (required, k.spec.a.layout),
-                },
-            });
-        }
-        crate::error::require_arch(name, k.spec.arch, device.compute_capability)?;
-        return Ok(*k);
+        return named_in_registry(
+            built_weight_only_kernels(),
+            name,
+            device,
+            |s| s.mixed_input.is_some(),
+            KernelRule::WeightOnly { kernel: false },
+            |s| {
+                (!serves(s)).then(|| {
+                    let (operand, kernel, required) = if s.b.ty != wide {
+                        (OperandName::A, s.b.ty, wide)
+                    } else {
+                        (OperandName::B, s.a.ty, weight)
+                    };
+                    KernelRule::Operand {
+                        operand,
+                        kernel: (kernel, s.a.layout),
+                        required: (required, s.a.layout),
+                    }
+                })
+            },
+        );
     }
-    let candidates: Vec<WeightOnlyKernel> = built_weight_only_kernels()
-        .iter()
-        .filter(|k| serves(k) && k.spec.arch.runs_on(device.compute_capability))
-        .copied()
-        .collect();
     // The feature's kernels when the build has them (other catalog tiles only when named).
-    let default: Vec<WeightOnlyKernel> = candidates
-        .iter()
-        .filter(|k| cutlass_gemm_catalog::catalog::is_default_weight_only(&k.spec))
-        .copied()
-        .collect();
-    let pool = if default.is_empty() {
-        candidates
-    } else {
-        default
-    };
+    let pool = registry_pool(
+        built_weight_only_kernels(),
+        device,
+        serves,
+        cutlass_gemm_catalog::catalog::is_default_weight_only,
+    );
     // Up to STREAM_K_TOKENS tokens: the narrowest stream-K tile whose N holds m, else the widest
     // stream-K one; beyond, the largest persistent tile.
     let stream_k = |k: &&WeightOnlyKernel| k.spec.tile_scheduler == TileScheduler::StreamK;

@@ -232,3 +232,88 @@ fn no_kernel(
         build_with,
     }
 }
+
+/// A kernel of one of the registries of their own (grouped, weight-only): its catalog spec and
+/// name, for [`named_in_registry`] and [`registry_pool`].
+pub(crate) trait RegistryKernel: Copy {
+    fn spec(&self) -> &KernelSpec;
+    fn name(&self) -> &'static str;
+}
+
+impl RegistryKernel for GroupedKernel {
+    fn spec(&self) -> &KernelSpec {
+        &self.spec
+    }
+    fn name(&self) -> &'static str {
+        self.name
+    }
+}
+
+impl RegistryKernel for WeightOnlyKernel {
+    fn spec(&self) -> &KernelSpec {
+        &self.spec
+    }
+    fn name(&self) -> &'static str {
+        self.name
+    }
+}
+
+/// The kernel `name` of a registry (`built`): [`crate::Error::KernelMismatch`] with `other` when it
+/// is a catalog entry of another kind (`kind` says which entries are of the registry's), with the
+/// rule `mismatch` gives when it is built but does not serve the plan;
+/// [`crate::Error::KernelNotBuilt`] with how to build it; [`crate::Error::ArchMismatch`] when the
+/// device cannot run it.
+pub(crate) fn named_in_registry<K: RegistryKernel>(
+    built: &[K],
+    name: &str,
+    device: &DeviceInfo,
+    kind: impl Fn(&KernelSpec) -> bool,
+    other: KernelRule,
+    mismatch: impl Fn(&KernelSpec) -> Option<KernelRule>,
+) -> Result<K> {
+    let Some(k) = built.iter().find(|k| k.name() == name).copied() else {
+        if catalog::find(name).is_some_and(|spec| !kind(&spec)) {
+            return Err(crate::Error::KernelMismatch {
+                name: name.into(),
+                reason: other,
+            });
+        }
+        return Err(crate::Error::KernelNotBuilt {
+            name: name.into(),
+            build_with: build_hint(name),
+        });
+    };
+    if let Some(reason) = mismatch(k.spec()) {
+        return Err(crate::Error::KernelMismatch {
+            name: name.into(),
+            reason,
+        });
+    }
+    crate::error::require_arch(name, k.spec().arch, device.compute_capability)?;
+    Ok(k)
+}
+
+/// The kernels of a registry that serve a plan and that the device can run: those of the default
+/// set (`default` says which) when there are any, else all of them.
+pub(crate) fn registry_pool<K: RegistryKernel>(
+    built: &[K],
+    device: &DeviceInfo,
+    serves: impl Fn(&KernelSpec) -> bool,
+    default: impl Fn(&KernelSpec) -> bool,
+) -> Vec<K> {
+    let candidates: Vec<K> = built
+        .iter()
+        .filter(|k| serves(k.spec()) && k.spec().arch.runs_on(device.compute_capability))
+        .copied()
+        .collect();
+    let preferred: Vec<K> = candidates
+        .iter()
+        .filter(|k| default(k.spec()))
+        .copied()
+        .collect();
+    if preferred.is_empty() {
+        candidates
+    } else {
+        preferred
+    }
+}
