@@ -1,22 +1,24 @@
 //! A transformer MLP block at Llama-3-8B sizes (hidden 4096, intermediate 14336) in candle:
 //! `y = down(silu(gate(x)) * up(x))`, with candle's own matmul (cuBLAS), with this crate's bf16
 //! GEMMs (`cutlass_gemm::candle::matmul`), with its `Linear` layers whose epilogue applies the
-//! SiLU (`cutlass_gemm::candle::Linear`: one elementwise pass fewer), and with FP8
+//! SiLU (`cutlass_gemm::candle::Linear`: one elementwise pass fewer), with FP8
 //! blockwise-quantized weights
-//! (`cutlass_gemm::candle::Fp8Linear`); outputs compared with candle's and times side by side.
+//! (`cutlass_gemm::candle::Fp8Linear`) and, in a build with the `weight-only` feature, with 4-bit
+//! weights in groups of 128 (`cutlass_gemm::candle::WeightOnlyLinear`); outputs compared with
+//! candle's and times side by side.
 //!
-//! `cargo run --release --features candle --example 06_candle_mlp`
+//! `cargo run --release --features candle,weight-only --example 06_candle_mlp`
 //! Times: median of 20 timed runs of the whole block after 3 warm-up runs, CUDA events on candle's
 //! stream; the FP8 time includes quantizing the activations of each GEMM (the weights are
-//! quantized once, before timing).
+//! quantized once, before timing, as are the 4-bit ones).
 
 use std::sync::Arc;
 
 use anyhow::Result;
 use candle_core::{DType, Device, Module, Tensor};
 use cudarc::driver::CudaStream;
-use cutlass_gemm::candle::{matmul, Fp8Linear, Linear};
-use cutlass_gemm::Activation;
+use cutlass_gemm::candle::{matmul, Fp8Linear, Linear, WeightOnlyLinear};
+use cutlass_gemm::{built_weight_only_kernels, Activation, WeightFormat};
 
 #[path = "common/timing.rs"]
 mod timing;
@@ -65,6 +67,14 @@ fn main() -> Result<()> {
         Fp8Linear::new(&wu, None)?,
         Fp8Linear::new(&wd, None)?,
     );
+    // 4-bit weights (symmetric, groups of 128) when the build has the weight-only kernels.
+    let int4 = if built_weight_only_kernels().is_empty() {
+        println!("(no 4-bit column: build with the `weight-only` feature for it)");
+        None
+    } else {
+        let q = |w: &Tensor| WeightOnlyLinear::quantize(w, None, 128, WeightFormat::Symmetric);
+        Some((q(&wg)?, q(&wu)?, q(&wd)?))
+    };
     let (wgt, wut, wdt) = (wg.t()?, wu.t()?, wd.t()?);
     let (lg, lu, ld) = (
         Linear::new(wg.clone(), None)?.with_activation(Activation::Silu),
@@ -73,7 +83,7 @@ fn main() -> Result<()> {
     );
 
     println!(
-        "{:>7} {:>12} {:>12} {:>8} {:>12} {:>8} {:>12} {:>8}   {:>22} {:>22} {:>22}",
+        "{:>7} {:>12} {:>12} {:>8} {:>12} {:>8} {:>12} {:>8} {:>12} {:>8}   {:>22} {:>22} {:>22} {:>22}",
         "tokens",
         "candle (ms)",
         "cutlass (ms)",
@@ -82,9 +92,12 @@ fn main() -> Result<()> {
         "speedup",
         "fp8 (ms)",
         "speedup",
+        "int4 (ms)",
+        "speedup",
         "cutlass vs candle",
         "fused vs candle",
-        "fp8 vs candle"
+        "fp8 vs candle",
+        "int4 vs candle"
     );
     for tokens in [1usize, 16, 128, 512, 2048, 4096] {
         let x = Tensor::randn(0f32, 1.0, (tokens, HIDDEN), &dev)?.to_dtype(DType::BF16)?;
@@ -104,6 +117,11 @@ fn main() -> Result<()> {
             let h = (qg.forward(&x)?.silu()? * qu.forward(&x)?)?;
             Ok(qd.forward(&h)?)
         };
+        let mut int4_mlp = || -> Result<Tensor> {
+            let (g, u, d) = int4.as_ref().expect("timed only when built");
+            let h = (g.forward(&x)?.silu()? * u.forward(&x)?)?;
+            Ok(d.forward(&h)?)
+        };
         let (y_candle, y_cutlass, y_fp8) = (candle_mlp()?, cutlass_mlp()?, fp8_mlp()?);
         let y_fused = fused_mlp()?;
         let (max_b, rel_b) = error(&y_cutlass, &y_candle)?;
@@ -113,11 +131,24 @@ fn main() -> Result<()> {
         let t_cutlass = time(&stream, &mut cutlass_mlp)?;
         let t_fused = time(&stream, &mut fused_mlp)?;
         let t_fp8 = time(&stream, &mut fp8_mlp)?;
+        let int4_cols = if int4.is_some() {
+            let y_int4 = int4_mlp()?;
+            let (max_4, rel_4) = error(&y_int4, &y_candle)?;
+            let t_int4 = time(&stream, &mut int4_mlp)?;
+            (
+                format!("{t_int4:>12.3} {:>7.2}x", t_candle / t_int4),
+                format!("   max {max_4:>8.2e} rms {rel_4:>7.1e}"),
+            )
+        } else {
+            (format!("{:>12} {:>8}", "-", "-"), String::new())
+        };
         println!(
-            "{tokens:>7} {t_candle:>12.3} {t_cutlass:>12.3} {:>7.2}x {t_fused:>12.3} {:>7.2}x {t_fp8:>12.3} {:>7.2}x   max {max_b:>8.2e} rms {rel_b:>7.1e}   max {max_f:>8.2e} rms {rel_f:>7.1e}   max {max_q:>8.2e} rms {rel_q:>7.1e}",
+            "{tokens:>7} {t_candle:>12.3} {t_cutlass:>12.3} {:>7.2}x {t_fused:>12.3} {:>7.2}x {t_fp8:>12.3} {:>7.2}x {}   max {max_b:>8.2e} rms {rel_b:>7.1e}   max {max_f:>8.2e} rms {rel_f:>7.1e}   max {max_q:>8.2e} rms {rel_q:>7.1e}{}",
             t_candle / t_cutlass,
             t_candle / t_fused,
             t_candle / t_fp8,
+            int4_cols.0,
+            int4_cols.1,
         );
     }
     println!(
