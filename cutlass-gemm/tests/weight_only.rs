@@ -153,6 +153,22 @@ fn the_choice_follows_the_tokens_or_names_the_feature() {
     };
     assert!(s(1).contains("_s4_f16_f32_f16_f16_scl_shfl_128x16x64_"));
     assert!(s(17).contains("_s4_f16_f32_f16_f16_scl_shfl_128x32x64_"));
+    // Split-K 4 where the output tiles fill at most a quarter of the SMs over a long k (4096
+    // rows at decode: 32 tiles for 132 SMs), none where they are many or k is short.
+    let splits = |m, n, k| {
+        WeightOnlyGemm::<bf16>::plan(
+            H100,
+            &WeightOnlyProblem::new(m, n, k, 128, WeightFormat::ZeroPoint),
+            None,
+        )
+        .unwrap()
+        .splits()
+    };
+    assert_eq!(splits(1, 4096, 4096), 4);
+    assert_eq!(splits(64, 4096, 14336), 4);
+    assert_eq!(splits(1, 6144, 4096), 0);
+    assert_eq!(splits(1, 768, 768), 0);
+    assert_eq!(splits(4096, 4096, 4096), 0);
     // Split-K on a persistent kernel is refused; on a stream-K one taken.
     let persistent = WeightOnlyGemm::<bf16>::plan(H100, &p(4096), None).unwrap();
     assert!(matches!(

@@ -605,7 +605,8 @@ impl<T: WeightOnlyInput> WeightOnlyGemm<T> {
         Self::plan(DeviceInfo::query(ctx)?, problem, Some(name))
     }
 
-    /// Plans for a described device without touching it. Rules, each a typed error: the
+    /// Plans for a described device without touching it (the library's choice also takes a split-K
+    /// factor where the output tiles are few: [`WeightOnlyGemm::splits`]). Rules, each a typed error: the
     /// problem's ([`WeightOnlyProblem::check`]); a weight-only kernel of this build for `T` and
     /// the weight's format that the device can run ([`Error::NoKernel`], naming the `weight-only`
     /// feature, otherwise; [`KernelRule::WeightOnly`] for a named kernel that is not one).
@@ -615,12 +616,17 @@ impl<T: WeightOnlyInput> WeightOnlyGemm<T> {
         kernel: Option<&str>,
     ) -> Result<Self> {
         problem.check()?;
+        let named = kernel.is_some();
         let kernel = select(&device, problem, T::DATA_TYPE, kernel)?;
         let mut plan = WeightOnlyGemm {
             problem: *problem,
             device,
+            splits: if named {
+                0
+            } else {
+                default_splits(&kernel.spec, problem, device.sm_count)
+            },
             kernel,
-            splits: 0,
             workspace_size: 0,
             _types: std::marker::PhantomData,
         };
@@ -820,6 +826,21 @@ impl<T: WeightOnlyInput> WeightOnlyGemm<T> {
             splits: i32::from(self.splits),
             reserved: 0,
         }
+    }
+}
+
+/// The split-K factor the library's choice takes: 4 for a stream-K kernel whose output tiles fill
+/// at most a quarter of the SMs over a k of 2048 or more (the 4096-wide layers of 7-9B models at
+/// decode: 28-32 tiles for 132 SMs), else the kernel's own stream-K decomposition. Fitted with
+/// the tile choice (`docs/performance.md`): on such shapes split-K 4 ran 1.01-1.26x the stream-K
+/// decomposition's speed, and lost on shapes of 36 tiles or more.
+fn default_splits(spec: &KernelSpec, p: &WeightOnlyProblem, sm_count: i32) -> u16 {
+    let tiles = p.n.div_ceil(spec.tile[0] as usize) * p.m.div_ceil(spec.tile[1] as usize);
+    let few = tiles * 4 <= usize::try_from(sm_count).unwrap_or(0);
+    if spec.tile_scheduler == TileScheduler::StreamK && few && p.k >= 2048 {
+        4
+    } else {
+        0
     }
 }
 

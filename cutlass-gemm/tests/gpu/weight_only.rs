@@ -227,6 +227,14 @@ fn every_kernel<T: WeightOnlyInput>() {
                 check(&ctx, &stream, &mut rng, &w, &qw, m, 0.0, None);
             }
         }
+        // Few output tiles over a long k: the library's choice takes split-K 4.
+        let w = HostWeight::<T>::random(&mut rng, 512, 2048, 128, zp);
+        let qw = w.upload(&stream);
+        for m in [1, 16, 64] {
+            let p = WeightOnlyProblem::for_weight(m, &qw);
+            assert_eq!(WeightOnlyGemm::<T>::new(&ctx, &p).unwrap().splits(), 4);
+            check(&ctx, &stream, &mut rng, &w, &qw, m, 0.5, None);
+        }
     }
 }
 
