@@ -20,8 +20,8 @@ extern "C" {
  * quantized weight W (n x k, 4 bits per element):
  *   Y = alpha * X . dequant(W)^T + beta * C          Y and C m x n row-major
  *   dequant(W)[j][i] = round(q[j][i] * s[g][j] + z[g][j]),   g = i / group_size
- * rounded once to the activations' type (the kernels' multiply and add contract into one fused
- * multiply-add), with z = 0 for scale-only kernels. q is the signed (s4) or unsigned (u4) 4-bit value; s and z are (k / group_size) x n
+ * rounded once to the activations' type (as measured: the kernels' multiply and add contract into
+ * one fused multiply-add), with z = 0 for scale-only kernels. q is the signed (s4) or unsigned (u4) 4-bit value; s and z are (k / group_size) x n
  * row-major in the activations' type (one row per group of k, the layout GPTQ and AWQ write their
  * scales in). A GPTQ/AWQ zero point zp maps to z = -s * zp (cutlass_rs_weight_only_import does it).
  *

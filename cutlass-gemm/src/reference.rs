@@ -643,9 +643,10 @@ pub fn compare<TD: Element>(
 
 /// A weight-only GEMM's weight dequantized on the host exactly as the kernels do it: for row `j`
 /// and column `i` of the `n x k` weight, group `g = i / group_size`,
-/// `w = round(q · s[g][j] + z[g][j])` in `T`, rounded once (the kernels' multiply and add in the
-/// activations' type contract into one fused multiply-add; an H100 run of every weight-only kernel
-/// matches this bit for bit, `tests/gpu/weight_only.rs`; `z` 0 without zeros). `values` holds q in the plain order
+/// `w = round(q · s[g][j] + z[g][j])` in `T`, rounded once (CUTLASS's source multiplies and then
+/// adds in the activations' type, which nvcc contracts, as far as measured, into one fused
+/// multiply-add: an H200 run of every weight-only kernel matches this bit for bit,
+/// `tests/gpu/weight_only.rs`; `z` 0 without zeros). `values` holds q in the plain order
 /// (`n x k`, two per byte, the even column in the low nibble), signed (s4) or unsigned (u4); the
 /// scales and zeros are `(k / group_size) x n` row-major. Returns the weight `n x k` row-major.
 #[allow(clippy::too_many_arguments)]
