@@ -442,134 +442,88 @@ pub(crate) unsafe fn copy_matrix(
     check_status("cutlass_rs_copy_matrix", status)
 }
 
-/// One compiled grouped kernel (`_gemm_grouped_` in its name): its catalog spec and its C entry
-/// points over [`cutlass_rs_grouped_args`](cutlass_gemm_sys::cutlass_rs_grouped_args).
+/// A C argument struct of one of the registries of their own (grouped, weight-only): what
+/// [`RegistryKernel`]'s entry points take.
+pub trait RegistryArgs: Copy + 'static {
+    /// The CUDA device ordinal the arguments name.
+    fn device_id(&self) -> i32;
+}
+
+impl RegistryArgs for cutlass_gemm_sys::cutlass_rs_grouped_args {
+    fn device_id(&self) -> i32 {
+        self.device_id
+    }
+}
+
+impl RegistryArgs for cutlass_gemm_sys::cutlass_rs_weight_only_args {
+    fn device_id(&self) -> i32 {
+        self.device_id
+    }
+}
+
+/// One compiled kernel of a registry of its own, whose entry points take the argument struct `A`:
+/// its catalog spec and its C entry points.
 #[derive(Clone, Copy)]
-pub struct GroupedKernel {
+pub struct RegistryKernel<A: RegistryArgs> {
     /// What the kernel is (types, tile, schedule).
     pub spec: KernelSpec,
     /// The procedural name.
     pub name: &'static str,
-    pub(crate) entry: GroupedEntry,
+    pub(crate) entry: RegistryEntry<A>,
 }
 
-impl std::fmt::Debug for GroupedKernel {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("GroupedKernel")
-            .field("name", &self.name)
-            .finish()
-    }
-}
+/// A grouped kernel (`_gemm_grouped_` in its name), over
+/// [`cutlass_rs_grouped_args`](cutlass_gemm_sys::cutlass_rs_grouped_args).
+pub type GroupedKernel = RegistryKernel<cutlass_gemm_sys::cutlass_rs_grouped_args>;
 
-/// The C entry points of one grouped kernel.
-#[derive(Clone, Copy)]
-pub(crate) struct GroupedEntry {
-    workspace_size:
-        unsafe extern "C" fn(*const cutlass_gemm_sys::cutlass_rs_grouped_args, *mut usize) -> i32,
-    run: unsafe extern "C" fn(
-        *const cutlass_gemm_sys::cutlass_rs_grouped_args,
-        *mut std::ffi::c_void,
-        usize,
-        *mut std::ffi::c_void,
-    ) -> i32,
-}
-
-impl GroupedEntry {
-    pub(crate) fn new(e: &cutlass_gemm_sys::cutlass_rs_grouped_kernel_entry) -> GroupedEntry {
-        GroupedEntry {
-            workspace_size: e.workspace_size.expect("registry entry has workspace_size"),
-            run: e.run.expect("registry entry has run"),
-        }
-    }
-}
-
-impl GroupedKernel {
-    pub(crate) fn workspace_size_of(
-        &self,
-        abi: &cutlass_gemm_sys::cutlass_rs_grouped_args,
-    ) -> Result<usize> {
-        let mut bytes = 0usize;
-        // SAFETY: workspace_size reads the arguments' counts and writes `bytes`; no pointer is
-        // dereferenced.
-        check_status(self.name, unsafe {
-            (self.entry.workspace_size)(abi, &mut bytes)
-        })?;
-        Ok(bytes)
-    }
-
-    /// Launches the per-group argument builder and the kernel.
-    ///
-    /// # Safety
-    /// Every pointer of `abi` must be a device pointer of `abi.device_id` holding what the layout
-    /// reaches; `workspace` must hold `workspace_bytes` bytes; `stream` must be a live stream of the
-    /// current context.
-    pub(crate) unsafe fn launch_abi(
-        &self,
-        abi: &cutlass_gemm_sys::cutlass_rs_grouped_args,
-        workspace: sys::CUdeviceptr,
-        workspace_bytes: usize,
-        stream: sys::CUstream,
-    ) -> Result<()> {
-        let status = (self.entry.run)(
-            abi,
-            workspace as *mut std::ffi::c_void,
-            workspace_bytes,
-            stream as *mut std::ffi::c_void,
-        );
-        run_status(self.name, status, abi.device_id)
-    }
-}
-
-/// One compiled weight-only kernel (`_scl_shfl` or `_sclzr_shfl` in its name): its catalog spec
-/// and its C entry points over
+/// A weight-only kernel (`_scl_shfl` or `_sclzr_shfl` in its name), over
 /// [`cutlass_rs_weight_only_args`](cutlass_gemm_sys::cutlass_rs_weight_only_args).
-#[derive(Clone, Copy)]
-pub struct WeightOnlyKernel {
-    /// What the kernel is (types, tile, schedule, weight format).
-    pub spec: KernelSpec,
-    /// The procedural name.
-    pub name: &'static str,
-    pub(crate) entry: WeightOnlyEntry,
-}
+pub type WeightOnlyKernel = RegistryKernel<cutlass_gemm_sys::cutlass_rs_weight_only_args>;
 
-impl std::fmt::Debug for WeightOnlyKernel {
+impl<A: RegistryArgs> std::fmt::Debug for RegistryKernel<A> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WeightOnlyKernel")
+        f.debug_struct("RegistryKernel")
             .field("name", &self.name)
             .finish()
     }
 }
 
-type WeightOnlyArgs = cutlass_gemm_sys::cutlass_rs_weight_only_args;
-
-/// The C entry points of one weight-only kernel.
+/// The C entry points of one kernel of a registry of its own.
 #[derive(Clone, Copy)]
-pub(crate) struct WeightOnlyEntry {
-    workspace_size: unsafe extern "C" fn(*const WeightOnlyArgs, *mut usize) -> i32,
-    run: unsafe extern "C" fn(
-        *const WeightOnlyArgs,
-        *mut std::ffi::c_void,
-        usize,
-        *mut std::ffi::c_void,
-    ) -> i32,
-    prepare: unsafe extern "C" fn(*const WeightOnlyArgs, *mut std::ffi::c_void, usize) -> i32,
+pub(crate) struct RegistryEntry<A: RegistryArgs> {
+    workspace_size: unsafe extern "C" fn(*const A, *mut usize) -> i32,
+    run: unsafe extern "C" fn(*const A, *mut std::ffi::c_void, usize, *mut std::ffi::c_void) -> i32,
+    prepare: unsafe extern "C" fn(*const A, *mut std::ffi::c_void, usize) -> i32,
 }
 
-impl WeightOnlyEntry {
-    pub(crate) fn new(e: &cutlass_gemm_sys::cutlass_rs_weight_only_kernel_entry) -> Self {
-        WeightOnlyEntry {
-            workspace_size: e.workspace_size.expect("registry entry has workspace_size"),
-            run: e.run.expect("registry entry has run"),
-            prepare: e.prepare.expect("registry entry has prepare"),
+/// The entry points of a registry's C entry, which every registry's generated code fills.
+macro_rules! registry_entry_from {
+    ($entry:ty, $args:ty) => {
+        impl From<&$entry> for RegistryEntry<$args> {
+            fn from(e: &$entry) -> Self {
+                RegistryEntry {
+                    workspace_size: e.workspace_size.expect("registry entry has workspace_size"),
+                    run: e.run.expect("registry entry has run"),
+                    prepare: e.prepare.expect("registry entry has prepare"),
+                }
+            }
         }
-    }
+    };
 }
+registry_entry_from!(
+    cutlass_gemm_sys::cutlass_rs_grouped_kernel_entry,
+    cutlass_gemm_sys::cutlass_rs_grouped_args
+);
+registry_entry_from!(
+    cutlass_gemm_sys::cutlass_rs_weight_only_kernel_entry,
+    cutlass_gemm_sys::cutlass_rs_weight_only_args
+);
 
-impl WeightOnlyKernel {
-    pub(crate) fn workspace_size_of(&self, abi: &WeightOnlyArgs) -> Result<usize> {
+impl<A: RegistryArgs> RegistryKernel<A> {
+    pub(crate) fn workspace_size_of(&self, abi: &A) -> Result<usize> {
         let mut bytes = 0usize;
-        // SAFETY: workspace_size reads the arguments' extents and writes `bytes`; no pointer is
-        // dereferenced.
+        // SAFETY: workspace_size reads the arguments' extents and counts and writes `bytes`; no
+        // pointer is dereferenced.
         check_status(self.name, unsafe {
             (self.entry.workspace_size)(abi, &mut bytes)
         })?;
@@ -584,7 +538,7 @@ impl WeightOnlyKernel {
     /// hold `workspace_bytes` bytes when the kernel needs a workspace.
     pub(crate) unsafe fn prepare_abi(
         &self,
-        abi: &WeightOnlyArgs,
+        abi: &A,
         workspace: sys::CUdeviceptr,
         workspace_bytes: usize,
     ) -> Result<()> {
@@ -592,15 +546,15 @@ impl WeightOnlyKernel {
         check_status(self.name, status)
     }
 
-    /// Launches the kernel.
+    /// Launches the kernel (for grouped kernels, the per-group argument builder and the kernel).
     ///
     /// # Safety
-    /// Every pointer of `abi` must be a device pointer of `abi.device_id` holding what the extents
-    /// reach; `workspace` must hold `workspace_bytes` bytes; `stream` must be a live stream of the
-    /// current context.
+    /// Every pointer of `abi` must be a device pointer of `abi.device_id` holding what the
+    /// extents (or the grouped layout) reach; `workspace` must hold `workspace_bytes` bytes;
+    /// `stream` must be a live stream of the current context.
     pub(crate) unsafe fn launch_abi(
         &self,
-        abi: &WeightOnlyArgs,
+        abi: &A,
         workspace: sys::CUdeviceptr,
         workspace_bytes: usize,
         stream: sys::CUstream,
@@ -611,6 +565,6 @@ impl WeightOnlyKernel {
             workspace_bytes,
             stream as *mut std::ffi::c_void,
         );
-        run_status(self.name, status, abi.device_id)
+        run_status(self.name, status, abi.device_id())
     }
 }

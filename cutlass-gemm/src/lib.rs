@@ -91,7 +91,10 @@ pub use error::{
     BuildHint, Error, Extent, GroupRowsRule, KernelRule, LayoutPairs, LayoutRule, OperandName,
     ProblemRule, Quantity, QuantizeOp, Result, Scalar, ScaleFamily, ScaleRule, WeightRule,
 };
-pub use ffi::{DeviceInfo, GroupedKernel, Kernel, RawArgs, ScheduleHints, WeightOnlyKernel};
+pub use ffi::{
+    DeviceInfo, GroupedKernel, Kernel, RawArgs, RegistryArgs, RegistryKernel, ScheduleHints,
+    WeightOnlyKernel,
+};
 pub use formats::element::{Element, Fp8};
 pub use formats::numeric;
 /// The `half` crate whose `bf16` and `f16` are element types here.

@@ -9,7 +9,8 @@ use cutlass_gemm_catalog::{catalog, KernelSpec};
 
 use crate::error::{BuildHint, KernelRule, Result};
 use crate::ffi::{
-    DeviceInfo, Entry, GroupedEntry, GroupedKernel, Kernel, WeightOnlyEntry, WeightOnlyKernel,
+    DeviceInfo, Entry, GroupedKernel, Kernel, RegistryArgs, RegistryEntry, RegistryKernel,
+    WeightOnlyKernel,
 };
 
 pub mod heuristic;
@@ -41,30 +42,48 @@ pub fn built_kernels() -> &'static [Kernel] {
     })
 }
 
+/// The kernels of a registry of their own (`entries`, in registry order), each looked up among
+/// the catalog's entries of that kind (`kind`): a name the catalog does not produce is a build bug
+/// and panics.
+fn registry_kernels<E, A: RegistryArgs>(
+    entries: &'static [E],
+    name_of: fn(&E) -> &'static str,
+    kind: fn(&KernelSpec) -> bool,
+) -> Vec<RegistryKernel<A>>
+where
+    for<'e> RegistryEntry<A>: From<&'e E>,
+{
+    let by_name: HashMap<String, KernelSpec> = catalog::all()
+        .into_iter()
+        .filter(kind)
+        .map(|s| (s.name(), s))
+        .collect();
+    entries
+        .iter()
+        .map(|entry| {
+            let name = name_of(entry);
+            let spec = *by_name.get(name).unwrap_or_else(|| {
+                panic!("kernel {name} of a registry is not in the catalog (stale build?)")
+            });
+            RegistryKernel {
+                spec,
+                name,
+                entry: RegistryEntry::from(entry),
+            }
+        })
+        .collect()
+}
+
 /// The grouped kernels compiled into this build (their own registry: their entry points take the
 /// grouped arguments), in registry order.
 pub fn built_grouped_kernels() -> &'static [GroupedKernel] {
     static KERNELS: OnceLock<Vec<GroupedKernel>> = OnceLock::new();
     KERNELS.get_or_init(|| {
-        let by_name: HashMap<String, KernelSpec> = catalog::all()
-            .into_iter()
-            .filter(|s| s.kernel_schedule.is_grouped())
-            .map(|s| (s.name(), s))
-            .collect();
-        cutlass_gemm_sys::grouped_kernels()
-            .iter()
-            .map(|entry| {
-                let name = cutlass_gemm_sys::grouped_entry_name(entry);
-                let spec = *by_name.get(name).unwrap_or_else(|| {
-                    panic!("grouped kernel {name} of the registry is not in the catalog (stale build?)")
-                });
-                GroupedKernel {
-                    spec,
-                    name,
-                    entry: GroupedEntry::new(entry),
-                }
-            })
-            .collect()
+        registry_kernels(
+            cutlass_gemm_sys::grouped_kernels(),
+            cutlass_gemm_sys::grouped_entry_name,
+            |s| s.kernel_schedule.is_grouped(),
+        )
     })
 }
 
@@ -72,25 +91,11 @@ pub fn built_grouped_kernels() -> &'static [GroupedKernel] {
 pub fn built_weight_only_kernels() -> &'static [WeightOnlyKernel] {
     static KERNELS: OnceLock<Vec<WeightOnlyKernel>> = OnceLock::new();
     KERNELS.get_or_init(|| {
-        let by_name: HashMap<String, KernelSpec> = catalog::all()
-            .into_iter()
-            .filter(|s| s.mixed_input.is_some())
-            .map(|s| (s.name(), s))
-            .collect();
-        cutlass_gemm_sys::weight_only_kernels()
-            .iter()
-            .map(|entry| {
-                let name = cutlass_gemm_sys::weight_only_entry_name(entry);
-                let spec = *by_name.get(name).unwrap_or_else(|| {
-                    panic!("weight-only kernel {name} of the registry is not in the catalog (stale build?)")
-                });
-                WeightOnlyKernel {
-                    spec,
-                    name,
-                    entry: WeightOnlyEntry::new(entry),
-                }
-            })
-            .collect()
+        registry_kernels(
+            cutlass_gemm_sys::weight_only_kernels(),
+            cutlass_gemm_sys::weight_only_entry_name,
+            |s| s.mixed_input.is_some(),
+        )
     })
 }
 
@@ -233,45 +238,20 @@ fn no_kernel(
     }
 }
 
-/// A kernel of one of the registries of their own (grouped, weight-only): its catalog spec and
-/// name, for [`named_in_registry`] and [`registry_pool`].
-pub(crate) trait RegistryKernel: Copy {
-    fn spec(&self) -> &KernelSpec;
-    fn name(&self) -> &'static str;
-}
-
-impl RegistryKernel for GroupedKernel {
-    fn spec(&self) -> &KernelSpec {
-        &self.spec
-    }
-    fn name(&self) -> &'static str {
-        self.name
-    }
-}
-
-impl RegistryKernel for WeightOnlyKernel {
-    fn spec(&self) -> &KernelSpec {
-        &self.spec
-    }
-    fn name(&self) -> &'static str {
-        self.name
-    }
-}
-
 /// The kernel `name` of a registry (`built`): [`crate::Error::KernelMismatch`] with `other` when it
 /// is a catalog entry of another kind (`kind` says which entries are of the registry's), with the
 /// rule `mismatch` gives when it is built but does not serve the plan;
 /// [`crate::Error::KernelNotBuilt`] with how to build it; [`crate::Error::ArchMismatch`] when the
 /// device cannot run it.
-pub(crate) fn named_in_registry<K: RegistryKernel>(
-    built: &[K],
+pub(crate) fn named_in_registry<A: RegistryArgs>(
+    built: &[RegistryKernel<A>],
     name: &str,
     device: &DeviceInfo,
     kind: impl Fn(&KernelSpec) -> bool,
     other: KernelRule,
     mismatch: impl Fn(&KernelSpec) -> Option<KernelRule>,
-) -> Result<K> {
-    let Some(k) = built.iter().find(|k| k.name() == name).copied() else {
+) -> Result<RegistryKernel<A>> {
+    let Some(k) = built.iter().find(|k| k.name == name).copied() else {
         if catalog::find(name).is_some_and(|spec| !kind(&spec)) {
             return Err(crate::Error::KernelMismatch {
                 name: name.into(),
@@ -283,32 +263,32 @@ pub(crate) fn named_in_registry<K: RegistryKernel>(
             build_with: build_hint(name),
         });
     };
-    if let Some(reason) = mismatch(k.spec()) {
+    if let Some(reason) = mismatch(&k.spec) {
         return Err(crate::Error::KernelMismatch {
             name: name.into(),
             reason,
         });
     }
-    crate::error::require_arch(name, k.spec().arch, device.compute_capability)?;
+    crate::error::require_arch(name, k.spec.arch, device.compute_capability)?;
     Ok(k)
 }
 
 /// The kernels of a registry that serve a plan and that the device can run: those of the default
 /// set (`default` says which) when there are any, else all of them.
-pub(crate) fn registry_pool<K: RegistryKernel>(
-    built: &[K],
+pub(crate) fn registry_pool<A: RegistryArgs>(
+    built: &[RegistryKernel<A>],
     device: &DeviceInfo,
     serves: impl Fn(&KernelSpec) -> bool,
     default: impl Fn(&KernelSpec) -> bool,
-) -> Vec<K> {
-    let candidates: Vec<K> = built
+) -> Vec<RegistryKernel<A>> {
+    let candidates: Vec<RegistryKernel<A>> = built
         .iter()
-        .filter(|k| serves(k.spec()) && k.spec().arch.runs_on(device.compute_capability))
+        .filter(|k| serves(&k.spec) && k.spec.arch.runs_on(device.compute_capability))
         .copied()
         .collect();
-    let preferred: Vec<K> = candidates
+    let preferred: Vec<RegistryKernel<A>> = candidates
         .iter()
-        .filter(|k| default(k.spec()))
+        .filter(|k| default(&k.spec))
         .copied()
         .collect();
     if preferred.is_empty() {
