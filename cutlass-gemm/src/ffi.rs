@@ -70,6 +70,13 @@ impl DeviceInfo {
                 .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?,
         })
     }
+
+    /// The SM count the kernels are sized and launched for: `sm_count`, at least 1, as the
+    /// kernel choice counts it. (CUTLASS reads a count below 1 as "query the device", which
+    /// without one sizes stream-K work by 0 SMs: a division by zero in its host code.)
+    pub(crate) fn kernel_sm_count(&self) -> i32 {
+        self.sm_count.max(1)
+    }
 }
 
 /// A kernel's arguments as raw device pointers, in the kernel's own view (no transposition):
@@ -181,7 +188,7 @@ impl Kernel {
             sfd: r.sfd as *mut _,
             norm_constant: r.norm_constant as *const f32,
             device_id: device.ordinal as i32,
-            sm_count: device.sm_count,
+            sm_count: device.kernel_sm_count(),
             swizzle: r.schedule.swizzle as i32,
             raster: r.schedule.raster as i32,
             splits: r.schedule.splits as i32,

@@ -88,8 +88,9 @@ pub use cutlass_gemm_catalog::{
 /// The raw C ABI (status codes, argument struct, registry).
 pub use cutlass_gemm_sys as sys;
 pub use error::{
-    BuildHint, Error, Extent, GroupRowsRule, KernelRule, LayoutPairs, LayoutRule, OperandName,
-    ProblemRule, Quantity, QuantizeOp, Result, Scalar, ScaleFamily, ScaleRule, WeightRule,
+    BuildHint, CaptureRule, Error, Extent, GroupRowsRule, KernelRule, LayoutPairs, LayoutRule,
+    OperandName, ProblemRule, Quantity, QuantizeOp, Result, Scalar, ScaleFamily, ScaleRule,
+    WeightRule,
 };
 pub use ffi::{
     DeviceInfo, GroupedKernel, Kernel, RawArgs, RegistryArgs, RegistryKernel, ScheduleHints,

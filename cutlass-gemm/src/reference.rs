@@ -226,10 +226,13 @@ pub fn gemm_values(
     let beta = problem.beta as f64;
     let mut value = vec![0.0f64; batch * m * n];
     let mut magnitude = vec![0.0f64; batch * m * n];
+    // Threads only where the work repays starting them (about 2^20 multiply-adds each).
+    let work = (batch * m * n).saturating_mul(k.max(1));
     let threads = std::thread::available_parallelism()
         .map_or(1, |t| t.get())
-        .min(64);
-    let chunk_rows = (batch * m).div_ceil(threads).max(1);
+        .min(64)
+        .min(work.div_ceil(1 << 20));
+    let chunk_rows = (batch * m).div_ceil(threads.max(1)).max(1);
     std::thread::scope(|s| {
         for (chunk, (vals, mags)) in value
             .chunks_mut(chunk_rows * n)

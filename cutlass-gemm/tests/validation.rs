@@ -20,6 +20,12 @@ const B200: DeviceInfo = DeviceInfo {
     compute_capability: (10, 0),
     sm_count: 148,
 };
+/// A device of an architecture no kernel of the catalog targets (compute capability 13.0).
+const FUTURE: DeviceInfo = DeviceInfo {
+    ordinal: 0,
+    compute_capability: (13, 0),
+    sm_count: 200,
+};
 const RTX5090: DeviceInfo = DeviceInfo {
     ordinal: 0,
     compute_capability: (12, 0),
@@ -221,7 +227,8 @@ fn malformed_problems_are_rejected() {
 #[test]
 fn kernels_for_another_architecture_are_refused() {
     let p = GemmProblem::new(256, 256, 256);
-    for dev in [B200, RTX5090] {
+    // SM90a kernels are SASS for exactly 9.0: refused on Blackwell and on a future architecture.
+    for dev in [B200, RTX5090, FUTURE] {
         match Gemm::<bf16, bf16, bf16>::plan(dev, &p, None).unwrap_err() {
             Error::ArchMismatch { arch, device, .. } => {
                 assert_eq!(arch, cutlass_gemm::Arch::Sm90a);
@@ -239,6 +246,10 @@ fn kernels_for_another_architecture_are_refused() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("sm90a") && e.contains("10.0"), "{e}");
+    let e = Gemm::<bf16, bf16, bf16>::plan(FUTURE, &p, Some(built_kernels()[0].name))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("sm90a") && e.contains("13.0"), "{e}");
 }
 
 #[test]
@@ -590,4 +601,71 @@ fn padding_past_cutlass_extent_limit_is_a_typed_error() {
         }
         e => panic!("unexpected {e:?}"),
     }
+}
+
+/// A device described with no SMs (or a negative count) plans as one with a single SM, as the
+/// kernel choice counts it. Found by tests/fuzz_plans.rs: the count reached CUTLASS, which reads
+/// one below 1 as "query the device" and, without one, divided by zero sizing a stream-K
+/// kernel's workspace (the process died of SIGFPE).
+#[test]
+fn a_device_described_without_sms_plans_as_one_sm() {
+    let p = GemmProblem::new(17, 50257, 4095);
+    let stream_k: Vec<&str> = built_kernels()
+        .iter()
+        .filter(|k| {
+            k.spec.tile_scheduler == TileScheduler::StreamK
+                && (k.spec.a.ty, k.spec.d.ty) == (DataType::Bf16, DataType::Bf16)
+        })
+        .map(|k| k.name)
+        .collect();
+    assert!(
+        !stream_k.is_empty(),
+        "the default build has bf16 stream-K kernels"
+    );
+    let with = |sm_count, name| {
+        Gemm::<bf16, bf16, bf16>::plan(DeviceInfo { sm_count, ..H100 }, &p, name).unwrap()
+    };
+    for name in stream_k.into_iter().map(Some).chain([None]) {
+        let one = with(1, name);
+        for sm_count in [0, -1, i32::MIN] {
+            let g = with(sm_count, name);
+            assert_eq!(
+                (g.kernel_name(), g.workspace_size()),
+                (one.kernel_name(), one.workspace_size()),
+                "{sm_count} SMs"
+            );
+        }
+    }
+}
+
+/// Problems at the limits of the address space and of CUTLASS's extents plan, or are refused with
+/// a typed error, also under overflow checks (`cargo test` without `--release`). Found by
+/// tests/fuzz_plans.rs: the kernel choice's time estimates multiplied elements, extents and
+/// element sizes in a `usize` (in release they wrapped, and the estimates were wrong).
+#[test]
+fn time_estimates_at_the_limits_do_not_overflow() {
+    // A batch stride near the end of the address space on an operand the plan stages (k = 1 is
+    // off B's 8-element alignment): the copy's estimate counted 2^64 bytes.
+    let p = GemmProblem::new(1, 1, 1)
+        .with_batch(3)
+        .with_b(MatrixLayout::col_major().with_batch_stride(1 << 62))
+        .with_scalars(1.0, 1.0);
+    let g = Gemm::<bf16, bf16, bf16>::plan(H100, &p, None).unwrap();
+    assert!(g.staged_operands().contains(&OperandName::B));
+    assert_eq!(g.operand(OperandName::B).required_len(), (1 << 63) + 1);
+    // m and k at CUTLASS's limit: A's 2^62 elements are 2^66 bits.
+    let max = i32::MAX as usize;
+    let err =
+        Gemm::<bf16, bf16, bf16>::plan(H100, &GemmProblem::new(max, 8, max - 7), None).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::InvalidProblem {
+                reason: ProblemRule::StrideTooLarge {
+                    operand: OperandName::A
+                }
+            }
+        ),
+        "{err}"
+    );
 }

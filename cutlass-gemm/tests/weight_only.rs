@@ -104,6 +104,48 @@ fn act_order_is_refused_naming_the_column() {
     ));
 }
 
+/// A group size of 0 is refused with the group-size rule, whatever `g_idx` holds (found by
+/// `tests/fuzz_plans.rs`: the check divided each column by it and panicked).
+#[test]
+fn group_index_refuses_a_group_size_of_zero() {
+    use cutlass_gemm::plans::weight_only::check_group_index;
+    for (g_idx, k) in [(vec![0; 256], 256), (vec![0; 255], 256), (vec![], 0)] {
+        assert_eq!(
+            weight_rule(check_group_index(&g_idx, k, 0).unwrap_err()),
+            WeightRule::GroupSize { group_size: 0, k },
+            "{} entries, k = {k}",
+            g_idx.len()
+        );
+    }
+}
+
+/// A device described with no SMs (or a negative count) plans as one with a single SM. Found by
+/// `tests/fuzz_plans.rs`: the count reached CUTLASS, which reads one below 1 as "query the
+/// device" and, without one, divided by zero sizing a stream-K kernel's workspace (SIGFPE).
+#[test]
+fn a_device_described_without_sms_plans_as_one_sm() {
+    for format in [WeightFormat::Symmetric, WeightFormat::ZeroPoint] {
+        // One token: a stream-K kernel.
+        let p = WeightOnlyProblem::new(1, 4096, 4096, 128, format);
+        let with =
+            |sm_count| WeightOnlyGemm::<bf16>::plan(DeviceInfo { sm_count, ..H100 }, &p, None);
+        let one = match with(1) {
+            Ok(g) => g,
+            // A build without the kernels.
+            Err(Error::NoKernel { .. }) => continue,
+            Err(e) => panic!("{e}"),
+        };
+        for sm_count in [0, -1, i32::MIN] {
+            let g = with(sm_count).unwrap();
+            assert_eq!(
+                (g.kernel_name(), g.splits(), g.workspace_size()),
+                (one.kernel_name(), one.splits(), one.workspace_size()),
+                "{sm_count} SMs"
+            );
+        }
+    }
+}
+
 #[test]
 fn the_choice_follows_the_tokens_or_names_the_feature() {
     let p = |m| WeightOnlyProblem::new(m, 4096, 4096, 128, WeightFormat::ZeroPoint);

@@ -192,6 +192,21 @@ pub enum Error {
         /// The ordinal found.
         found: usize,
     },
+    /// Device memory the library allocates for a launch (a managed workspace) could not be
+    /// allocated. Nothing was launched and the plan stays usable: free memory, or pass a
+    /// [`Workspace::Buffer`](crate::Workspace::Buffer) allocated beforehand.
+    OutOfMemory {
+        /// What was allocated ([`OperandName::Workspace`]).
+        operand: OperandName,
+        /// Its size in bytes.
+        bytes: usize,
+    },
+    /// The stream is capturing a CUDA graph and the launch could not be captured; nothing was
+    /// queued and the capture is left as it was.
+    StreamCapture {
+        /// Why.
+        rule: CaptureRule,
+    },
     /// CUTLASS rejected the arguments (`can_implement`) or failed to run.
     Cutlass {
         /// The kernel.
@@ -298,6 +313,14 @@ impl fmt::Display for Error {
                 f,
                 "{what} is on device {found} but the GEMM was planned for device {expected}"
             ),
+            Error::OutOfMemory { operand, bytes } => write!(
+                f,
+                "out of device memory: the {operand} of {bytes} bytes could not be allocated \
+                 (nothing was launched; free memory or pass a workspace buffer)"
+            ),
+            Error::StreamCapture { rule } => {
+                write!(f, "the stream is capturing a CUDA graph: {rule}")
+            }
             Error::Cutlass { kernel, status, message } => {
                 write!(f, "CUTLASS kernel {kernel} returned status {status}: {message}")
             }
@@ -373,6 +396,26 @@ pub(crate) fn require_ordinal(operand: OperandName, found: usize, expected: usiz
             expected,
             found,
         });
+    }
+    Ok(())
+}
+
+/// The stream rule of the safe entry points: the stream is on the plan's device (`expected`), its
+/// context is bound to this thread, and a stream capturing a CUDA graph can take the launch:
+/// refused while cudarc manages the synchronization of several streams with events (see
+/// [`CaptureRule::EventTracking`]) or after the capture was invalidated. The capture status is
+/// asked only in that mode, so a plain launch makes no extra driver call.
+pub(crate) fn require_stream(stream: &cudarc::driver::CudaStream, expected: usize) -> Result<()> {
+    require_ordinal(OperandName::Stream, stream.context().ordinal(), expected)?;
+    stream.context().bind_to_thread()?;
+    if stream.context().is_managing_stream_synchronization() {
+        use cudarc::driver::sys::CUstreamCaptureStatus as Status;
+        let rule = match stream.capture_status()? {
+            Status::CU_STREAM_CAPTURE_STATUS_NONE => return Ok(()),
+            Status::CU_STREAM_CAPTURE_STATUS_ACTIVE => CaptureRule::EventTracking,
+            _ => CaptureRule::Invalidated,
+        };
+        return Err(Error::StreamCapture { rule });
     }
     Ok(())
 }

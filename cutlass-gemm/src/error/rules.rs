@@ -681,6 +681,39 @@ impl fmt::Display for GroupRowsRule {
     }
 }
 
+/// Why a launch on a stream that is capturing a CUDA graph is refused ([`Error::StreamCapture`](super::Error::StreamCapture)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CaptureRule {
+    /// cudarc tracks this context's buffers with events across its streams (event tracking on,
+    /// more than one stream): taking a buffer's pointer makes the stream wait on the event of its
+    /// last write, recorded outside the capture, and CUDA ends the capture on such a wait
+    /// (`CUDA_ERROR_STREAM_CAPTURE_ISOLATION`); the events recorded inside it could not be waited
+    /// on afterwards either.
+    EventTracking,
+    /// The capture was invalidated by an earlier call on the stream; the launch would fail.
+    Invalidated,
+}
+
+impl fmt::Display for CaptureRule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CaptureRule::EventTracking => write!(
+                f,
+                "cudarc tracks buffer events across this context's streams, and a capture cannot \
+                 hold its waits on events recorded outside it; call \
+                 `CudaContext::disable_event_tracking` before allocating the buffers (and order the \
+                 streams yourself), or capture the raw entry point (`run_raw`)"
+            ),
+            CaptureRule::Invalidated => write!(
+                f,
+                "the capture was invalidated by an earlier call on this stream; end it and capture \
+                 again"
+            ),
+        }
+    }
+}
+
 /// The layout rule an operand breaks ([`Error::UnsupportedLayout`](super::Error::UnsupportedLayout)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]

@@ -783,9 +783,7 @@ impl<EA: MxElement, EB: MxElement, TD: Element> BlockScaledGemm<EA, EB, TD> {
     /// The device rule for the stream: it belongs to the plan's device, whose context is then
     /// bound to the calling thread.
     fn check_stream(&self, stream: &Arc<CudaStream>) -> Result<()> {
-        self.require_ordinal(OperandName::Stream, stream.context().ordinal())?;
-        stream.context().bind_to_thread()?;
-        Ok(())
+        crate::error::require_stream(stream, self.device.ordinal)
     }
 
     /// The device rule for the operands: A, B (data and scale factors) and C on the plan's device,

@@ -278,7 +278,7 @@ pub fn apply_unfused<TD: Element>(
     if let Some(b) = bias {
         require_device(OperandName::Bias, b, device)?;
     }
-    stream.context().bind_to_thread()?;
+    crate::error::require_stream(stream, device)?;
     let (pd, _gd) = d.device_ptr_mut(stream);
     let bias = bias.map(|b| b.device_ptr(stream));
     // SAFETY: D holds the rows x cols elements at ld that were checked, the bias cols elements;

@@ -296,6 +296,11 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
         // Operands TMA cannot address in place go through padded copies; after that every
         // alignment rule holds, which check_alignment confirms.
         let staging = plan_staging(&kernel.spec, &ops);
+        if let Some(operand) = staging.overflow {
+            return Err(Error::InvalidProblem {
+                reason: ProblemRule::OperandReachOverflows { operand },
+            });
+        }
         for (o, m) in ops.iter_mut().zip(staging.ops) {
             o.m = m;
         }
@@ -976,10 +981,7 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
     }
 
     fn check_stream(&self, stream: &CudaStream) -> Result<()> {
-        let found = stream.context().ordinal();
-        require_ordinal(OperandName::Stream, found, self.device.ordinal)?;
-        stream.context().bind_to_thread()?;
-        Ok(())
+        crate::error::require_stream(stream, self.device.ordinal)
     }
 
     /// Checks buffer lengths (in elements) against the extents the problem reaches, as
@@ -1180,8 +1182,9 @@ fn check_layout_rules(
     tb: cutlass_gemm_catalog::DataType,
     ops: &[KernelOperand; 4],
 ) -> Result<()> {
-    let arch_specs: Vec<KernelSpec> = cutlass_gemm_catalog::catalog::all()
-        .into_iter()
+    let arch_specs: Vec<KernelSpec> = crate::selection::catalog_entries()
+        .iter()
+        .copied()
         .filter(|s| s.arch.runs_on(device.compute_capability))
         .filter(|s| s.a.ty == ta && s.b.ty == tb && !s.op_class.is_sparse())
         .filter(|s| !s.kernel_schedule.is_grouped())
@@ -1255,7 +1258,7 @@ pub(crate) fn workspace_ptr<'g, 'w: 'g>(
         _ if size == 0 => (0, None),
         Workspace::Managed => {
             // SAFETY: the kernel writes the workspace before reading it.
-            let buf = unsafe { stream.alloc::<u8>(size) }?;
+            let buf = unsafe { stream.alloc::<u8>(size) }.map_err(|e| out_of_memory(e, size))?;
             let (p, g) = managed.insert(buf).device_ptr(stream);
             (p, Some(g))
         }
@@ -1271,6 +1274,19 @@ pub(crate) fn workspace_ptr<'g, 'w: 'g>(
             (p, Some(g))
         }
     })
+}
+
+/// A failed workspace allocation: out of memory is [`Error::OutOfMemory`] (nothing was launched,
+/// the plan stays usable), any other failure the driver's error.
+fn out_of_memory(e: cudarc::driver::DriverError, bytes: usize) -> Error {
+    if e.0 == sys::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY {
+        Error::OutOfMemory {
+            operand: OperandName::Workspace,
+            bytes,
+        }
+    } else {
+        Error::Cuda(e)
+    }
 }
 
 fn op_index(op: OperandName) -> usize {

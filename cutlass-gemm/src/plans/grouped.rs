@@ -381,8 +381,7 @@ impl<T: Element, TD: Element> GroupedGemm<T, TD> {
         workspace: Workspace<'_>,
     ) -> Result<()> {
         let device = self.device.ordinal;
-        require_ordinal(OperandName::Stream, stream.context().ordinal(), device)?;
-        stream.context().bind_to_thread()?;
+        crate::error::require_stream(stream, device)?;
         crate::error::require_arch(
             self.kernel.name,
             self.kernel.spec.arch,
@@ -513,7 +512,7 @@ impl<T: Element, TD: Element> GroupedGemm<T, TD> {
             alpha: p.alpha,
             beta: p.beta,
             device_id: self.device.ordinal as i32,
-            sm_count: self.device.sm_count,
+            sm_count: self.device.kernel_sm_count(),
             launch_flags: 0,
             reserved: 0,
         }
@@ -625,8 +624,7 @@ impl<T: Element, TD: Element> GroupedListGemm<T, TD> {
         workspace: Workspace<'_>,
     ) -> Result<()> {
         let device = self.device.ordinal;
-        require_ordinal(OperandName::Stream, stream.context().ordinal(), device)?;
-        stream.context().bind_to_thread()?;
+        crate::error::require_stream(stream, device)?;
         crate::error::require_arch(
             self.kernel.name,
             self.kernel.spec.arch,
@@ -750,7 +748,7 @@ impl<T: Element, TD: Element> GroupedListGemm<T, TD> {
             alpha: self.alpha,
             beta: 0.0,
             device_id: self.device.ordinal as i32,
-            sm_count: self.device.sm_count,
+            sm_count: self.device.kernel_sm_count(),
             launch_flags: 0,
             reserved: 0,
         }
@@ -857,11 +855,14 @@ fn select(
     .copied();
     chosen.ok_or_else(|| {
         // A catalog entry that would serve: the feature or filter that builds it.
-        let entry = cutlass_gemm_catalog::catalog::all().into_iter().find(|s| {
-            s.kernel_schedule.is_grouped()
-                && (s.a.ty, s.b.ty, s.d.ty) == (a, a, d)
-                && s.arch.runs_on(device.compute_capability)
-        });
+        let entry = crate::selection::catalog_entries()
+            .iter()
+            .copied()
+            .find(|s| {
+                s.kernel_schedule.is_grouped()
+                    && (s.a.ty, s.b.ty, s.d.ty) == (a, a, d)
+                    && s.arch.runs_on(device.compute_capability)
+            });
         Error::NoKernel {
             request: format!("grouped GEMM {a} x {a} -> {d}"),
             nearest: {

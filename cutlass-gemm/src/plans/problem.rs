@@ -270,7 +270,14 @@ impl GemmProblem {
             .checked_mul(ld)
             .and_then(|x| x.checked_add(m.contiguous()))
             .ok_or_else(too_large)?;
-        m.batch_stride = ml.batch_stride.unwrap_or(span);
+        // A batch of one never steps by its batch stride, but TMA encodes the stride of every
+        // mode, so the kernel is given the span (aligned whenever the leading dimension and the
+        // contiguous extent are), never the caller's value: a stride off the 16-byte rule there
+        // made cuTensorMapEncodeTiled fail and the kernel run on a broken descriptor.
+        m.batch_stride = match ml.batch_stride {
+            Some(stride) if self.batch > 1 => stride,
+            _ => span,
+        };
         if self.batch > 1 && m.batch_stride < span {
             return Err(Error::BatchStride {
                 operand: op,

@@ -21,6 +21,10 @@ use crate::plans::problem::ResolvedMatrix;
 /// Workspace offsets of staged operands are multiples of this many bytes.
 pub(crate) const STAGING_ALIGNMENT: usize = 256;
 
+/// The most bytes one padded copy may take (2^60: no device holds it, and five such copies and
+/// their offsets still fit a `usize`, so the workspace arithmetic never wraps).
+const MAX_COPY_BYTES: u128 = 1 << 60;
+
 /// The kernel's operand a staged copy stands in for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Slot {
@@ -69,6 +73,9 @@ pub(crate) struct StagingPlan {
     pub(crate) staged: [Option<Staged>; 5],
     /// Bytes of the staging area.
     pub(crate) bytes: usize,
+    /// The first operand whose padded copy would pass [`MAX_COPY_BYTES`] (not staged; the plan
+    /// refuses the problem with `ProblemRule::OperandReachOverflows`).
+    pub(crate) overflow: Option<OperandName>,
 }
 
 /// Which of the kernel's extents (M, N, K) an operand's rows and columns are: A is M x K, B K x N,
@@ -132,6 +139,7 @@ pub(crate) fn plan(
         ops,
         staged: [None; 5],
         bytes: 0,
+        overflow: None,
     };
     let mut offset = 0usize;
     let mut push = |out: &mut StagingPlan, s: Staged| {
@@ -170,8 +178,16 @@ pub(crate) fn plan(
             batch_stride: 0,
             ..m
         };
-        to.ld = to.contiguous().next_multiple_of(align);
-        to.batch_stride = to.ld * to.strided();
+        // The copy's reach in 128-bit arithmetic: extents near 2^31 in a large batch pass 2^64.
+        let ld = (to.contiguous() as u128).next_multiple_of(align as u128);
+        let batch_stride = ld * to.strided() as u128;
+        let reach = (to.batch as u128 - 1) * batch_stride + batch_stride;
+        if reach * element_bytes[i] as u128 > MAX_COPY_BYTES {
+            out.overflow = out.overflow.or(Some(users[i]));
+            continue;
+        }
+        to.ld = ld as usize;
+        to.batch_stride = batch_stride as usize;
         out.ops[i] = to;
         push(
             &mut out,

@@ -32,8 +32,8 @@ use cutlass_gemm_catalog::{DataType, KernelSpec, MixedInputMode, TileScheduler};
 use cutlass_gemm_sys::cutlass_rs_weight_only_args;
 
 use crate::error::{
-    overlaps, require_device, require_len, require_ordinal, BuildHint, Error, Extent, KernelRule,
-    OperandName, ProblemRule, Quantity, Result, Scalar, WeightRule,
+    overlaps, require_device, require_len, BuildHint, Error, Extent, KernelRule, OperandName,
+    ProblemRule, Quantity, Result, Scalar, WeightRule,
 };
 use crate::ffi::{check_status, DeviceInfo, WeightOnlyKernel};
 use crate::plans::gemm::{workspace_ptr, Workspace, POINTER_ALIGNMENT};
@@ -143,7 +143,7 @@ impl<T: WeightOnlyInput> QuantizedWeight<T> {
         let device = stream.context().ordinal();
         require_device(OperandName::B, w, device)?;
         require_len(OperandName::B, w.len(), n * k)?;
-        stream.context().bind_to_thread()?;
+        crate::error::require_stream(stream, device)?;
         let groups = k / group_size;
         let mut plain = stream.alloc_zeros::<u8>(n * k / 2)?;
         let mut scales = stream.alloc_zeros::<T>(groups * n)?;
@@ -307,7 +307,7 @@ impl<T: WeightOnlyInput> QuantizedWeight<T> {
         };
         require_device(OperandName::B, source, device)?;
         require_device(OperandName::Scales, &scales, device)?;
-        stream.context().bind_to_thread()?;
+        crate::error::require_stream(stream, device)?;
         let mut packed = stream.alloc_zeros::<u8>(n * k / 2)?;
         {
             let (ps, _gs) = source.device_ptr(stream);
@@ -472,8 +472,16 @@ fn copy_scales<T: WeightOnlyInput>(
     Ok(out)
 }
 
-/// GPTQ's `g_idx` must put column `i` in group `i / group_size` (no act-order).
+/// GPTQ's `g_idx` must put column `i` in group `i / group_size` (no act-order). A group size of 0
+/// is refused ([`WeightRule::GroupSize`]), a `g_idx` of another length than k too.
 pub fn check_group_index(g_idx: &[i32], k: usize, group_size: usize) -> Result<()> {
+    if group_size == 0 {
+        return Err(Error::InvalidProblem {
+            reason: ProblemRule::Weight {
+                rule: WeightRule::GroupSize { group_size, k },
+            },
+        });
+    }
     if g_idx.len() != k {
         return Err(Error::BufferTooSmall {
             operand: OperandName::GroupIndex,
@@ -726,8 +734,7 @@ impl<T: WeightOnlyInput> WeightOnlyGemm<T> {
             });
         }
         let device = self.device.ordinal;
-        require_ordinal(OperandName::Stream, stream.context().ordinal(), device)?;
-        stream.context().bind_to_thread()?;
+        crate::error::require_stream(stream, device)?;
         crate::error::require_arch(
             self.kernel.name,
             self.kernel.spec.arch,
@@ -822,7 +829,7 @@ impl<T: WeightOnlyInput> WeightOnlyGemm<T> {
             alpha: p.alpha,
             beta: p.beta,
             device_id: self.device.ordinal as i32,
-            sm_count: self.device.sm_count,
+            sm_count: self.device.kernel_sm_count(),
             splits: i32::from(self.splits),
             reserved: 0,
         }
@@ -912,8 +919,9 @@ fn select(
     .copied();
     chosen.ok_or_else(|| {
         // A catalog entry that serves, the feature's first.
-        let entry = cutlass_gemm_catalog::catalog::all()
-            .into_iter()
+        let entry = crate::selection::catalog_entries()
+            .iter()
+            .copied()
             .filter(|s| {
                 s.mixed_input.map(|x| x.mode) == Some(mode) && (s.a.ty, s.b.ty) == (weight, wide)
             })

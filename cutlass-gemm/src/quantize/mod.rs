@@ -410,7 +410,7 @@ pub fn quantize_fp8_blockwise_into<T: QuantInput>(
     require_device(OperandName::A, x, device)?;
     require_device(OperandName::D, &out.data, device)?;
     require_device(OperandName::Scales, &out.scales, device)?;
-    stream.context().bind_to_thread()?;
+    crate::error::require_stream(stream, device)?;
     let (px, _gx) = x.device_ptr(stream);
     let (pd, _gd) = out.data.device_ptr_mut(stream);
     let (ps, _gs) = out.scales.device_ptr_mut(stream);
@@ -477,7 +477,7 @@ fn launch_block_scaled<T: QuantInput, S: cudarc::driver::DeviceRepr>(
     if let Some(a) = &amax {
         require_device(OperandName::Scales, *a, device)?;
     }
-    stream.context().bind_to_thread()?;
+    crate::error::require_stream(stream, device)?;
     let (px, _gx) = x.device_ptr(stream);
     let (pd, _gd) = data.device_ptr_mut(stream);
     let (ps, _gs) = sf.device_ptr_mut(stream);
@@ -698,7 +698,7 @@ impl Fp8BlockwiseTensor {
         let device = stream.context().ordinal();
         require_device(OperandName::A, &self.data, device)?;
         require_device(OperandName::Scales, &self.scales, device)?;
-        stream.context().bind_to_thread()?;
+        crate::error::require_stream(stream, device)?;
         let mut out = unsafe { stream.alloc::<f32>(self.rows * self.cols) }?;
         {
             let (pq, _g1) = self.data.device_ptr(stream);
@@ -737,7 +737,7 @@ fn dequantize_block_scaled(
     if let Some(a) = amax {
         require_device(OperandName::Scales, a, device)?;
     }
-    stream.context().bind_to_thread()?;
+    crate::error::require_stream(stream, device)?;
     let mut out = unsafe { stream.alloc::<f32>(layout.rows * layout.k) }?;
     {
         let (pd, _g1) = data.device_ptr(stream);

@@ -179,10 +179,12 @@ pub fn estimate_us(
         / (FLOP_PER_US_PER_SM * tile_efficiency(spec) * type_speed(spec.a.ty))
         * (1.0 + PADDING_PENALTY * waste);
     let tile_bytes = ((tm * bits(spec.a.ty) + tn * bits(spec.b.ty)) * k / 8) as f64;
+    // In f64: with extents up to i32::MAX, a matrix's bits pass a usize.
+    let bytes_of =
+        |rows: usize, cols: usize, t: DataType| rows as f64 * cols as f64 * t.bits() as f64 / 8.0;
     let total_bytes =
-        ((m * k * bits(spec.a.ty) + n * k * bits(spec.b.ty) + m * n * bits(spec.d.ty))
-            * batch.max(1)
-            / 8) as f64;
+        (bytes_of(m, k, spec.a.ty) + bytes_of(n, k, spec.b.ty) + bytes_of(m, n, spec.d.ty))
+            * batch.max(1) as f64;
     let fp8 = matches!(spec.a.ty, DataType::E4M3 | DataType::E5M2);
     // Tiles per SM: whole waves for the data-parallel scheduler, an even share for stream-K.
     let (per_sm, fixed) = if spec.tile_scheduler == TileScheduler::StreamK {
@@ -218,7 +220,7 @@ fn scalar_epilogue_us(spec: &KernelSpec, m: usize, n: usize, batch: usize) -> f6
     if spec.d.align >= spec.d.ty.tma_alignment() {
         return 0.0;
     }
-    (m * n * batch.max(1) * spec.d.ty.bits() as usize / 8) as f64 / COPY_BYTES_PER_US
+    m as f64 * n as f64 * batch.max(1) as f64 * spec.d.ty.bits() as f64 / 8.0 / COPY_BYTES_PER_US
 }
 
 /// Fixed cost of one staging copy (a launch and its tail), microseconds.
@@ -234,8 +236,9 @@ pub(crate) fn staging_us(plan: &crate::plans::staging::StagingPlan, c_read: bool
         .flatten()
         .filter(|s| c_read || s.slot != Slot::C)
         .map(|s| {
-            let bytes = (s.from.required_len() + s.to.required_len()) * s.element_bytes;
-            bytes as f64 / COPY_BYTES_PER_US + STAGING_COPY_US
+            // In f64: a padded copy of a long batch can reach past a usize in bytes.
+            let elements = s.from.required_len() as f64 + s.to.required_len() as f64;
+            elements * s.element_bytes as f64 / COPY_BYTES_PER_US + STAGING_COPY_US
         })
         .sum()
 }
@@ -772,6 +775,30 @@ mod tests {
             assert!(
                 s.tile[1] <= 16 && s.d.layout == Layout::ColumnMajor,
                 "{}",
+                s.name()
+            );
+        }
+    }
+
+    /// Extents at CUTLASS's limit (i32::MAX: products of two of them and a bit width pass a
+    /// `usize`) give finite estimates that grow with the problem. The bytes the operands move,
+    /// and those of an unaligned output's scalar epilogue, were counted in a `usize` (panics
+    /// under overflow checks, wrapped in release), like the staging copies' bytes that
+    /// tests/fuzz_plans.rs hit.
+    #[test]
+    fn estimates_at_the_extent_limit_do_not_overflow() {
+        let max = i32::MAX as usize;
+        let menu = bf16_menu();
+        assert!(
+            menu.iter().any(|s| s.d.align < s.d.ty.tma_alignment()),
+            "the menu has kernels with a scalar epilogue"
+        );
+        for s in menu {
+            let big = estimate_us(&s, max, max, max, 1, 132);
+            let half = estimate_us(&s, max / 2, max, max, 1, 132);
+            assert!(
+                big.is_finite() && big >= half,
+                "{}: {big} < {half}",
                 s.name()
             );
         }

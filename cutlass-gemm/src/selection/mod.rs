@@ -16,6 +16,13 @@ use crate::ffi::{
 pub mod heuristic;
 pub mod tune;
 
+/// The catalog's entries, built once per process (about 3 900 of them: a planner's rules and
+/// errors look through them, and building them takes milliseconds).
+pub(crate) fn catalog_entries() -> &'static [KernelSpec] {
+    static ENTRIES: OnceLock<Vec<KernelSpec>> = OnceLock::new();
+    ENTRIES.get_or_init(catalog::all)
+}
+
 /// The kernels compiled into this build, in registry order.
 ///
 /// Each registry name is looked up among the catalog's specs by computing the specs' names; a
@@ -24,7 +31,7 @@ pub fn built_kernels() -> &'static [Kernel] {
     static KERNELS: OnceLock<Vec<Kernel>> = OnceLock::new();
     KERNELS.get_or_init(|| {
         let by_name: HashMap<String, KernelSpec> =
-            catalog::all().into_iter().map(|s| (s.name(), s)).collect();
+            catalog_entries().iter().map(|s| (s.name(), *s)).collect();
         cutlass_gemm_sys::kernels()
             .iter()
             .map(|entry| {
@@ -53,10 +60,10 @@ fn registry_kernels<E, A: RegistryArgs>(
 where
     for<'e> RegistryEntry<A>: From<&'e E>,
 {
-    let by_name: HashMap<String, KernelSpec> = catalog::all()
-        .into_iter()
-        .filter(kind)
-        .map(|s| (s.name(), s))
+    let by_name: HashMap<String, KernelSpec> = catalog_entries()
+        .iter()
+        .filter(|s| kind(s))
+        .map(|s| (s.name(), *s))
         .collect();
     entries
         .iter()
@@ -206,8 +213,9 @@ fn no_kernel(
     serves: &dyn Fn(&KernelSpec) -> std::result::Result<(), KernelRule>,
     cc: (i32, i32),
 ) -> crate::Error {
-    let serving: Vec<KernelSpec> = catalog::all()
-        .into_iter()
+    let serving: Vec<KernelSpec> = catalog_entries()
+        .iter()
+        .copied()
         .filter(|s| !s.kernel_schedule.is_grouped() && serves(s).is_ok())
         .collect();
     let pick = serving
