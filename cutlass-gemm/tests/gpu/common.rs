@@ -27,9 +27,16 @@ pub fn device() -> (Arc<CudaContext>, Arc<CudaStream>) {
 /// change that touches some families only): then it prints what is missing, and the tests that
 /// name a missing kernel still fail.
 pub fn gemm_device() -> (Arc<CudaContext>, Arc<CudaStream>) {
+    // The plain, grouped and weight-only registries.
     let built: std::collections::HashSet<&str> = cutlass_gemm::built_kernels()
         .iter()
         .map(|k| k.name)
+        .chain(cutlass_gemm::built_grouped_kernels().iter().map(|k| k.name))
+        .chain(
+            cutlass_gemm::built_weight_only_kernels()
+                .iter()
+                .map(|k| k.name),
+        )
         .collect();
     let missing: Vec<String> = cutlass_gemm_catalog::catalog::all()
         .into_iter()
@@ -54,6 +61,13 @@ pub fn gemm_device() -> (Arc<CudaContext>, Arc<CudaStream>) {
         missing[0]
     );
     device()
+}
+
+/// `CUTLASS_RS_GPU_TESTS_QUICK=1`: the tests that run every kernel of a family run each on one
+/// problem of their sweep (and the fused ones on two epilogues), for the runs under
+/// compute-sanitizer, whose tools slow every launch by orders of magnitude.
+pub fn quick() -> bool {
+    std::env::var("CUTLASS_RS_GPU_TESTS_QUICK").as_deref() == Ok("1")
 }
 
 /// A random generator seeded from `CUTLASS_RS_TEST_SEED` or fresh (the seed is printed).
