@@ -56,67 +56,22 @@ use cutlass_gemm::plans::weight_only::{check_group_index, check_weight_extents};
 use cutlass_gemm::{
     Activation, BiasAxis, BlockwiseGemm, DeviceInfo, Element, Epilogue, Error, Extent, Fp8, Gemm,
     GemmProblem, GroupRowsRule, GroupedGemm, GroupedLayout, GroupedListGemm, GroupedProblem,
-    KernelRule, Layout, LayoutRule, MatrixLayout, OperandName, ProblemRule, Quantity,
-    ResolvedMatrix, Scalar, ScheduleHints, TileScheduler, WeightFormat, WeightOnlyGemm,
-    WeightOnlyInput, WeightOnlyProblem, WeightRule,
+    KernelRule, Layout, LayoutRule, MatrixLayout, OperandName, ProblemRule, Quantity, Scalar,
+    ScheduleHints, TileScheduler, WeightFormat, WeightOnlyGemm, WeightOnlyInput, WeightOnlyProblem,
+    WeightRule,
 };
 use half::{bf16, f16};
 use proptest::prelude::*;
 use proptest::sample::{select, Index};
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestRng, TestRunner};
 
-const fn described(compute_capability: (i32, i32), sm_count: i32) -> DeviceInfo {
-    DeviceInfo {
-        ordinal: 0,
-        compute_capability,
-        sm_count,
-    }
-}
+mod fuzz_support;
+use fuzz_support::*;
 
-/// H100 / H200, B200, RTX 5090, and a device of an architecture no kernel targets yet.
-const DEVICES: [DeviceInfo; 4] = [
-    described((9, 0), 132),
-    described((10, 0), 148),
-    described((12, 0), 170),
-    described((13, 0), 200),
-];
 const H100: DeviceInfo = DEVICES[0];
 
 /// `i32::MAX`: the largest extent CUTLASS's `int` problem shapes hold.
 const MAX_EXTENT: usize = i32::MAX as usize;
-
-const EDGES: [usize; 30] = [
-    0,
-    1,
-    2,
-    3,
-    4,
-    7,
-    8,
-    9,
-    15,
-    16,
-    17,
-    63,
-    64,
-    65,
-    127,
-    128,
-    129,
-    255,
-    256,
-    257,
-    4095,
-    4096,
-    4097,
-    65535,
-    65536,
-    (1 << 31) - 1,
-    1 << 31,
-    (1 << 31) + 1,
-    1 << 40,
-    usize::MAX,
-];
 
 /// Default cases of each property; `CUTLASS_RS_FUZZ_CASES` scales them to its total.
 const BLOCKWISE_PLANS: u32 = 1_500;
@@ -139,15 +94,6 @@ const POOL: usize = 2_000;
 
 // ---------------------------------------------------------------------------------------------
 // Running: seed, case counts, counts of outcomes.
-
-fn seed() -> u64 {
-    let seed = std::env::var("CUTLASS_RS_TEST_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(rand::random);
-    println!("seed {seed} (CUTLASS_RS_TEST_SEED={seed} replays)");
-    seed
-}
 
 /// This property's share of `CUTLASS_RS_FUZZ_CASES` (default: its default count), a tenth of it
 /// when `planned` is false (a build without the kernels of its kind).
@@ -261,37 +207,9 @@ fn extent() -> impl Strategy<Value = usize> {
     prop_oneof![2 => select(&EDGES[..]), 10 => 1..3000usize, 1 => any::<usize>()]
 }
 
-fn stride() -> impl Strategy<Value = Option<usize>> {
-    prop_oneof![
-        14 => Just(None),
-        1 => (1..5000usize).prop_map(Some),
-        1 => select(&EDGES[..]).prop_map(Some),
-        1 => select(&[1usize << 20, 1 << 35, 1 << 38, 1 << 45, 1 << 62][..]).prop_map(Some),
-    ]
-}
-
-fn matrix_layout() -> impl Strategy<Value = MatrixLayout> {
-    (any::<bool>(), stride(), stride()).prop_map(|(row, ld, bs)| MatrixLayout {
-        layout: if row {
-            Layout::RowMajor
-        } else {
-            Layout::ColumnMajor
-        },
-        ld,
-        batch_stride: bs,
-    })
-}
-
 /// Mostly `usual` (packed, in its layout), sometimes anything.
 fn layout_or(usual: MatrixLayout) -> impl Strategy<Value = MatrixLayout> {
     prop_oneof![10 => Just(usual), 1 => matrix_layout()]
-}
-
-fn scalar() -> impl Strategy<Value = f32> {
-    prop_oneof![
-        12 => select(&[1.0f32, 0.0, 0.5, -2.0][..]),
-        1 => select(&[f32::NAN, f32::INFINITY, f32::NEG_INFINITY][..]),
-    ]
 }
 
 fn batch() -> impl Strategy<Value = usize> {
@@ -321,30 +239,9 @@ fn problem() -> impl Strategy<Value = GemmProblem> {
         (scalar(), scalar()),
         prop::bool::weighted(0.9),
     )
-        .prop_map(
-            |((m, n, k), batch, (a, b, c, d), (alpha, beta), c_like_d)| {
-                let c = if c_like_d {
-                    MatrixLayout {
-                        layout: d.layout,
-                        ..c
-                    }
-                } else {
-                    c
-                };
-                GemmProblem {
-                    m,
-                    n,
-                    k,
-                    batch,
-                    a,
-                    b,
-                    c,
-                    d,
-                    alpha,
-                    beta,
-                }
-            },
-        )
+        .prop_map(|(extents, batch, layouts, scalars, c_like_d)| {
+            assemble(extents, batch, layouts, scalars, c_like_d)
+        })
 }
 
 /// Mostly an H100, sometimes another architecture (`DEVICES`), or an H100 described with an odd
@@ -417,12 +314,6 @@ fn kernel_name() -> impl Strategy<Value = Option<&'static str>> {
         let names = kernel_names();
         Some(names[i.index(names.len())])
     })]
-}
-
-/// The elements an operand reaches, computed in 128-bit arithmetic from the plan's geometry.
-fn reach(g: &ResolvedMatrix) -> u128 {
-    let span = (g.strided() as u128 - 1) * g.ld as u128 + g.contiguous() as u128;
-    (g.batch as u128 - 1) * g.batch_stride as u128 + span
 }
 
 const OPERANDS: [OperandName; 4] = [
