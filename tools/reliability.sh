@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# The reliability runs of the GPU tests on a Hopper machine: the GPU fuzz at one million cases,
+# then compute-sanitizer's tools over every SM90 kernel of the `gpu-tests` preset (each kernel on
+# one problem of its family's sweep: CUTLASS_RS_GPU_TESTS_QUICK=1), the quantizers, the staging
+# copies, the numerics and thread tests and a short fuzz.
+#
+# Usage: tools/reliability.sh GPU_TEST_BINARY [TOOL...]
+#   GPU_TEST_BINARY  the `gpu` test executable, built with
+#                    CUTLASS_RS_KERNELS=gpu-tests cargo test -p cutlass-gemm --release \
+#                      --features candle,weight-only --test gpu --no-run
+#   TOOL             fuzz, memcheck, racecheck, synccheck, initcheck (default: all of them)
+# Environment: CUTLASS_RS_TEST_SEED (default 20261126), CUTLASS_RS_GPU_FUZZ_CASES (the fuzz run's
+# cases, default 1000000), LOG_DIR (default .). Each run writes LOG_DIR/TOOL.log and prints its
+# summary lines; the exit status is 1 if any run failed.
+set -u
+gpu=${1:?usage: tools/reliability.sh GPU_TEST_BINARY [TOOL...]}
+shift
+tools=("$@")
+[ ${#tools[@]} -eq 0 ] && tools=(fuzz memcheck racecheck synccheck initcheck)
+logs=${LOG_DIR:-.}
+export CUTLASS_RS_TEST_SEED=${CUTLASS_RS_TEST_SEED:-20261126}
+
+# The tests the sanitizers run. Left out: the multi-GPU tests, the out-of-memory test (it holds
+# the whole device), the large-problem tests (hours under a sanitizer), and
+# a_captured_wait_on_an_outside_event_invalidates_the_capture, which makes CUDA fail on purpose
+# (memcheck counts that as an API error).
+tests=(every_built_kernel_by_name s8_to_s8 fp8_tensorwise_every fp8_blockwise_every fp8_any_shape
+  fp8_overlapped fused_epilogues_on_every_kernel fp8_blockwise_with_bias unfused_pass
+  every_grouped_kernel masked_groups a_list_of_problems weight_only_kernels_match
+  quantizer_matches fp8_blockwise_is_bit_exact mx_formats_are_bit_exact nvfp4_is_bit_exact
+  any_shape_in_all_layouts tf32_any_shape cuda_graph_replay fuzzed_launches workspace_garbage
+  numerics capture_on_a_second_stream one_plan_shared launch_cache_with)
+
+status=0
+for tool in "${tools[@]}"; do
+  log=$logs/$tool.log
+  start=$SECONDS
+  if [ "$tool" = fuzz ]; then
+    CUTLASS_RS_GPU_FUZZ_CASES=${CUTLASS_RS_GPU_FUZZ_CASES:-1000000} \
+      "$gpu" --include-ignored --test-threads=1 --nocapture fuzzed_launches >"$log" 2>&1
+  else
+    CUTLASS_RS_GPU_TESTS_QUICK=1 CUTLASS_RS_GPU_FUZZ_CASES=300 CUTLASS_RS_GPU_FUZZ_THREADS=2 \
+      compute-sanitizer --tool "$tool" --error-exitcode 9 \
+      "$gpu" --include-ignored --test-threads=1 --nocapture "${tests[@]}" >"$log" 2>&1
+  fi
+  rc=$?
+  [ $rc -eq 0 ] || status=1
+  echo "== $tool: exit $rc, $((SECONDS - start)) s"
+  grep -E "ERROR SUMMARY|RACECHECK SUMMARY|^test result|cases in .* s:|process didn't terminate" "$log"
+done
+exit $status
