@@ -15,7 +15,7 @@
 //!
 //! | variable | meaning | default |
 //! |---|---|---|
-//! | `CUTLASS_RS_KERNELS` | kernel-name filter, comma-separated globs (like `CUTLASS_LIBRARY_KERNELS`) and presets (`default`, `gpu-tests`); `none` builds no kernel and needs no toolchain | the features' families |
+//! | `CUTLASS_RS_KERNELS` | kernel-name filter, comma-separated globs (like `CUTLASS_LIBRARY_KERNELS`) and presets (`default`, `gpu-tests`); `none` builds no kernel and needs no toolchain; entries CUTLASS 4.2 cannot build (`KernelSpec::cutlass_limit`) are skipped with a warning | the features' families |
 //! | `CUTLASS_RS_ARCHS` | architectures, comma-separated: `90a`, `100a`, `120a` | `CUDA_COMPUTE_CAP` (90 → 90a, 100 → 100a, 120 → 120a), else the GPU `nvidia-smi` reports, else 90a; plus the archs of the `sm100`/`sm120` features and of presets |
 //! | `NVCC` | the CUDA compiler | discovery: `CUDA_HOME`, `CUDA_PATH`, `CUDA_ROOT`, nvcc on `PATH`, `/usr/local/cuda`, `/opt/cuda`, the pip wheels of `python3`, this repository's `third_party/` |
 //! | `CUTLASS_DIR` | CUTLASS 4.x: a checkout or the wheel's `source` folder (with `include/cutlass`) | the nvidia-cutlass wheel of `python3`, then the headers shipped in this package, then `third_party/` |
@@ -263,10 +263,29 @@ fn select_kernels(config: &Config) -> Vec<KernelSpec> {
     if config.no_kernels {
         return Vec::new();
     }
-    let specs = match &config.selection {
+    let mut specs = match &config.selection {
         Selection::Families(f) => families::select_families(&config.archs, f),
         Selection::Filter(filter) => catalog::select(&config.archs, filter),
     };
+    // Entries CUTLASS 4.2 refuses to compile are skipped with the assertion that refuses them,
+    // instead of failing in nvcc.
+    let (limited, buildable): (Vec<KernelSpec>, Vec<KernelSpec>) =
+        specs.into_iter().partition(|s| s.cutlass_limit().is_some());
+    for s in limited.iter().take(8) {
+        println!(
+            "cargo:warning=cutlass-gemm-sys: skipping {}: {}",
+            s.name(),
+            s.cutlass_limit().expect("partitioned on it")
+        );
+    }
+    if limited.len() > 8 {
+        println!(
+            "cargo:warning=cutlass-gemm-sys: skipping {} more entries that CUTLASS 4.2 cannot build \
+             (`cutlass-profiler list` marks them)",
+            limited.len() - 8
+        );
+    }
+    specs = buildable;
     for s in &specs {
         if let Err(e) = s.validate() {
             fail(&format!("selected kernel cannot be built: {e}"));

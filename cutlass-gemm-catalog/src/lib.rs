@@ -12,6 +12,7 @@
 pub mod catalog;
 pub mod codegen;
 pub mod families;
+pub mod limits;
 pub mod spec;
 pub mod tables;
 #[rustfmt::skip]
@@ -19,6 +20,7 @@ pub mod tile_tables;
 pub mod types;
 
 pub use families::{Family, Preset};
+pub use limits::CutlassLimit;
 pub use spec::{
     Blockwise, EpilogueSchedule, Fusion, KernelSchedule, KernelSpec, MixedInput, MixedInputMode,
     Operand, TileScheduler,

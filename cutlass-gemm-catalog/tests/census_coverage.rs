@@ -1,16 +1,18 @@
 //! `census.tsv` covers what the catalog issue asks: every type row of Tables 1–3 in each
 //! of its layouts, every tile row of Tables 4–13 and 16–20 (its table, tile, density and policy),
 //! a representative SM90 set per type and the block-scaled-output entries; every entry recorded
-//! as passing contains the MMA instruction the tables imply, and every failure is one of the CUTLASS
-//! 4.2 limits listed here with the compiler message that shows it.
+//! as passing contains the MMA instruction the tables imply and trips no rule of
+//! `KernelSpec::cutlass_limit`, and every failure is one of those CUTLASS 4.2 limits (or one listed
+//! here) with the compiler message that shows it; each rule is shown by a failure.
 
 use std::collections::HashMap;
 
 use cutlass_gemm_catalog::{catalog, tables, tile_tables, Arch, DataType, KernelSpec};
 
-/// Failures explained as CUTLASS 4.2 limits: (a part of the entry's name, a part of nvcc's message).
+/// Failures explained as CUTLASS 4.2 limits that no rule of [`KernelSpec::cutlass_limit`] states
+/// yet: (a part of the entry's name, a part of nvcc's message).
 const KNOWN_LIMITS: &[(&str, &str)] = &[
-    // Table 19 tiles that leave shared memory for a single stage.
+    // Table 19 tiles that leave shared memory for a single stage with an f16 C.
     (
         "cutlass3x_sm120_bstensorop_gemm_ue8m0xe2m1_ue8m0xe2m1_f32_f16_f16_256x128x128_",
         "Stages set to value 2 or more",
@@ -18,22 +20,6 @@ const KNOWN_LIMITS: &[(&str, &str)] = &[
     (
         "cutlass3x_sm120_bstensorop_gemm_ue8m0xe2m1_ue8m0xe2m1_f32_f16_f16_128x128x256_",
         "Stages set to value 2 or more",
-    ),
-    // Table 16 allows the cooperative policy for 64xN tiles; CUTLASS's cooperative kernel needs 128.
-    (
-        "_64x64x128_1x1x1_0_tnt_align128_warpspecialized_cooperative",
-        "requires Tile Size to be greater than or equal to 128",
-    ),
-    (
-        "_64x128x128_1x1x1_0_tnt_align128_warpspecialized_cooperative",
-        "requires Tile Size to be greater than or equal to 128",
-    ),
-    // Sm1xxGemmSparseConfig knows int8_t, not uint8_t (Table 1 row 10).
-    ("_sptensorop_spgemm_u8_u8_", "Ambiguous Input Type Config"),
-    // Table 10 lists only the Nvf4 sparse policies (16 per scale) for mx_float4 (32 per scale).
-    (
-        "_bssptensorop_spgemm_ue8m0xe2m1_ue8m0xe2m1_",
-        "doesn't match the scale factor vector size",
     ),
 ];
 
@@ -87,6 +73,10 @@ fn census_covers_every_table_row_and_explains_every_failure() {
             .get(name)
             .unwrap_or_else(|| panic!("{name} is in the census but not in the catalog"));
         match row.status.as_str() {
+            "pass" if spec.cutlass_limit().is_some() => panic!(
+                "{name} passes but is marked: {}",
+                spec.cutlass_limit().unwrap()
+            ),
             "pass" => assert!(
                 (row.kind_ok
                     || KNOWN_KIND_DIVERGENCES.iter().any(|(part, found)| {
@@ -100,9 +90,11 @@ fn census_covers_every_table_row_and_explains_every_failure() {
                 catalog::expected_mma(spec)
             ),
             "fail" => assert!(
-                KNOWN_LIMITS
-                    .iter()
-                    .any(|(part, msg)| name.contains(part) && row.ptx.contains(msg)),
+                spec.cutlass_limit()
+                    .is_some_and(|l| row.ptx.contains(l.assertion()))
+                    || KNOWN_LIMITS
+                        .iter()
+                        .any(|(part, msg)| name.contains(part) && row.ptx.contains(msg)),
                 "{name}: an unexplained failure: {}",
                 row.ptx
             ),
@@ -174,6 +166,15 @@ fn census_covers_every_table_row_and_explains_every_failure() {
             census.contains_key(&o.name()),
             "{} is not in the census",
             o.name()
+        );
+    }
+    // Each rule of cutlass_limit is shown by a failing census row with its assertion.
+    for limit in cutlass_gemm_catalog::CutlassLimit::ALL {
+        assert!(
+            census.iter().any(|(n, r)| r.status == "fail"
+                && specs[n].cutlass_limit() == Some(limit)
+                && r.ptx.contains(limit.assertion())),
+            "no census row shows {limit}"
         );
     }
     let passed = census.values().filter(|r| r.status == "pass").count();

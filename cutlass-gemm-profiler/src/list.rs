@@ -11,7 +11,7 @@ use serde::{Serialize, Serializer};
 use crate::args::{ListArgs, ListFormat};
 
 /// The columns, in order (also the JSON keys).
-const COLUMNS: [&str; 15] = [
+const COLUMNS: [&str; 16] = [
     "name",
     "arch",
     "sparse",
@@ -27,6 +27,7 @@ const COLUMNS: [&str; 15] = [
     "type_table",
     "type_row",
     "tile_table",
+    "cutlass_4_2",
 ];
 
 /// One catalog entry as listed. Field order is [`COLUMNS`]' order.
@@ -52,6 +53,9 @@ struct Entry {
     type_row: Option<u8>,
     #[serde(serialize_with = "number_or_dash")]
     tile_table: Option<u8>,
+    /// `builds`, or the CUTLASS 4.2 limit that refuses the entry (`KernelSpec::cutlass_limit`)
+    /// with its assertion's source.
+    cutlass_4_2: String,
 }
 
 fn number_or_dash<S: Serializer>(v: &Option<u8>, s: S) -> Result<S::Ok, S::Error> {
@@ -79,11 +83,14 @@ impl Entry {
             type_table: s.origin.map(|o| o.type_table),
             type_row: s.origin.map(|o| o.type_row),
             tile_table: s.origin.map(|o| o.tile_table),
+            cutlass_4_2: s
+                .cutlass_limit()
+                .map_or("builds".to_string(), |l| format!("refused: {}", l.source())),
         }
     }
 
     /// The columns as text, in [`COLUMNS`]' order.
-    fn cells(&self) -> [String; 15] {
+    fn cells(&self) -> [String; 16] {
         let dash = |v: Option<u8>| v.map_or("-".to_string(), |n| n.to_string());
         [
             self.name.clone(),
@@ -101,6 +108,7 @@ impl Entry {
             dash(self.type_table),
             dash(self.type_row),
             dash(self.tile_table),
+            self.cutlass_4_2.clone(),
         ]
     }
 }
@@ -190,8 +198,8 @@ impl serde_json::ser::Formatter for OneLine {
 
 /// Columns padded to their widest cell, the name last, then the count.
 fn write_table(mut out: impl Write, entries: &[Entry]) -> Result<()> {
-    let rows: Vec<[String; 15]> = entries.iter().map(Entry::cells).collect();
-    let widths: Vec<usize> = (1..15)
+    let rows: Vec<[String; 16]> = entries.iter().map(Entry::cells).collect();
+    let widths: Vec<usize> = (1..16)
         .map(|i| {
             rows.iter()
                 .map(|r| r[i].len())
@@ -201,7 +209,7 @@ fn write_table(mut out: impl Write, entries: &[Entry]) -> Result<()> {
         })
         .collect();
     let line = |r: &[String]| -> String {
-        let cols: Vec<String> = (1..15)
+        let cols: Vec<String> = (1..16)
             .map(|i| format!("{:<w$}", r[i], w = widths[i - 1]))
             .collect();
         format!("{}  {}", cols.join("  "), r[0])

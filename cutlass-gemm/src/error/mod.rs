@@ -357,6 +357,9 @@ pub enum BuildHint {
     Kernels(String),
     /// No catalog entry serves it.
     NotInCatalog,
+    /// The catalog entry asked for is one CUTLASS 4.2 refuses to compile (its assertion and
+    /// where CUTLASS makes it).
+    CutlassLimit(cutlass_gemm_catalog::CutlassLimit),
 }
 
 impl fmt::Display for BuildHint {
@@ -370,6 +373,7 @@ impl fmt::Display for BuildHint {
                 write!(f, "build one with CUTLASS_RS_KERNELS=default,{name}")
             }
             BuildHint::NotInCatalog => write!(f, "no kernel of the catalog serves it"),
+            BuildHint::CutlassLimit(limit) => write!(f, "{limit}"),
         }
     }
 }

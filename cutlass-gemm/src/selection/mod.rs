@@ -23,6 +23,11 @@ pub(crate) fn catalog_entries() -> &'static [KernelSpec] {
     ENTRIES.get_or_init(catalog::all)
 }
 
+/// The catalog entry named `name`.
+pub(crate) fn catalog_entry(name: &str) -> Option<KernelSpec> {
+    catalog_entries().iter().find(|s| s.name() == name).copied()
+}
+
 /// The kernels compiled into this build, in registry order.
 ///
 /// Each registry name is looked up among the catalog's specs by computing the specs' names; a
@@ -137,7 +142,7 @@ pub(crate) fn select(
         Some(name) => {
             let Some(k) = built_kernels().iter().find(|k| k.name == name).copied() else {
                 // A catalog kernel of another architecture: say that, rather than "not built".
-                if let Some(spec) = catalog::find(name) {
+                if let Some(spec) = catalog_entry(name) {
                     // A grouped kernel is planned with GroupedGemm (its own registry).
                     if spec.kernel_schedule.is_grouped() {
                         return Err(crate::Error::KernelMismatch {
@@ -196,11 +201,12 @@ pub(crate) fn select(
 /// How to build the catalog entry `name`: the cargo feature whose family holds it, else the
 /// kernel filter that adds it.
 pub(crate) fn build_hint(name: &str) -> BuildHint {
-    match catalog::find(name) {
+    match catalog_entry(name) {
         None => BuildHint::NotInCatalog,
-        Some(spec) => match families_of(&spec).first() {
-            Some(&family) => BuildHint::Feature(family),
-            None => BuildHint::Kernels(name.to_string()),
+        Some(spec) => match (spec.cutlass_limit(), families_of(&spec).first()) {
+            (Some(limit), _) => BuildHint::CutlassLimit(limit),
+            (None, Some(&family)) => BuildHint::Feature(family),
+            (None, None) => BuildHint::Kernels(name.to_string()),
         },
     }
 }
@@ -216,7 +222,8 @@ fn no_kernel(
     let serving: Vec<KernelSpec> = catalog_entries()
         .iter()
         .copied()
-        .filter(|s| !s.kernel_schedule.is_grouped() && serves(s).is_ok())
+        .filter(|s| !s.kernel_schedule.is_grouped() && s.cutlass_limit().is_none())
+        .filter(|s| serves(s).is_ok())
         .collect();
     let pick = serving
         .iter()
@@ -260,7 +267,7 @@ pub(crate) fn named_in_registry<A: RegistryArgs>(
     mismatch: impl Fn(&KernelSpec) -> Option<KernelRule>,
 ) -> Result<RegistryKernel<A>> {
     let Some(k) = built.iter().find(|k| k.name == name).copied() else {
-        if catalog::find(name).is_some_and(|spec| !kind(&spec)) {
+        if catalog_entry(name).is_some_and(|spec| !kind(&spec)) {
             return Err(crate::Error::KernelMismatch {
                 name: name.into(),
                 reason: other,
@@ -303,5 +310,43 @@ pub(crate) fn registry_pool<A: RegistryArgs>(
         candidates
     } else {
         preferred
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An entry CUTLASS 4.2 cannot build is not suggested as something to build: its hint is the
+    /// limit, with the assertion; a request it would serve names another entry.
+    #[test]
+    fn entries_cutlass_cannot_build_are_not_suggested() {
+        let limited = catalog_entries()
+            .iter()
+            .find(|s| s.cutlass_limit().is_some())
+            .expect("the catalog lists entries CUTLASS 4.2 refuses");
+        let limit = limited.cutlass_limit().unwrap();
+        let hint = build_hint(&limited.name());
+        assert_eq!(hint, BuildHint::CutlassLimit(limit));
+        assert!(hint.to_string().contains(limit.assertion()), "{hint}");
+        let same_types = |s: &KernelSpec| -> std::result::Result<(), KernelRule> {
+            if (s.arch, s.a.ty, s.b.ty, s.op_class)
+                == (limited.arch, limited.a.ty, limited.b.ty, limited.op_class)
+            {
+                Ok(())
+            } else {
+                Err(KernelRule::BlockScaled)
+            }
+        };
+        let cc = limited.arch.compute_capability();
+        match no_kernel("test", &same_types, cc) {
+            crate::Error::NoKernel { build_with, .. } => {
+                assert!(
+                    !matches!(build_with, BuildHint::CutlassLimit(_)),
+                    "{build_with}"
+                )
+            }
+            e => panic!("{e:?}"),
+        }
     }
 }
