@@ -22,14 +22,23 @@ pub enum CutlassLimit {
     /// The sparse block-scaled policies with 16 elements per scale factor (`..._o_vs16_...`, the
     /// NVFP4 ones Table 10 lists) given MX scales (ue8m0, 32 elements per scale).
     SparseScaleVector,
+    /// SM120's `Mxf8f6f4` policies (`..._q`) hold A and B in shared memory one byte per element
+    /// (FP4 and FP6 unpacked); where two stages of them and their scale factors fill the 101 376
+    /// bytes of shared memory, the epilogue leaves room for one stage only (Table 19's 256x128x128
+    /// and 128x128x256 rows).
+    Sm120Mxf8f6f4Stages,
 }
+
+/// Shared memory of an SM120 CTA, bytes (`cutlass::arch::sm120_smem_capacity_bytes`).
+const SM120_SMEM_BYTES: u64 = 101_376;
 
 impl CutlassLimit {
     /// Every limit.
-    pub const ALL: [CutlassLimit; 3] = [
+    pub const ALL: [CutlassLimit; 4] = [
         CutlassLimit::Sm120CooperativeTileM,
         CutlassLimit::SparseU8,
         CutlassLimit::SparseScaleVector,
+        CutlassLimit::Sm120Mxf8f6f4Stages,
     ];
 
     /// The static assertion's message, as nvcc prints it.
@@ -44,6 +53,9 @@ impl CutlassLimit {
             CutlassLimit::SparseScaleVector => {
                 "Kernel Schedule policy doesn't match the scale factor vector size."
             }
+            CutlassLimit::Sm120Mxf8f6f4Stages => {
+                "Specialization requires Stages set to value 2 or more."
+            }
         }
     }
 
@@ -55,6 +67,7 @@ impl CutlassLimit {
             }
             CutlassLimit::SparseU8 => "collective/builders/sm1xx_sparse_config.inl:92",
             CutlassLimit::SparseScaleVector => "collective/builders/sm1xx_common.inl:652",
+            CutlassLimit::Sm120Mxf8f6f4Stages => "collective/sm120_blockscaled_mma_tma.hpp:209",
         }
     }
 }
@@ -94,6 +107,20 @@ impl KernelSpec {
             && self.block_scale.is_some_and(|b| b.vec != 16)
         {
             return Some(CutlassLimit::SparseScaleVector);
+        }
+        if self.arch == Arch::Sm120a
+            && matches!(
+                self.kernel_schedule,
+                KernelSchedule::Sm120Mxf8f6f4Cooperative | KernelSchedule::Sm120Mxf8f6f4Pingpong
+            )
+        {
+            // One stage: A and B a byte per element, and one scale factor per `vec` of them.
+            let [m, n, k] = self.tile.map(u64::from);
+            let vec = self.block_scale.map_or(32, |b| u64::from(b.vec));
+            let stage = (m + n) * k + (m + n) * k / vec;
+            if 2 * stage >= SM120_SMEM_BYTES {
+                return Some(CutlassLimit::Sm120Mxf8f6f4Stages);
+            }
         }
         None
     }
