@@ -125,3 +125,40 @@ impl KernelSpec {
         None
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog;
+
+    /// Each rule marks some catalog entry, and the SM120 stage rule only the Table 19 tiles whose
+    /// two stages fill shared memory (the 128x128x128 `_q` entries build).
+    #[test]
+    fn every_rule_marks_entries_and_the_stage_rule_follows_the_arithmetic() {
+        let all = catalog::all();
+        for limit in CutlassLimit::ALL {
+            assert!(
+                all.iter().any(|s| s.cutlass_limit() == Some(limit)),
+                "{limit:?} marks no entry"
+            );
+        }
+        let q: Vec<&KernelSpec> = all
+            .iter()
+            .filter(|s| {
+                matches!(
+                    s.kernel_schedule,
+                    KernelSchedule::Sm120Mxf8f6f4Cooperative
+                        | KernelSchedule::Sm120Mxf8f6f4Pingpong
+                )
+            })
+            .collect();
+        assert!(!q.is_empty());
+        for s in q {
+            let refused = s.cutlass_limit() == Some(CutlassLimit::Sm120Mxf8f6f4Stages);
+            assert_eq!(refused, s.tile != [128, 128, 128], "{}", s.name());
+        }
+        assert!(CutlassLimit::SparseU8
+            .to_string()
+            .contains("sm1xx_sparse_config.inl:92"));
+    }
+}
