@@ -6,7 +6,7 @@
 use std::fmt;
 
 use crate::spec::{KernelSchedule, KernelSpec};
-use crate::types::{Arch, DataType};
+use crate::types::{Arch, DataType, Layout};
 
 /// Why CUTLASS 4.2 cannot build an entry: a rule over the entry's configuration, and the
 /// assertion it trips.
@@ -27,6 +27,11 @@ pub enum CutlassLimit {
     /// bytes of shared memory, the epilogue leaves room for one stage only (Table 19's 256x128x128
     /// and 128x128x256 rows).
     Sm120Mxf8f6f4Stages,
+    /// The f8f6f4 instructions read 4- and 6-bit operands unpacked in shared memory, which TMA
+    /// loads in rows of 128 elements: such an operand needs its tile's extent along its
+    /// contiguous dimension a multiple of 128 (256 for sparse A's K, and for a 2-SM tile's N,
+    /// which the two SMs split), or, when it is not K-major, its M (per SM) or K.
+    Mxf8f6f4UnpackedTile,
 }
 
 /// Shared memory of an SM120 CTA, bytes (`cutlass::arch::sm120_smem_capacity_bytes`).
@@ -34,11 +39,12 @@ const SM120_SMEM_BYTES: u64 = 101_376;
 
 impl CutlassLimit {
     /// Every limit.
-    pub const ALL: [CutlassLimit; 4] = [
+    pub const ALL: [CutlassLimit; 5] = [
         CutlassLimit::Sm120CooperativeTileM,
         CutlassLimit::SparseU8,
         CutlassLimit::SparseScaleVector,
         CutlassLimit::Sm120Mxf8f6f4Stages,
+        CutlassLimit::Mxf8f6f4UnpackedTile,
     ];
 
     /// The static assertion's message, as nvcc prints it.
@@ -56,6 +62,9 @@ impl CutlassLimit {
             CutlassLimit::Sm120Mxf8f6f4Stages => {
                 "Specialization requires Stages set to value 2 or more."
             }
+            CutlassLimit::Mxf8f6f4UnpackedTile => {
+                "TileSize and MNK Major does not met with MMA Mix 8-bit TMA load requirement"
+            }
         }
     }
 
@@ -68,6 +77,9 @@ impl CutlassLimit {
             CutlassLimit::SparseU8 => "collective/builders/sm1xx_sparse_config.inl:92",
             CutlassLimit::SparseScaleVector => "collective/builders/sm1xx_common.inl:652",
             CutlassLimit::Sm120Mxf8f6f4Stages => "collective/sm120_blockscaled_mma_tma.hpp:209",
+            CutlassLimit::Mxf8f6f4UnpackedTile => {
+                "collective/builders/sm1xx_common.inl:203 (sm1xx_gemm_check_for_f8f6f4_mix8bit_requirement)"
+            }
         }
     }
 }
@@ -120,6 +132,25 @@ impl KernelSpec {
             let stage = (m + n) * k + (m + n) * k / vec;
             if 2 * stage >= SM120_SMEM_BYTES {
                 return Some(CutlassLimit::Sm120Mxf8f6f4Stages);
+            }
+        }
+        if self.arch != Arch::Sm90a && crate::catalog::expected_mma(self).contains("f8f6f4") {
+            let two_sm = self.kernel_schedule.sms() == 2;
+            let [m, n, k] = self.tile;
+            let m = if two_sm { m / 2 } else { m };
+            let unpacked = |t: DataType| matches!(t.bits(), 4 | 6);
+            let a_ok = !unpacked(self.a.ty)
+                || match self.a.layout {
+                    Layout::RowMajor => k % if sparse { 256 } else { 128 } == 0,
+                    Layout::ColumnMajor => m % 128 == 0,
+                };
+            let b_ok = !unpacked(self.b.ty)
+                || match self.b.layout {
+                    Layout::RowMajor => n % if two_sm { 256 } else { 128 } == 0,
+                    Layout::ColumnMajor => k % 128 == 0,
+                };
+            if !(a_ok && b_ok) {
+                return Some(CutlassLimit::Mxf8f6f4UnpackedTile);
             }
         }
         None
