@@ -22,7 +22,7 @@ mod fuzz_support;
 use fuzz_support::*;
 
 fn extent() -> impl Strategy<Value = usize> {
-    prop_oneof![2 => select(&EDGES[..]), 6 => 1..3000usize, 1 => any::<usize>()]
+    extent_weighted(6)
 }
 
 fn problem() -> impl Strategy<Value = GemmProblem> {

@@ -204,7 +204,7 @@ impl SplitMix {
 // its subject; here they would mostly end in the problem's own check).
 
 fn extent() -> impl Strategy<Value = usize> {
-    prop_oneof![2 => select(&EDGES[..]), 10 => 1..3000usize, 1 => any::<usize>()]
+    extent_weighted(10)
 }
 
 /// Mostly `usual` (packed, in its layout), sometimes anything.

@@ -23,6 +23,12 @@ pub const DEVICES: [DeviceInfo; 4] = [
     described((13, 0), 200),
 ];
 
+/// An extent: one of [`EDGES`], an ordinary one (weighted `ordinary` against 2 for the edges),
+/// or anything.
+pub fn extent_weighted(ordinary: u32) -> impl Strategy<Value = usize> {
+    prop_oneof![2 => select(&EDGES[..]), ordinary => 1..3000usize, 1 => any::<usize>()]
+}
+
 pub const EDGES: [usize; 30] = [
     0,
     1,
