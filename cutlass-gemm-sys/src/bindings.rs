@@ -653,6 +653,21 @@ unsafe extern "C" {
     ) -> ::std::os::raw::c_int;
 }
 unsafe extern "C" {
+    pub fn cutlass_rs_copy_back(
+        src: *const ::std::os::raw::c_void,
+        src_ld: i64,
+        src_batch_stride: i64,
+        dst: *mut ::std::os::raw::c_void,
+        dst_ld: i64,
+        dst_batch_stride: i64,
+        element_bytes: i64,
+        inner: i64,
+        outer: i64,
+        batch: i64,
+        stream: *mut ::std::os::raw::c_void,
+    ) -> ::std::os::raw::c_int;
+}
+unsafe extern "C" {
     pub fn cutlass_rs_bias_activation(
         d: *mut ::std::os::raw::c_void,
         rows: i64,

@@ -407,6 +407,55 @@ pub fn status_message(status: i32) -> String {
     }
 }
 
+/// The batch count of a staging copy between `from` and `to` (one layout, one batch) and their
+/// batch strides (0 for a single matrix: its stride is never used).
+fn copy_batches(
+    from: &crate::plans::problem::ResolvedMatrix,
+    to: &crate::plans::problem::ResolvedMatrix,
+) -> (i64, [i64; 2]) {
+    debug_assert_eq!(from.layout, to.layout);
+    let batch = from.batch.max(1);
+    let stride = |m: &crate::plans::problem::ResolvedMatrix| {
+        if batch > 1 {
+            m.batch_stride as i64
+        } else {
+            0
+        }
+    };
+    (batch as i64, [stride(from), stride(to)])
+}
+
+/// Copies a kernel's padded output (`src`, geometry `from`) back into the caller's matrix (`dst`,
+/// geometry `to`): the common part only, nothing else of `dst` is written. Its own kernel
+/// (`copy_back_kernel`), so that profilers and compute-sanitizer name it.
+///
+/// # Safety
+/// As [`copy_matrix`].
+pub(crate) unsafe fn copy_back(
+    src: u64,
+    from: &crate::plans::problem::ResolvedMatrix,
+    dst: u64,
+    to: &crate::plans::problem::ResolvedMatrix,
+    element_bytes: usize,
+    stream: sys::CUstream,
+) -> Result<()> {
+    let (batch, stride) = copy_batches(from, to);
+    let status = cutlass_gemm_sys::cutlass_rs_copy_back(
+        src as *const _,
+        from.ld as i64,
+        stride[0],
+        dst as *mut _,
+        to.ld as i64,
+        stride[1],
+        element_bytes as i64,
+        from.contiguous().min(to.contiguous()) as i64,
+        from.strided().min(to.strided()) as i64,
+        batch,
+        stream as *mut _,
+    );
+    check_status("cutlass_rs_copy_back", status)
+}
+
 /// Copies the common part of two matrices of one layout, `src`'s geometry into `dst`'s, and zeros
 /// the rest of `dst` (the staging of operands the TMA kernels cannot address in place:
 /// `csrc/cutlass_rs_staging.cu`). Both have `batch` slices.
@@ -422,28 +471,20 @@ pub(crate) unsafe fn copy_matrix(
     element_bytes: usize,
     stream: sys::CUstream,
 ) -> Result<()> {
-    debug_assert_eq!(from.layout, to.layout);
-    let batch = from.batch.max(1);
-    let stride = |m: &crate::plans::problem::ResolvedMatrix| {
-        if batch > 1 {
-            m.batch_stride as i64
-        } else {
-            0
-        }
-    };
+    let (batch, stride) = copy_batches(from, to);
     let status = cutlass_gemm_sys::cutlass_rs_copy_matrix(
         src as *const _,
         from.ld as i64,
-        stride(from),
+        stride[0],
         dst as *mut _,
         to.ld as i64,
-        stride(to),
+        stride[1],
         element_bytes as i64,
         from.contiguous().min(to.contiguous()) as i64,
         from.strided().min(to.strided()) as i64,
         to.contiguous() as i64,
         to.strided() as i64,
-        batch as i64,
+        batch,
         stream as *mut _,
     );
     check_status("cutlass_rs_copy_matrix", status)

@@ -83,7 +83,7 @@ pub mod candle;
 /// second, possibly different, version).
 pub use cudarc;
 pub use cutlass_gemm_catalog::{
-    Arch, DataType, Family, KernelSchedule, KernelSpec, Layout, TileScheduler,
+    Arch, DataType, EpilogueSchedule, Family, KernelSchedule, KernelSpec, Layout, TileScheduler,
 };
 /// The raw C ABI (status codes, argument struct, registry).
 pub use cutlass_gemm_sys as sys;

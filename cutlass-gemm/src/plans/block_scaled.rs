@@ -839,6 +839,7 @@ impl<EA: MxElement, EB: MxElement, TD: Element> BlockScaledGemm<EA, EB, TD> {
             workspace,
             self.workspace_size,
             &mut managed,
+            false,
         )?;
         // SAFETY: every buffer was checked against the extents the plan reaches, alignment and
         // formats above; the operands are borrowed by the caller for the duration of this call

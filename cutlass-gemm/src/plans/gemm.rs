@@ -796,7 +796,7 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
         ];
         self.check_epilogue_operands(vectors, pd)?;
         let mut managed = None;
-        let (pw, _gw) = workspace_ptr(stream, workspace, self.workspace_size, &mut managed)?;
+        let (pw, _gw) = workspace_ptr(stream, workspace, self.workspace_size, &mut managed, false)?;
         // SAFETY: every pointer was checked against the extent the problem reaches, its alignment
         // and aliasing; the guards keep the buffers' stream ordering until the launch is queued.
         unsafe {
@@ -926,7 +926,7 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
         self.kernel
             .launch_abi(&args, workspace, workspace_bytes, stream)?;
         if let Some(s) = self.staging.staged[3] {
-            crate::ffi::copy_matrix(ptrs[3], &s.to, d, &s.from, s.element_bytes, stream)?;
+            crate::ffi::copy_back(ptrs[3], &s.to, d, &s.from, s.element_bytes, stream)?;
         }
         Ok(())
     }
@@ -1242,13 +1242,19 @@ fn check_layout_rules(
 }
 
 /// The device address of a launch's workspace (0 when the kernel needs none), allocating it on
-/// `stream` into `managed` for [`Workspace::Managed`]; a caller's buffer must hold `size` bytes and
-/// be 16-byte aligned. The guard keeps the buffer's stream ordering until the launch is queued.
+/// `stream` into `managed` for [`Workspace::Managed`] (zero-filled when `zero_managed`); a caller's
+/// buffer must hold `size` bytes and be 16-byte aligned. The guard keeps the buffer's stream
+/// ordering until the launch is queued.
+///
+/// The grouped plans zero their managed workspace: CUTLASS's SM90 grouped kernels publish their
+/// per-SM TMA descriptors into it with atomic exchanges, whose discarded old values
+/// compute-sanitizer's initcheck would otherwise report as reads of uninitialized memory.
 pub(crate) fn workspace_ptr<'g, 'w: 'g>(
     stream: &'g Arc<CudaStream>,
     workspace: Workspace<'w>,
     size: usize,
     managed: &'g mut Option<cudarc::driver::CudaSlice<u8>>,
+    zero_managed: bool,
 ) -> Result<(u64, Option<cudarc::driver::SyncOnDrop<'g>>)> {
     // A caller's buffer belongs to the stream's device also when this kernel needs none of it.
     if let Workspace::Buffer(w) = &workspace {
@@ -1257,8 +1263,13 @@ pub(crate) fn workspace_ptr<'g, 'w: 'g>(
     Ok(match workspace {
         _ if size == 0 => (0, None),
         Workspace::Managed => {
-            // SAFETY: the kernel writes the workspace before reading it.
-            let buf = unsafe { stream.alloc::<u8>(size) }.map_err(|e| out_of_memory(e, size))?;
+            let buf = if zero_managed {
+                stream.alloc_zeros::<u8>(size)
+            } else {
+                // SAFETY: the kernel writes the workspace before reading it.
+                unsafe { stream.alloc::<u8>(size) }
+            }
+            .map_err(|e| out_of_memory(e, size))?;
             let (p, g) = managed.insert(buf).device_ptr(stream);
             (p, Some(g))
         }

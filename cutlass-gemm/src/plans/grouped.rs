@@ -465,7 +465,7 @@ impl<T: Element, TD: Element> GroupedGemm<T, TD> {
             }
         }
         let mut managed = None;
-        let (pw, _gw) = workspace_ptr(stream, workspace, self.workspace_size, &mut managed)?;
+        let (pw, _gw) = workspace_ptr(stream, workspace, self.workspace_size, &mut managed, true)?;
         let args = self.args([pa, pb, pc.unwrap_or(pd), pd, pr, pal.unwrap_or(0), 0]);
         // SAFETY: every buffer was checked against the extents the layout reaches (the device-side
         // builder clamps offsets and counts to them), its device, alignment and aliasing; the
@@ -702,7 +702,7 @@ impl<T: Element, TD: Element> GroupedListGemm<T, TD> {
         }
         let mut managed = None;
         let size = self.workspace_size();
-        let (pw, _gw) = workspace_ptr(stream, workspace, size, &mut managed)?;
+        let (pw, _gw) = workspace_ptr(stream, workspace, size, &mut managed, true)?;
         let table_at = pw + self.kernel_workspace.next_multiple_of(TABLE_ALIGNMENT) as u64;
         // SAFETY: the table is plain data (pointers and integers, no padding); the copy stays
         // inside the workspace, which holds `size` bytes; pageable host memory is staged by the

@@ -797,7 +797,8 @@ impl<T: WeightOnlyInput> WeightOnlyGemm<T> {
             }
         }
         let mut managed = None;
-        let (pwk, _gwk) = workspace_ptr(stream, workspace, self.workspace_size, &mut managed)?;
+        let (pwk, _gwk) =
+            workspace_ptr(stream, workspace, self.workspace_size, &mut managed, false)?;
         let args = self.args([px, pw, ps, pz.unwrap_or(0), pc.unwrap_or(py), py]);
         // SAFETY: x, c and y were checked against the extents, devices, alignment and aliasing;
         // the weight's buffers were allocated by QuantizedWeight for its extents, which equal the
