@@ -407,14 +407,37 @@ pub fn status_message(status: i32) -> String {
     }
 }
 
-/// The batch count of a staging copy between `from` and `to` (one layout, one batch) and their
-/// batch strides (0 for a single matrix: its stride is never used).
-fn copy_batches(
+/// Which staging copy (`csrc/cutlass_rs_staging.cu`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum StagingCopy {
+    /// An operand into its padded copy: zeros in the rest of the destination
+    /// (`copy_matrix_kernel`).
+    Padded,
+    /// A kernel's padded D back into the caller's D: the common part only, nothing else of the
+    /// destination written (`copy_back_kernel`, a kernel of its own so that profilers and
+    /// compute-sanitizer name it).
+    Back,
+}
+
+/// Copies the common part of two matrices of one layout, `src`'s geometry `from` into `dst`'s
+/// geometry `to`, as `copy` says. Both have `batch` slices.
+///
+/// # Safety
+/// `src` and `dst` must be device pointers of the stream's device holding the extents their
+/// geometries reach, of `element_bytes`-byte elements; `stream` must be live and its context bound.
+pub(crate) unsafe fn copy_matrix(
+    copy: StagingCopy,
+    src: u64,
     from: &crate::plans::problem::ResolvedMatrix,
+    dst: u64,
     to: &crate::plans::problem::ResolvedMatrix,
-) -> (i64, [i64; 2]) {
+    element_bytes: usize,
+    stream: sys::CUstream,
+) -> Result<()> {
+    use std::ffi::c_void;
     debug_assert_eq!(from.layout, to.layout);
     let batch = from.batch.max(1);
+    // A single matrix's batch stride is never used.
     let stride = |m: &crate::plans::problem::ResolvedMatrix| {
         if batch > 1 {
             m.batch_stride as i64
@@ -422,72 +445,28 @@ fn copy_batches(
             0
         }
     };
-    (batch as i64, [stride(from), stride(to)])
-}
-
-/// Copies a kernel's padded output (`src`, geometry `from`) back into the caller's matrix (`dst`,
-/// geometry `to`): the common part only, nothing else of `dst` is written. Its own kernel
-/// (`copy_back_kernel`), so that profilers and compute-sanitizer name it.
-///
-/// # Safety
-/// As [`copy_matrix`].
-pub(crate) unsafe fn copy_back(
-    src: u64,
-    from: &crate::plans::problem::ResolvedMatrix,
-    dst: u64,
-    to: &crate::plans::problem::ResolvedMatrix,
-    element_bytes: usize,
-    stream: sys::CUstream,
-) -> Result<()> {
-    let (batch, stride) = copy_batches(from, to);
-    let status = cutlass_gemm_sys::cutlass_rs_copy_back(
-        src as *const _,
-        from.ld as i64,
-        stride[0],
-        dst as *mut _,
-        to.ld as i64,
-        stride[1],
-        element_bytes as i64,
-        from.contiguous().min(to.contiguous()) as i64,
-        from.strided().min(to.strided()) as i64,
-        batch,
-        stream as *mut _,
-    );
-    check_status("cutlass_rs_copy_back", status)
-}
-
-/// Copies the common part of two matrices of one layout, `src`'s geometry into `dst`'s, and zeros
-/// the rest of `dst` (the staging of operands the TMA kernels cannot address in place:
-/// `csrc/cutlass_rs_staging.cu`). Both have `batch` slices.
-///
-/// # Safety
-/// `src` and `dst` must be device pointers of the stream's device holding the extents their
-/// geometries reach, of `element_bytes`-byte elements; `stream` must be live and its context bound.
-pub(crate) unsafe fn copy_matrix(
-    src: u64,
-    from: &crate::plans::problem::ResolvedMatrix,
-    dst: u64,
-    to: &crate::plans::problem::ResolvedMatrix,
-    element_bytes: usize,
-    stream: sys::CUstream,
-) -> Result<()> {
-    let (batch, stride) = copy_batches(from, to);
-    let status = cutlass_gemm_sys::cutlass_rs_copy_matrix(
-        src as *const _,
-        from.ld as i64,
-        stride[0],
-        dst as *mut _,
-        to.ld as i64,
-        stride[1],
-        element_bytes as i64,
-        from.contiguous().min(to.contiguous()) as i64,
-        from.strided().min(to.strided()) as i64,
-        to.contiguous() as i64,
-        to.strided() as i64,
-        batch,
-        stream as *mut _,
-    );
-    check_status("cutlass_rs_copy_matrix", status)
+    // Source and destination: pointer, leading dimension, batch stride.
+    let (s, sl, ss) = (src as *const c_void, from.ld as i64, stride(from));
+    let (d, dl, ds) = (dst as *mut c_void, to.ld as i64, stride(to));
+    // Element bytes, the common extent (inner, outer), slices, stream.
+    let (e, b, st) = (element_bytes as i64, batch as i64, stream as *mut c_void);
+    let i = from.contiguous().min(to.contiguous()) as i64;
+    let o = from.strided().min(to.strided()) as i64;
+    let (status, function) = match copy {
+        StagingCopy::Padded => {
+            let (di, dout) = (to.contiguous() as i64, to.strided() as i64);
+            let status = cutlass_gemm_sys::cutlass_rs_copy_matrix(
+                s, sl, ss, d, dl, ds, e, i, o, di, dout, b, st,
+            );
+            (status, "cutlass_rs_copy_matrix")
+        }
+        StagingCopy::Back => {
+            let status =
+                cutlass_gemm_sys::cutlass_rs_copy_back(s, sl, ss, d, dl, ds, e, i, o, b, st);
+            (status, "cutlass_rs_copy_back")
+        }
+    };
+    check_status(function, status)
 }
 
 /// A C argument struct of one of the registries of their own (grouped, weight-only): what

@@ -11,7 +11,7 @@ use crate::error::{
     require_device, require_len, require_ordinal, Error, Extent, KernelRule, LayoutPairs,
     LayoutRule, OperandName, ProblemRule, Quantity, Result, Scalar,
 };
-use crate::ffi::{DeviceInfo, Kernel, ScheduleHints};
+use crate::ffi::{DeviceInfo, Kernel, ScheduleHints, StagingCopy};
 use crate::formats::element::Element;
 use crate::plans::epilogue::{BiasAxis, Epilogue, EpilogueOperands};
 use crate::plans::problem::{GemmProblem, ResolvedMatrix};
@@ -872,7 +872,15 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
                 Slot::ScalesA => scales.map(|(sa, _)| sa),
             };
             if let Some(src) = source {
-                crate::ffi::copy_matrix(src, &s.from, copy, &s.to, s.element_bytes, stream)?;
+                crate::ffi::copy_matrix(
+                    StagingCopy::Padded,
+                    src,
+                    &s.from,
+                    copy,
+                    &s.to,
+                    s.element_bytes,
+                    stream,
+                )?;
             }
             match s.slot {
                 Slot::A => ptrs[0] = copy,
@@ -911,6 +919,7 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
                     batch: 1,
                 };
                 crate::ffi::copy_matrix(
+                    StagingCopy::Padded,
                     *v,
                     &row(copy.len),
                     next,
@@ -926,7 +935,15 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
         self.kernel
             .launch_abi(&args, workspace, workspace_bytes, stream)?;
         if let Some(s) = self.staging.staged[3] {
-            crate::ffi::copy_back(ptrs[3], &s.to, d, &s.from, s.element_bytes, stream)?;
+            crate::ffi::copy_matrix(
+                StagingCopy::Back,
+                ptrs[3],
+                &s.to,
+                d,
+                &s.from,
+                s.element_bytes,
+                stream,
+            )?;
         }
         Ok(())
     }
