@@ -3,7 +3,8 @@
 //! in a result equal to the reference bit for bit, or in a typed error before any launch.
 //!
 //! A case draws a type (bf16, f16, bf16 → f32, e4m3 tensor-wise, e4m3 blockwise, bf16 with a fused
-//! bias and ReLU), extents at and around the alignments (1 to 96, k to 300, batches of 1 to 3),
+//! bias and ReLU, or a grouped launch of a list of one to four bf16 problems, each D in its own
+//! window), extents at and around the alignments (1 to 96, k to 300, batches of 1 to 3),
 //! every layout, padded, exact and too-small leading dimensions and batch strides, scalars, a
 //! kernel (the heuristic's, one named at random, or a split-K schedule), programmatic dependent
 //! launch on or off, slices at aligned and odd offsets, buffers of the exact length, longer, or one
@@ -33,8 +34,8 @@ use cutlass_gemm::numeric::E4M3;
 use cutlass_gemm::reference::{self, HostEpilogue, Strided};
 use cutlass_gemm::{
     built_kernels, Activation, Arch, BiasAxis, BlockwiseGemm, Element, Epilogue, EpilogueOperands,
-    Error, Gemm, GemmProblem, Layout, MatrixLayout, OperandName, ResolvedMatrix, ScheduleHints,
-    Workspace,
+    Error, Gemm, GemmProblem, GroupedListGemm, GroupedListProblem, Layout, MatrixLayout,
+    OperandName, ResolvedMatrix, ScheduleHints, Workspace,
 };
 use half::{bf16, f16};
 use rand::rngs::StdRng;
@@ -54,6 +55,7 @@ enum Kind {
     E4m3,
     Blockwise,
     FusedBias,
+    GroupedList,
 }
 
 impl Kind {
@@ -63,8 +65,9 @@ impl Kind {
             30..45 => Kind::F16,
             45..55 => Kind::Bf16ToF32,
             55..75 => Kind::E4m3,
-            75..85 => Kind::Blockwise,
-            _ => Kind::FusedBias,
+            75..83 => Kind::Blockwise,
+            83..92 => Kind::FusedBias,
+            _ => Kind::GroupedList,
         }
     }
 }
@@ -705,6 +708,128 @@ fn fused_case(rng: &mut StdRng, stream: &Arc<CudaStream>, arenas: &mut Arenas) -
     Ok(Outcome::Checked)
 }
 
+/// A grouped launch of a list of one to four bf16 problems of any extents (m from 0, k and n at and
+/// off the kernels' 8-element rule), alpha a power of two, A and B at their own places in the
+/// arenas and each D in a window of sentinels of its own (aligned or not, exact or one short).
+fn grouped_list_case(
+    rng: &mut StdRng,
+    stream: &Arc<CudaStream>,
+    arenas: &mut Arenas,
+) -> CaseResult {
+    let groups = rng.random_range(1..=4);
+    let shapes: Vec<(usize, usize, usize)> = (0..groups)
+        .map(|_| {
+            (
+                edge_extent(rng, 96, &[0, 1, 7, 64, 65]),
+                edge_extent(rng, 160, &[8, 16, 100, 128, 136]),
+                edge_extent(rng, 300, &[8, 16, 100, 256, 264]),
+            )
+        })
+        .collect();
+    let alpha = pow2(rng, -2, 2) * if rng.random_bool(0.2) { -1.0 } else { 1.0 };
+    let capacity = groups + rng.random_range(0..=2);
+    let plan = match GroupedListGemm::<bf16, bf16>::new(
+        stream.context(),
+        capacity,
+        rng.random_range(1..=256),
+    )
+    .and_then(|g| g.with_alpha(alpha))
+    {
+        Ok(g) => g,
+        Err(e) => return refused(e),
+    };
+    // A and B after the previous ones in their arenas; each D in a buffer of its own (its window
+    // and the offset before it): (offset, length).
+    let mut cursor = [0usize; 2];
+    let mut place = |rng: &mut StdRng, which: usize, required: usize| {
+        let (off, len) = placement::<bf16>(rng, required);
+        let off = cursor[which] + off;
+        cursor[which] = off + len + MARGIN;
+        (off, len)
+    };
+    let mut host = Vec::with_capacity(groups);
+    let mut windows = Vec::with_capacity(groups);
+    let mut d_buffers: Vec<CudaSlice<bf16>> = Vec::with_capacity(groups);
+    for &(m, n, k) in &shapes {
+        let (oa, la) = place(rng, 0, m * k);
+        let (ob, lb) = place(rng, 1, n * k);
+        let (od, ld) = placement::<bf16>(rng, m * n);
+        let a: Vec<bf16> = ternary(rng, la);
+        let b: Vec<bf16> = ternary(rng, lb);
+        upload(stream, &mut arenas.bf16[0], oa, &a);
+        upload(stream, &mut arenas.bf16[1], ob, &b);
+        let w = Window::new(od, ld);
+        d_buffers.push(
+            stream
+                .clone_htod(&vec![bf16::SENTINEL; od + ld + MARGIN])
+                .unwrap(),
+        );
+        host.push(((oa, a), (ob, b)));
+        windows.push(w);
+    }
+    let result = {
+        let [a_arena, b_arena, _, _] = &arenas.bf16;
+        let views: Vec<_> = host
+            .iter()
+            .map(|((oa, a), (ob, b))| {
+                (
+                    a_arena.slice(*oa..*oa + a.len()),
+                    b_arena.slice(*ob..*ob + b.len()),
+                )
+            })
+            .collect();
+        let problems: Vec<GroupedListProblem<'_, bf16>> = shapes
+            .iter()
+            .zip(&views)
+            .map(|(&(m, n, k), (a, b))| GroupedListProblem { m, n, k, a, b })
+            .collect();
+        let mut outs: Vec<_> = d_buffers
+            .iter_mut()
+            .zip(&windows)
+            .map(|(buf, w)| buf.slice_mut(w.off..w.off + w.len))
+            .collect();
+        let mut refs: Vec<&mut dyn cudarc::driver::DevicePtrMut<bf16>> = outs
+            .iter_mut()
+            .map(|d| d as &mut dyn cudarc::driver::DevicePtrMut<bf16>)
+            .collect();
+        let mut view = workspace_view(rng, &mut arenas.workspace, plan.workspace_size());
+        let wsp = as_workspace(&mut view);
+        plan.run(stream, &problems, &mut refs, wsp)
+    };
+    let read: Vec<Vec<bf16>> = windows
+        .iter()
+        .zip(&d_buffers)
+        .map(|(w, buf)| read_window(stream, buf, w))
+        .collect();
+    if let Err(e) = result {
+        for window in &read {
+            untouched(window)?;
+        }
+        return refused(e);
+    }
+    for (i, ((&(m, n, k), ((_, a), (_, b))), (w, window))) in shapes
+        .iter()
+        .zip(&host)
+        .zip(windows.iter().zip(&read))
+        .enumerate()
+    {
+        if a.len() < m * k || b.len() < n * k || w.len < m * n {
+            return Err(format!("problem {i}: a short operand was accepted"));
+        }
+        if m == 0 {
+            untouched(window).map_err(|e| format!("problem {i} (m = 0): {e}"))?;
+            continue;
+        }
+        let p = GemmProblem::new(m, n, k).with_scalars(alpha, 0.0);
+        let r = reference::gemm(&p, &a[..m * k], &b[..n * k], None::<&[bf16]>)
+            .map_err(|e| e.to_string())?;
+        let gd = p.resolve(OperandName::D).map_err(|e| e.to_string())?;
+        check_window(window, w, &gd, &r)
+            .map_err(|e| format!("{} problem {i} ({m}x{n}x{k}): {e}", plan.kernel_name()))?;
+    }
+    Ok(Outcome::Checked)
+}
+
 /// The SM90 plain kernels of the build for input type `a` and output `d` (blockwise or not).
 fn names(
     a: cutlass_gemm::DataType,
@@ -794,6 +919,7 @@ fn fuzzed_launches_match_the_reference_or_are_refused() {
                         }
                         Kind::Blockwise => blockwise_case(&mut rng, &stream, &mut arenas, &kernels[4]),
                         Kind::FusedBias => fused_case(&mut rng, &stream, &mut arenas),
+                        Kind::GroupedList => grouped_list_case(&mut rng, &stream, &mut arenas),
                     }));
                     let outcome = match run {
                         Ok(r) => r,
