@@ -7,20 +7,8 @@
 
 use std::collections::HashMap;
 
+use cutlass_gemm_catalog::limits::check_census_result;
 use cutlass_gemm_catalog::{catalog, tables, tile_tables, Arch, DataType, KernelSpec};
-
-/// Entries whose PTX holds another MMA kind than the tables imply, and why: (a part of the name,
-/// the instruction found).
-const KNOWN_KIND_DIVERGENCES: &[(&str, &str)] = &[
-    // Table 20 gives row 3.3 (mx_float4 x mx_float4, kind::mxf8f6f4) the generic cooperative and
-    // pingpong policies; with them CUTLASS 4.2's SM120 builder picks kind::mxf4nvf4 with one ue8m0
-    // per 32 (scale_vec::2X) for FP4 x FP4 in TN. The explicit Mxf8f6f4 policies of Table 19 give
-    // the row's kind (those entries pass).
-    (
-        "cutlass3x_sm120_bstensorop_gemm_ue8m0xe2m1_ue8m0xe2m1_f32_f16_f16_",
-        "mma.sync.aligned.kind::mxf4nvf4.block_scale.scale_vec::2X",
-    ),
-];
 
 struct Row {
     status: String,
@@ -58,30 +46,13 @@ fn census_covers_every_table_row_and_explains_every_failure() {
         let spec = specs
             .get(name)
             .unwrap_or_else(|| panic!("{name} is in the census but not in the catalog"));
-        match row.status.as_str() {
-            "pass" if spec.cutlass_limit().is_some() => panic!(
-                "{name} passes but is marked: {}",
-                spec.cutlass_limit().unwrap()
-            ),
-            "pass" => assert!(
-                (row.kind_ok
-                    || KNOWN_KIND_DIVERGENCES.iter().any(|(part, found)| {
-                        name.contains(part)
-                            && name.contains("_align128_warpspecialized_")
-                            && row.ptx.contains(found)
-                    }))
-                    && !row.ptx.is_empty(),
-                "{name}: passes but its PTX ({}) lacks {}",
-                row.ptx,
-                catalog::expected_mma(spec)
-            ),
-            "fail" => assert!(
-                spec.cutlass_limit()
-                    .is_some_and(|l| row.ptx.contains(l.assertion())),
-                "{name}: a failure no rule of KernelSpec::cutlass_limit explains: {}",
-                row.ptx
-            ),
-            other => panic!("{name}: status {other}"),
+        assert!(
+            row.status == "pass" || row.status == "fail",
+            "{name}: status {}",
+            row.status
+        );
+        if let Err(why) = check_census_result(spec, row.status == "pass", &row.ptx, row.kind_ok) {
+            panic!("{why}");
         }
     }
     let in_census = |f: &dyn Fn(&KernelSpec) -> bool| census.keys().any(|n| f(&specs[n]));

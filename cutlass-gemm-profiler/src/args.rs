@@ -114,6 +114,13 @@ pub struct CensusArgs {
     /// Compile at most N entries in this run.
     #[arg(long, value_name = "N")]
     pub limit: Option<usize>,
+    /// Compile N entries drawn at random from the selection (entries already in the census
+    /// file included), reproducibly from `--seed`: the check CI makes on each commit.
+    #[arg(long, value_name = "N", conflicts_with = "limit")]
+    pub sample: Option<usize>,
+    /// The seed of `--sample`.
+    #[arg(long, value_name = "SEED", default_value_t = 0, requires = "sample")]
+    pub seed: u64,
     /// The census file (TSV), appended to [default: cutlass-gemm-catalog/census.tsv of this
     /// repository].
     #[arg(long, value_name = "FILE")]

@@ -380,16 +380,25 @@ pub fn main(args: &CensusArgs) -> ExitCode {
         catalog::all()
     };
     let done = done_entries(&out_path);
-    let selected: Vec<KernelSpec> = candidates
+    let mut selected: Vec<KernelSpec> = candidates
         .into_iter()
         .filter(|s| args.filter.is_empty() || args.filter.matches(&s.name()))
         .collect();
     let total = selected.len();
-    let todo: Vec<KernelSpec> = selected
-        .into_iter()
-        .filter(|s| !done.contains(&s.name()))
-        .take(args.limit.unwrap_or(usize::MAX))
-        .collect();
+    let todo: Vec<KernelSpec> = match args.sample {
+        Some(n) => {
+            use rand::seq::SliceRandom;
+            use rand::SeedableRng;
+            let mut rng = rand::rngs::StdRng::seed_from_u64(args.seed);
+            let (picked, _) = selected.partial_shuffle(&mut rng, n);
+            picked.to_vec()
+        }
+        None => selected
+            .into_iter()
+            .filter(|s| !done.contains(&s.name()))
+            .take(args.limit.unwrap_or(usize::MAX))
+            .collect(),
+    };
     let fresh = !out_path.is_file();
     let file = std::fs::OpenOptions::new()
         .create(true)
