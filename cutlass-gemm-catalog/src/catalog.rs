@@ -731,7 +731,42 @@ fn sm1xx_with(sparse: bool) -> Vec<KernelSpec> {
             }
         }
     }
+    let twins: Vec<KernelSpec> = out.iter().flat_map(sparse_mx_float4_twins).collect();
+    out.extend(twins);
     out
+}
+
+/// The policies CUTLASS 4.2 builds for a sparse mx_float4 entry (one ue8m0 per 32 elements) that
+/// the seed gives the Nvf4 sparse policy (Table 10's sparse rows, which that policy refuses for
+/// 32-element scale vectors: `CutlassLimit::SparseScaleVector`): the Mxf4 sparse policy and the
+/// auto sparse block-scaled one, as entries of their own.
+fn sparse_mx_float4_twins(spec: &KernelSpec) -> Vec<KernelSpec> {
+    let two = spec.kernel_schedule.sms() == 2;
+    let nvf4 = matches!(
+        spec.kernel_schedule,
+        KernelSchedule::Sm100SparseNvf4OneSm | KernelSchedule::Sm100SparseNvf4TwoSm
+    );
+    if !nvf4 || spec.block_scale.is_none_or(|b| b.vec != 32) {
+        return Vec::new();
+    }
+    let policies = if two {
+        [
+            KernelSchedule::Sm100SparseMxf4TwoSm,
+            KernelSchedule::Sm100SparseBlockScaledTwoSm,
+        ]
+    } else {
+        [
+            KernelSchedule::Sm100SparseMxf4OneSm,
+            KernelSchedule::Sm100SparseBlockScaledOneSm,
+        ]
+    };
+    policies
+        .into_iter()
+        .map(|kernel_schedule| KernelSpec {
+            kernel_schedule,
+            ..*spec
+        })
+        .collect()
 }
 
 /// Every entry of the catalog, in a stable order: SM90, then SM100 and SM120 from CUTLASS's tables.
@@ -1258,6 +1293,9 @@ pub fn expected_mma(spec: &KernelSpec) -> String {
         }
         KernelSchedule::Sm100SparseNvf4OneSm | KernelSchedule::Sm100SparseNvf4TwoSm => {
             "mxf4nvf4".to_string()
+        }
+        KernelSchedule::Sm100SparseMxf4OneSm | KernelSchedule::Sm100SparseMxf4TwoSm => {
+            "mxf4".to_string()
         }
         _ => match spec.origin.and_then(|o| type_row(o.type_table, o.type_row)) {
             Some(row) => row.kind.ptx().to_string(),

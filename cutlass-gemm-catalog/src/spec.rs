@@ -93,6 +93,17 @@ pub enum KernelSchedule {
     Sm100SparseNvf4OneSm,
     /// `KernelSparseTmaWarpSpecialized2SmNvf4Sm100`.
     Sm100SparseNvf4TwoSm,
+    /// `KernelSparseTmaWarpSpecialized1SmMxf4Sm100` (sparse, block-scaled FP4 with one ue8m0 per
+    /// 32 elements): what CUTLASS 4.2 builds for sparse mx_float4, where the seed's Table 10
+    /// names the Nvf4 policy, which needs 16-element scale vectors.
+    Sm100SparseMxf4OneSm,
+    /// `KernelSparseTmaWarpSpecialized2SmMxf4Sm100`.
+    Sm100SparseMxf4TwoSm,
+    /// `KernelSparseTmaWarpSpecialized1SmBlockScaledSm100`: the auto sparse block-scaled policy
+    /// (the builder picks the instruction from the types).
+    Sm100SparseBlockScaledOneSm,
+    /// `KernelSparseTmaWarpSpecialized2SmBlockScaledSm100`.
+    Sm100SparseBlockScaledTwoSm,
 }
 
 impl KernelSchedule {
@@ -125,6 +136,10 @@ impl KernelSchedule {
         KernelSchedule::Sm100SparseMxf8f6f4TwoSm,
         KernelSchedule::Sm100SparseNvf4OneSm,
         KernelSchedule::Sm100SparseNvf4TwoSm,
+        KernelSchedule::Sm100SparseMxf4OneSm,
+        KernelSchedule::Sm100SparseMxf4TwoSm,
+        KernelSchedule::Sm100SparseBlockScaledOneSm,
+        KernelSchedule::Sm100SparseBlockScaledTwoSm,
     ];
 
     /// The suffix in procedural names (`KernelScheduleSuffixes` in `cutlass_library`).
@@ -170,6 +185,10 @@ impl KernelSchedule {
             KernelSchedule::Sm100SparseMxf8f6f4TwoSm => "_q_2sm",
             KernelSchedule::Sm100SparseNvf4OneSm => "_o_vs16_1sm",
             KernelSchedule::Sm100SparseNvf4TwoSm => "_o_vs16_2sm",
+            KernelSchedule::Sm100SparseMxf4OneSm => "_o_vs32_1sm",
+            KernelSchedule::Sm100SparseMxf4TwoSm => "_o_vs32_2sm",
+            KernelSchedule::Sm100SparseBlockScaledOneSm => "_1sm",
+            KernelSchedule::Sm100SparseBlockScaledTwoSm => "_2sm",
         }
     }
 
@@ -225,6 +244,29 @@ impl KernelSchedule {
             }
             KernelSchedule::Sm100SparseNvf4OneSm => "KernelSparseTmaWarpSpecialized1SmNvf4Sm100",
             KernelSchedule::Sm100SparseNvf4TwoSm => "KernelSparseTmaWarpSpecialized2SmNvf4Sm100",
+            KernelSchedule::Sm100SparseMxf4OneSm => "KernelSparseTmaWarpSpecialized1SmMxf4Sm100",
+            KernelSchedule::Sm100SparseMxf4TwoSm => "KernelSparseTmaWarpSpecialized2SmMxf4Sm100",
+            KernelSchedule::Sm100SparseBlockScaledOneSm => {
+                "KernelSparseTmaWarpSpecialized1SmBlockScaledSm100"
+            }
+            KernelSchedule::Sm100SparseBlockScaledTwoSm => {
+                "KernelSparseTmaWarpSpecialized2SmBlockScaledSm100"
+            }
+        }
+    }
+
+    /// The policy the tile tables name for the rows this schedule serves: its own, except for the
+    /// sparse mx_float4 schedules CUTLASS 4.2 builds where Table 10 names the Nvf4 sparse policy
+    /// (`catalog::sm1xx`), which stand in for that policy.
+    pub const fn table_policy(self) -> &'static str {
+        match self {
+            KernelSchedule::Sm100SparseMxf4OneSm | KernelSchedule::Sm100SparseBlockScaledOneSm => {
+                KernelSchedule::Sm100SparseNvf4OneSm.policy()
+            }
+            KernelSchedule::Sm100SparseMxf4TwoSm | KernelSchedule::Sm100SparseBlockScaledTwoSm => {
+                KernelSchedule::Sm100SparseNvf4TwoSm.policy()
+            }
+            other => other.policy(),
         }
     }
 
@@ -279,7 +321,9 @@ impl KernelSchedule {
             | KernelSchedule::Sm100Nvf4TwoSm
             | KernelSchedule::Sm100SparseTwoSm
             | KernelSchedule::Sm100SparseMxf8f6f4TwoSm
-            | KernelSchedule::Sm100SparseNvf4TwoSm => 2,
+            | KernelSchedule::Sm100SparseNvf4TwoSm
+            | KernelSchedule::Sm100SparseMxf4TwoSm
+            | KernelSchedule::Sm100SparseBlockScaledTwoSm => 2,
             _ => 1,
         }
     }
@@ -294,6 +338,10 @@ impl KernelSchedule {
                 | KernelSchedule::Sm100SparseMxf8f6f4TwoSm
                 | KernelSchedule::Sm100SparseNvf4OneSm
                 | KernelSchedule::Sm100SparseNvf4TwoSm
+                | KernelSchedule::Sm100SparseMxf4OneSm
+                | KernelSchedule::Sm100SparseMxf4TwoSm
+                | KernelSchedule::Sm100SparseBlockScaledOneSm
+                | KernelSchedule::Sm100SparseBlockScaledTwoSm
         )
     }
 
@@ -721,7 +769,13 @@ impl KernelSpec {
                 o.tile_table, o.type_table, o.type_row, self.arch
             ));
         }
-        let policy = self.kernel_schedule.policy();
+        let policy = self.kernel_schedule.table_policy();
+        if policy != self.kernel_schedule.policy() && self.block_scale.is_none_or(|b| b.vec != 32) {
+            return Err(format!(
+                "{name}: {} stands in for {policy} only with 32-element scale vectors",
+                self.kernel_schedule.policy()
+            ));
+        }
         let tile_rows: Vec<&crate::tables::TileRow> = table
             .rows
             .iter()
