@@ -652,6 +652,53 @@ fn compute(row: &TypeRow) -> DataType {
 pub fn sm1xx() -> Vec<KernelSpec> {
     let mut out = sm1xx_with(false);
     out.extend(sm1xx_with(true));
+    let twins = policy_twins(&out);
+    out.extend(twins);
+    out
+}
+
+/// The SM100 policies the tables list but assign to no tile (Table 14's epilogues without shared
+/// memory, `NoSmemWarpSpecialized{1,2}Sm`) or leave to the builder (the auto block-scaled
+/// `KernelTmaWarpSpecialized{1,2}SmBlockScaledSm100`), as entries of their own: for each tile
+/// table, density and SM count, the first entry with CUTLASS's epilogue takes the other epilogue
+/// (dense, and sparse without block scaling: Table 14), and the first block-scaled one the auto
+/// block-scaled policy.
+fn policy_twins(entries: &[KernelSpec]) -> Vec<KernelSpec> {
+    use std::collections::HashSet;
+    let mut names: HashSet<String> = entries.iter().map(KernelSpec::name).collect();
+    let mut seen = HashSet::new();
+    let mut out = Vec::new();
+    for s in entries.iter().filter(|s| s.arch == Arch::Sm100a) {
+        let Some(origin) = s.origin else { continue };
+        let two = s.kernel_schedule.sms() == 2;
+        if !seen.insert((origin.tile_table, s.op_class, two)) {
+            continue;
+        }
+        let mut twins = Vec::new();
+        if s.op_class != OpClass::BlockScaledSparseTensorOp {
+            let epilogue_schedule = if two {
+                EpilogueSchedule::NoSmemWarpSpecialized2Sm
+            } else {
+                EpilogueSchedule::NoSmemWarpSpecialized1Sm
+            };
+            twins.push(KernelSpec {
+                epilogue_schedule,
+                ..*s
+            });
+        }
+        if s.op_class == OpClass::BlockScaledTensorOp {
+            let kernel_schedule = if two {
+                KernelSchedule::Sm100BlockScaledTwoSm
+            } else {
+                KernelSchedule::Sm100BlockScaledOneSm
+            };
+            twins.push(KernelSpec {
+                kernel_schedule,
+                ..*s
+            });
+        }
+        out.extend(twins.into_iter().filter(|t| names.insert(t.name())));
+    }
     out
 }
 

@@ -93,6 +93,11 @@ pub enum KernelSchedule {
     Sm100SparseNvf4OneSm,
     /// `KernelSparseTmaWarpSpecialized2SmNvf4Sm100`.
     Sm100SparseNvf4TwoSm,
+    /// `KernelTmaWarpSpecialized1SmBlockScaledSm100`: the auto block-scaled policy (the builder
+    /// picks the instruction kind from the types), standing in for a row's block-scaled policy.
+    Sm100BlockScaledOneSm,
+    /// `KernelTmaWarpSpecialized2SmBlockScaledSm100`.
+    Sm100BlockScaledTwoSm,
     /// `KernelSparseTmaWarpSpecialized1SmMxf4Sm100` (sparse, block-scaled FP4 with one ue8m0 per
     /// 32 elements): what CUTLASS 4.2 builds for sparse mx_float4, where the seed's Table 10
     /// names the Nvf4 policy, which needs 16-element scale vectors.
@@ -136,6 +141,8 @@ impl KernelSchedule {
         KernelSchedule::Sm100SparseMxf8f6f4TwoSm,
         KernelSchedule::Sm100SparseNvf4OneSm,
         KernelSchedule::Sm100SparseNvf4TwoSm,
+        KernelSchedule::Sm100BlockScaledOneSm,
+        KernelSchedule::Sm100BlockScaledTwoSm,
         KernelSchedule::Sm100SparseMxf4OneSm,
         KernelSchedule::Sm100SparseMxf4TwoSm,
         KernelSchedule::Sm100SparseBlockScaledOneSm,
@@ -185,6 +192,8 @@ impl KernelSchedule {
             KernelSchedule::Sm100SparseMxf8f6f4TwoSm => "_q_2sm",
             KernelSchedule::Sm100SparseNvf4OneSm => "_o_vs16_1sm",
             KernelSchedule::Sm100SparseNvf4TwoSm => "_o_vs16_2sm",
+            KernelSchedule::Sm100BlockScaledOneSm => "_1sm",
+            KernelSchedule::Sm100BlockScaledTwoSm => "_2sm",
             KernelSchedule::Sm100SparseMxf4OneSm => "_o_vs32_1sm",
             KernelSchedule::Sm100SparseMxf4TwoSm => "_o_vs32_2sm",
             KernelSchedule::Sm100SparseBlockScaledOneSm => "_1sm",
@@ -244,6 +253,8 @@ impl KernelSchedule {
             }
             KernelSchedule::Sm100SparseNvf4OneSm => "KernelSparseTmaWarpSpecialized1SmNvf4Sm100",
             KernelSchedule::Sm100SparseNvf4TwoSm => "KernelSparseTmaWarpSpecialized2SmNvf4Sm100",
+            KernelSchedule::Sm100BlockScaledOneSm => "KernelTmaWarpSpecialized1SmBlockScaledSm100",
+            KernelSchedule::Sm100BlockScaledTwoSm => "KernelTmaWarpSpecialized2SmBlockScaledSm100",
             KernelSchedule::Sm100SparseMxf4OneSm => "KernelSparseTmaWarpSpecialized1SmMxf4Sm100",
             KernelSchedule::Sm100SparseMxf4TwoSm => "KernelSparseTmaWarpSpecialized2SmMxf4Sm100",
             KernelSchedule::Sm100SparseBlockScaledOneSm => {
@@ -255,19 +266,56 @@ impl KernelSchedule {
         }
     }
 
-    /// The policy the tile tables name for the rows this schedule serves: its own, except for the
-    /// sparse mx_float4 schedules CUTLASS 4.2 builds where Table 10 names the Nvf4 sparse policy
-    /// (`catalog::sm1xx`), which stand in for that policy.
-    pub const fn table_policy(self) -> &'static str {
-        match self {
-            KernelSchedule::Sm100SparseMxf4OneSm | KernelSchedule::Sm100SparseBlockScaledOneSm => {
-                KernelSchedule::Sm100SparseNvf4OneSm.policy()
-            }
-            KernelSchedule::Sm100SparseMxf4TwoSm | KernelSchedule::Sm100SparseBlockScaledTwoSm => {
-                KernelSchedule::Sm100SparseNvf4TwoSm.policy()
-            }
-            other => other.policy(),
+    /// Whether this schedule serves a tile-table row that names `policy`: its own policy, or, for
+    /// the schedules the tables do not name, the policy they stand in for: the auto block-scaled
+    /// ones any block-scaled policy of their SM count (dense or sparse as they are), the sparse
+    /// Mxf4 one the Nvf4 sparse policy that Table 10 names for sparse mx_float4 (`catalog::sm1xx`;
+    /// with 32-element scale vectors, which `validate` checks).
+    pub fn stands_in_for(self, policy: &str) -> bool {
+        if policy == self.policy() {
+            return true;
         }
+        let Some(named) = KernelSchedule::from_policy(policy) else {
+            return false;
+        };
+        let same_kind = named.sms() == self.sms() && named.is_sparse() == self.is_sparse();
+        match self {
+            KernelSchedule::Sm100BlockScaledOneSm
+            | KernelSchedule::Sm100BlockScaledTwoSm
+            | KernelSchedule::Sm100SparseBlockScaledOneSm
+            | KernelSchedule::Sm100SparseBlockScaledTwoSm => same_kind && named.is_block_scaled(),
+            KernelSchedule::Sm100SparseMxf4OneSm | KernelSchedule::Sm100SparseMxf4TwoSm => {
+                same_kind
+                    && matches!(
+                        named,
+                        KernelSchedule::Sm100SparseNvf4OneSm | KernelSchedule::Sm100SparseNvf4TwoSm
+                    )
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether the schedule is one of SM100's block-scaled ones (dense or sparse).
+    pub const fn is_block_scaled(self) -> bool {
+        matches!(
+            self,
+            KernelSchedule::Sm100Mxf8f6f4OneSm
+                | KernelSchedule::Sm100Mxf8f6f4TwoSm
+                | KernelSchedule::Sm100Mxf4OneSm
+                | KernelSchedule::Sm100Mxf4TwoSm
+                | KernelSchedule::Sm100Nvf4OneSm
+                | KernelSchedule::Sm100Nvf4TwoSm
+                | KernelSchedule::Sm100BlockScaledOneSm
+                | KernelSchedule::Sm100BlockScaledTwoSm
+                | KernelSchedule::Sm100SparseMxf8f6f4OneSm
+                | KernelSchedule::Sm100SparseMxf8f6f4TwoSm
+                | KernelSchedule::Sm100SparseNvf4OneSm
+                | KernelSchedule::Sm100SparseNvf4TwoSm
+                | KernelSchedule::Sm100SparseMxf4OneSm
+                | KernelSchedule::Sm100SparseMxf4TwoSm
+                | KernelSchedule::Sm100SparseBlockScaledOneSm
+                | KernelSchedule::Sm100SparseBlockScaledTwoSm
+        )
     }
 
     /// The schedule a CUTLASS dispatch-policy name denotes.
@@ -323,7 +371,8 @@ impl KernelSchedule {
             | KernelSchedule::Sm100SparseMxf8f6f4TwoSm
             | KernelSchedule::Sm100SparseNvf4TwoSm
             | KernelSchedule::Sm100SparseMxf4TwoSm
-            | KernelSchedule::Sm100SparseBlockScaledTwoSm => 2,
+            | KernelSchedule::Sm100SparseBlockScaledTwoSm
+            | KernelSchedule::Sm100BlockScaledTwoSm => 2,
             _ => 1,
         }
     }
@@ -466,6 +515,11 @@ pub enum EpilogueSchedule {
     Auto,
     /// `NoSmemWarpSpecialized` (SM90): stores D straight from registers, no shared memory.
     NoSmemWarpSpecialized,
+    /// `NoSmemWarpSpecialized1Sm` (SM100, 1SM MMA; Table 14): D from tensor memory straight to
+    /// global memory, no shared memory.
+    NoSmemWarpSpecialized1Sm,
+    /// `NoSmemWarpSpecialized2Sm` (SM100, 2SM MMA; Table 14).
+    NoSmemWarpSpecialized2Sm,
     /// `PtrArrayTmaWarpSpecializedCooperative` (SM90 grouped, cooperative mainloops).
     PtrArrayTmaWarpSpecializedCooperative,
     /// `PtrArrayTmaWarpSpecializedPingpong` (SM90 grouped, pingpong mainloops).
@@ -482,7 +536,9 @@ impl EpilogueSchedule {
             | EpilogueSchedule::PtrArrayTmaWarpSpecializedCooperative
             | EpilogueSchedule::PtrArrayTmaWarpSpecializedPingpong => "_epi_tma",
             EpilogueSchedule::TmaWarpSpecialized1Sm | EpilogueSchedule::Auto => "",
-            EpilogueSchedule::NoSmemWarpSpecialized => "_epi_nosmem",
+            EpilogueSchedule::NoSmemWarpSpecialized
+            | EpilogueSchedule::NoSmemWarpSpecialized1Sm
+            | EpilogueSchedule::NoSmemWarpSpecialized2Sm => "_epi_nosmem",
         }
     }
 
@@ -497,6 +553,12 @@ impl EpilogueSchedule {
             EpilogueSchedule::TmaWarpSpecialized2Sm => "cutlass::epilogue::TmaWarpSpecialized2Sm",
             EpilogueSchedule::Auto => "cutlass::epilogue::collective::EpilogueScheduleAuto",
             EpilogueSchedule::NoSmemWarpSpecialized => "cutlass::epilogue::NoSmemWarpSpecialized",
+            EpilogueSchedule::NoSmemWarpSpecialized1Sm => {
+                "cutlass::epilogue::NoSmemWarpSpecialized1Sm"
+            }
+            EpilogueSchedule::NoSmemWarpSpecialized2Sm => {
+                "cutlass::epilogue::NoSmemWarpSpecialized2Sm"
+            }
             EpilogueSchedule::PtrArrayTmaWarpSpecializedCooperative => {
                 "cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative"
             }
@@ -769,11 +831,14 @@ impl KernelSpec {
                 o.tile_table, o.type_table, o.type_row, self.arch
             ));
         }
-        let policy = self.kernel_schedule.table_policy();
-        if policy != self.kernel_schedule.policy() && self.block_scale.is_none_or(|b| b.vec != 32) {
+        let policy = self.kernel_schedule.policy();
+        if matches!(
+            self.kernel_schedule,
+            KernelSchedule::Sm100SparseMxf4OneSm | KernelSchedule::Sm100SparseMxf4TwoSm
+        ) && self.block_scale.is_none_or(|b| b.vec != 32)
+        {
             return Err(format!(
-                "{name}: {} stands in for {policy} only with 32-element scale vectors",
-                self.kernel_schedule.policy()
+                "{name}: {policy} takes 32-element scale vectors only"
             ));
         }
         let tile_rows: Vec<&crate::tables::TileRow> = table
@@ -787,10 +852,12 @@ impl KernelSpec {
                 o.tile_table, self.tile[0], self.tile[1]
             ));
         }
-        if !tile_rows
-            .iter()
-            .any(|r| r.allows(self.a.layout, self.b.layout) && r.policies.contains(&policy))
-        {
+        if !tile_rows.iter().any(|r| {
+            r.allows(self.a.layout, self.b.layout)
+                && r.policies
+                    .iter()
+                    .any(|p| self.kernel_schedule.stands_in_for(p))
+        }) {
             return Err(format!(
                 "{name}: tile table {} marks {}x{} with {policy} N for {}",
                 o.tile_table,
@@ -1251,14 +1318,25 @@ impl KernelSpec {
                         self.tile[0]
                     ));
                 }
-                let epi = if sms == 2 {
-                    EpilogueSchedule::TmaWarpSpecialized2Sm
+                // Table 14: the TMA epilogue of the MMA's SM count, or (dense, and sparse
+                // without block scaling) the one without shared memory.
+                let (tma, nosmem) = if sms == 2 {
+                    (
+                        EpilogueSchedule::TmaWarpSpecialized2Sm,
+                        EpilogueSchedule::NoSmemWarpSpecialized2Sm,
+                    )
                 } else {
-                    EpilogueSchedule::TmaWarpSpecialized1Sm
+                    (
+                        EpilogueSchedule::TmaWarpSpecialized1Sm,
+                        EpilogueSchedule::NoSmemWarpSpecialized1Sm,
+                    )
                 };
-                if self.epilogue_schedule != epi {
+                let nosmem_ok = self.op_class != OpClass::BlockScaledSparseTensorOp
+                    && self.output_scale.is_none();
+                if self.epilogue_schedule != tma && !(self.epilogue_schedule == nosmem && nosmem_ok)
+                {
                     return Err(format!(
-                        "{name}: a {sms}SM mainloop needs the {sms}SM epilogue (Table 14)"
+                        "{name}: a {sms}SM mainloop needs the {sms}SM epilogue (Table 14: TMA, or without shared memory for dense and sparse legacy types)"
                     ));
                 }
             }

@@ -42,6 +42,8 @@ fn line(s: &cutlass_gemm_catalog::KernelSpec) -> String {
         KernelSchedule::PtrArrayTmaWarpSpecializedPingpong => "PtrArrayTmaWarpSpecializedPingpong",
         KernelSchedule::Sm100SparseOneSm => "SparseTmaWarpSpecialized1SmSm100",
         KernelSchedule::Sm100SparseTwoSm => "SparseTmaWarpSpecialized2SmSm100",
+        KernelSchedule::Sm100BlockScaledOneSm => "BlockScaledTmaWarpSpecialized1SmSm100",
+        KernelSchedule::Sm100BlockScaledTwoSm => "BlockScaledTmaWarpSpecialized2SmSm100",
         other => panic!("add {other:?} to this test"),
     };
     let es = match s.epilogue_schedule {
@@ -51,6 +53,8 @@ fn line(s: &cutlass_gemm_catalog::KernelSpec) -> String {
         EpilogueSchedule::TmaWarpSpecialized2Sm => "TmaWarpSpecialized2Sm",
         EpilogueSchedule::Auto => "ScheduleAuto",
         EpilogueSchedule::NoSmemWarpSpecialized => "NoSmemWarpSpecialized",
+        EpilogueSchedule::NoSmemWarpSpecialized1Sm => "NoSmemWarpSpecialized1Sm",
+        EpilogueSchedule::NoSmemWarpSpecialized2Sm => "NoSmemWarpSpecialized2Sm",
         EpilogueSchedule::PtrArrayTmaWarpSpecializedCooperative => {
             "PtrArrayTmaWarpSpecializedCooperative"
         }
