@@ -658,10 +658,11 @@ pub fn sm1xx() -> Vec<KernelSpec> {
 }
 
 /// The SM100 policies the tables list but assign to no tile (Table 14's epilogues without shared
-/// memory, `NoSmemWarpSpecialized{1,2}Sm`) or leave to the builder (the auto block-scaled
-/// `KernelTmaWarpSpecialized{1,2}SmBlockScaledSm100`), as entries of their own: for each tile
-/// table, density and SM count, the first entry with CUTLASS's epilogue takes the other epilogue
-/// (dense, and sparse without block scaling: Table 14), and the first block-scaled one the auto
+/// memory, `NoSmemWarpSpecialized{1,2}Sm`) or leave to the builder (`KernelScheduleAuto` with
+/// `EpilogueScheduleAuto`, and the auto block-scaled `KernelTmaWarpSpecialized{1,2}SmBlockScaledSm100`),
+/// as entries of their own: for each tile table, density and SM count, the first entry with
+/// CUTLASS's epilogue takes the other epilogue (dense, and sparse without block scaling: Table
+/// 14), the first dense one the auto policies, and the first block-scaled one the auto
 /// block-scaled policy.
 fn policy_twins(entries: &[KernelSpec]) -> Vec<KernelSpec> {
     use std::collections::HashSet;
@@ -683,6 +684,13 @@ fn policy_twins(entries: &[KernelSpec]) -> Vec<KernelSpec> {
             };
             twins.push(KernelSpec {
                 epilogue_schedule,
+                ..*s
+            });
+        }
+        if matches!(s.op_class, OpClass::TensorOp | OpClass::BlockScaledTensorOp) {
+            twins.push(KernelSpec {
+                kernel_schedule: KernelSchedule::Sm100Auto,
+                epilogue_schedule: EpilogueSchedule::Auto,
                 ..*s
             });
         }
@@ -1369,7 +1377,7 @@ pub fn expected_mma(spec: &KernelSpec) -> String {
         Arch::Sm100a => format!(
             "tcgen05.mma{}.cta_group::{}.kind::{kind}",
             if spec.op_class.is_sparse() { ".sp" } else { "" },
-            spec.kernel_schedule.sms()
+            spec.mma_sms()
         ),
         _ => format!("mma.sync.aligned.kind::{kind}"),
     }

@@ -95,37 +95,34 @@ impl fmt::Display for CutlassLimit {
     }
 }
 
-/// Entries whose PTX holds another MMA kind than the tables imply, and why: (parts of the name,
-/// all of which it contains; the instruction found).
-pub const KNOWN_KIND_DIVERGENCES: &[(&[&str], &str)] = &[
+/// Entries whose PTX holds another MMA kind than the tables imply, and why: (the start of their
+/// names, the ends of their names, the instruction found).
+pub const KNOWN_KIND_DIVERGENCES: &[(&str, &[&str], &str)] = &[
     // Table 20 gives row 3.3 (mx_float4 x mx_float4, kind::mxf8f6f4) the generic cooperative and
     // pingpong policies; with them CUTLASS 4.2's SM120 builder picks kind::mxf4nvf4 with one ue8m0
     // per 32 (scale_vec::2X) for FP4 x FP4 in TN. The explicit Mxf8f6f4 policies of Table 19 give
     // the row's kind (those entries pass).
     (
+        "cutlass3x_sm120_bstensorop_gemm_ue8m0xe2m1_ue8m0xe2m1_f32_f16_f16_",
         &[
-            "cutlass3x_sm120_bstensorop_gemm_ue8m0xe2m1_ue8m0xe2m1_f32_f16_f16_",
-            "_align128_warpspecialized_",
+            "_tnt_align128_warpspecialized_cooperative",
+            "_tnt_align128_warpspecialized_pingpong",
         ],
         "mma.sync.aligned.kind::mxf4nvf4.block_scale.scale_vec::2X",
     ),
-    // The same on SM100: on Table 11's row 3.3 tiles the auto block-scaled policy
-    // (`KernelTmaWarpSpecialized{1,2}SmBlockScaledSm100`, names ending `_align128_{1,2}sm`) lets
-    // CUTLASS 4.2's builder pick kind::mxf4 (one ue8m0 per 32) for FP4 x FP4 in TN; the explicit
-    // Mxf8f6f4 policies (`_q_`) give the row's kind.
+    // The same on SM100: on Table 11's row 3.3 tiles the policies that leave the instruction to
+    // the builder (`KernelScheduleAuto`, names ending `_align128`, and the auto block-scaled
+    // `KernelTmaWarpSpecialized{1,2}SmBlockScaledSm100`, `_align128_{1,2}sm`) let CUTLASS 4.2 pick
+    // kind::mxf4 (one ue8m0 per 32) for FP4 x FP4 in TN; the explicit Mxf8f6f4 policies (`_q_`)
+    // give the row's kind.
     (
+        "cutlass3x_sm100_bstensorop_gemm_ue8m0xe2m1_ue8m0xe2m1_f32_f16_f16_",
         &[
-            "cutlass3x_sm100_bstensorop_gemm_ue8m0xe2m1_ue8m0xe2m1_f32_f16_f16_",
+            "_tnt_align128",
             "_tnt_align128_1sm",
+            "_tnt_align128_2sm_epi_tma",
         ],
-        "tcgen05.mma.cta_group::1.kind::mxf4.block_scale.block32",
-    ),
-    (
-        &[
-            "cutlass3x_sm100_bstensorop_gemm_ue8m0xe2m1_ue8m0xe2m1_f32_f16_f16_",
-            "_tnt_align128_2sm",
-        ],
-        "tcgen05.mma.cta_group::2.kind::mxf4.block_scale.block32",
+        "kind::mxf4.block_scale.block32",
     ),
 ];
 
@@ -143,8 +140,10 @@ pub fn check_census_result(
     match (passed, spec.cutlass_limit()) {
         (true, Some(limit)) => Err(format!("{name} compiles but is marked: {limit}")),
         (true, None) => {
-            let diverges = KNOWN_KIND_DIVERGENCES.iter().any(|(parts, found)| {
-                parts.iter().all(|p| name.contains(p)) && ptx.contains(found)
+            let diverges = KNOWN_KIND_DIVERGENCES.iter().any(|(start, ends, found)| {
+                name.starts_with(start)
+                    && ends.iter().any(|e| name.ends_with(e))
+                    && ptx.contains(found)
             });
             if (kind_ok || diverges) && !ptx.is_empty() {
                 Ok(())
@@ -202,7 +201,7 @@ impl KernelSpec {
             }
         }
         if self.arch != Arch::Sm90a && crate::catalog::expected_mma(self).contains("f8f6f4") {
-            let two_sm = self.kernel_schedule.sms() == 2;
+            let two_sm = self.mma_sms() == 2;
             let [m, n, k] = self.tile;
             let m = if two_sm { m / 2 } else { m };
             let unpacked = |t: DataType| matches!(t.bits(), 4 | 6);

@@ -93,6 +93,10 @@ pub enum KernelSchedule {
     Sm100SparseNvf4OneSm,
     /// `KernelSparseTmaWarpSpecialized2SmNvf4Sm100`.
     Sm100SparseNvf4TwoSm,
+    /// `collective::KernelScheduleAuto` on SM100: the builder takes a 2SM MMA where the cluster's
+    /// m is even and the tile's m a multiple of 128, a 1SM MMA otherwise
+    /// ([`KernelSpec::mma_sms`]); paired with `EpilogueScheduleAuto`.
+    Sm100Auto,
     /// `KernelTmaWarpSpecialized1SmBlockScaledSm100`: the auto block-scaled policy (the builder
     /// picks the instruction kind from the types), standing in for a row's block-scaled policy.
     Sm100BlockScaledOneSm,
@@ -141,6 +145,7 @@ impl KernelSchedule {
         KernelSchedule::Sm100SparseMxf8f6f4TwoSm,
         KernelSchedule::Sm100SparseNvf4OneSm,
         KernelSchedule::Sm100SparseNvf4TwoSm,
+        KernelSchedule::Sm100Auto,
         KernelSchedule::Sm100BlockScaledOneSm,
         KernelSchedule::Sm100BlockScaledTwoSm,
         KernelSchedule::Sm100SparseMxf4OneSm,
@@ -192,6 +197,7 @@ impl KernelSchedule {
             KernelSchedule::Sm100SparseMxf8f6f4TwoSm => "_q_2sm",
             KernelSchedule::Sm100SparseNvf4OneSm => "_o_vs16_1sm",
             KernelSchedule::Sm100SparseNvf4TwoSm => "_o_vs16_2sm",
+            KernelSchedule::Sm100Auto => "",
             KernelSchedule::Sm100BlockScaledOneSm => "_1sm",
             KernelSchedule::Sm100BlockScaledTwoSm => "_2sm",
             KernelSchedule::Sm100SparseMxf4OneSm => "_o_vs32_1sm",
@@ -253,6 +259,7 @@ impl KernelSchedule {
             }
             KernelSchedule::Sm100SparseNvf4OneSm => "KernelSparseTmaWarpSpecialized1SmNvf4Sm100",
             KernelSchedule::Sm100SparseNvf4TwoSm => "KernelSparseTmaWarpSpecialized2SmNvf4Sm100",
+            KernelSchedule::Sm100Auto => "collective::KernelScheduleAuto",
             KernelSchedule::Sm100BlockScaledOneSm => "KernelTmaWarpSpecialized1SmBlockScaledSm100",
             KernelSchedule::Sm100BlockScaledTwoSm => "KernelTmaWarpSpecialized2SmBlockScaledSm100",
             KernelSchedule::Sm100SparseMxf4OneSm => "KernelSparseTmaWarpSpecialized1SmMxf4Sm100",
@@ -280,6 +287,10 @@ impl KernelSchedule {
         };
         let same_kind = named.sms() == self.sms() && named.is_sparse() == self.is_sparse();
         match self {
+            // Any dense SM100 policy: the builder picks the MMA (`KernelSpec::mma_sms`).
+            KernelSchedule::Sm100Auto => {
+                !named.is_sparse() && !named.is_grouped() && named.policy().ends_with("Sm100")
+            }
             KernelSchedule::Sm100BlockScaledOneSm
             | KernelSchedule::Sm100BlockScaledTwoSm
             | KernelSchedule::Sm100SparseBlockScaledOneSm
@@ -1053,6 +1064,21 @@ impl KernelSpec {
         Ok(())
     }
 
+    /// SMs per MMA (SM100): the schedule's, or for `KernelScheduleAuto` what CUTLASS 4.2's builder
+    /// picks (`sm100_make_trivial_tiled_mma`): 2 where the cluster's m is even and the tile's m a
+    /// multiple of 128, else 1.
+    pub fn mma_sms(&self) -> u8 {
+        if self.kernel_schedule == KernelSchedule::Sm100Auto {
+            if self.cluster[0] % 2 == 0 && self.tile[0] % 128 == 0 {
+                2
+            } else {
+                1
+            }
+        } else {
+            self.kernel_schedule.sms()
+        }
+    }
+
     /// Checks the rules that make a spec instantiable; `Err` says which rule fails.
     pub fn validate(&self) -> Result<(), String> {
         let name = self.name();
@@ -1301,7 +1327,7 @@ impl KernelSpec {
                 }
             }
             Arch::Sm100a => {
-                let sms = self.kernel_schedule.sms() as u32;
+                let sms = self.mma_sms() as u32;
                 if self.cluster[0] % sms != 0 {
                     return Err(format!(
                         "{name}: a {sms}SM MMA needs cluster m a multiple of {sms}"
@@ -1333,7 +1359,15 @@ impl KernelSpec {
                 };
                 let nosmem_ok = self.op_class != OpClass::BlockScaledSparseTensorOp
                     && self.output_scale.is_none();
-                if self.epilogue_schedule != tma && !(self.epilogue_schedule == nosmem && nosmem_ok)
+                let auto = self.kernel_schedule == KernelSchedule::Sm100Auto;
+                if auto != (self.epilogue_schedule == EpilogueSchedule::Auto) {
+                    return Err(format!(
+                        "{name}: KernelScheduleAuto goes with EpilogueScheduleAuto, and only it"
+                    ));
+                }
+                if !auto
+                    && self.epilogue_schedule != tma
+                    && !(self.epilogue_schedule == nosmem && nosmem_ok)
                 {
                     return Err(format!(
                         "{name}: a {sms}SM mainloop needs the {sms}SM epilogue (Table 14: TMA, or without shared memory for dense and sparse legacy types)"

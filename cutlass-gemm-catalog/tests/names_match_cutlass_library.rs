@@ -42,6 +42,7 @@ fn line(s: &cutlass_gemm_catalog::KernelSpec) -> String {
         KernelSchedule::PtrArrayTmaWarpSpecializedPingpong => "PtrArrayTmaWarpSpecializedPingpong",
         KernelSchedule::Sm100SparseOneSm => "SparseTmaWarpSpecialized1SmSm100",
         KernelSchedule::Sm100SparseTwoSm => "SparseTmaWarpSpecialized2SmSm100",
+        KernelSchedule::Sm100Auto => "ScheduleAuto",
         KernelSchedule::Sm100BlockScaledOneSm => "BlockScaledTmaWarpSpecialized1SmSm100",
         KernelSchedule::Sm100BlockScaledTwoSm => "BlockScaledTmaWarpSpecialized2SmSm100",
         other => panic!("add {other:?} to this test"),

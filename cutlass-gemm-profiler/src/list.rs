@@ -77,7 +77,7 @@ impl Entry {
             align_a: s.a.align,
             align_b: s.b.align,
             tile: format!("{}x{}x{}", s.tile[0], s.tile[1], s.tile[2]),
-            sm: s.kernel_schedule.sms(),
+            sm: s.mma_sms(),
             policy: s.kernel_schedule.policy(),
             kind: catalog::expected_mma(s),
             type_table: s.origin.map(|o| o.type_table),
