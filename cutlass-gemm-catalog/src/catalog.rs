@@ -675,15 +675,22 @@ fn policy_twins(entries: &[KernelSpec]) -> Vec<KernelSpec> {
         if !seen.insert((origin.tile_table, s.op_class, two)) {
             continue;
         }
+        // The 1SM or the 2SM variant of a policy, as the entry's MMA.
+        fn by_sms<T>(two: bool, one: T, two_sm: T) -> T {
+            if two {
+                two_sm
+            } else {
+                one
+            }
+        }
         let mut twins = Vec::new();
         if s.op_class != OpClass::BlockScaledSparseTensorOp {
-            let epilogue_schedule = if two {
-                EpilogueSchedule::NoSmemWarpSpecialized2Sm
-            } else {
-                EpilogueSchedule::NoSmemWarpSpecialized1Sm
-            };
             twins.push(KernelSpec {
-                epilogue_schedule,
+                epilogue_schedule: by_sms(
+                    two,
+                    EpilogueSchedule::NoSmemWarpSpecialized1Sm,
+                    EpilogueSchedule::NoSmemWarpSpecialized2Sm,
+                ),
                 ..*s
             });
         }
@@ -695,13 +702,12 @@ fn policy_twins(entries: &[KernelSpec]) -> Vec<KernelSpec> {
             });
         }
         if s.op_class == OpClass::BlockScaledTensorOp {
-            let kernel_schedule = if two {
-                KernelSchedule::Sm100BlockScaledTwoSm
-            } else {
-                KernelSchedule::Sm100BlockScaledOneSm
-            };
             twins.push(KernelSpec {
-                kernel_schedule,
+                kernel_schedule: by_sms(
+                    two,
+                    KernelSchedule::Sm100BlockScaledOneSm,
+                    KernelSchedule::Sm100BlockScaledTwoSm,
+                ),
                 ..*s
             });
         }

@@ -308,25 +308,23 @@ impl KernelSchedule {
 
     /// Whether the schedule is one of SM100's block-scaled ones (dense or sparse).
     pub const fn is_block_scaled(self) -> bool {
-        matches!(
-            self,
-            KernelSchedule::Sm100Mxf8f6f4OneSm
-                | KernelSchedule::Sm100Mxf8f6f4TwoSm
-                | KernelSchedule::Sm100Mxf4OneSm
-                | KernelSchedule::Sm100Mxf4TwoSm
-                | KernelSchedule::Sm100Nvf4OneSm
-                | KernelSchedule::Sm100Nvf4TwoSm
-                | KernelSchedule::Sm100BlockScaledOneSm
-                | KernelSchedule::Sm100BlockScaledTwoSm
-                | KernelSchedule::Sm100SparseMxf8f6f4OneSm
-                | KernelSchedule::Sm100SparseMxf8f6f4TwoSm
-                | KernelSchedule::Sm100SparseNvf4OneSm
-                | KernelSchedule::Sm100SparseNvf4TwoSm
-                | KernelSchedule::Sm100SparseMxf4OneSm
-                | KernelSchedule::Sm100SparseMxf4TwoSm
-                | KernelSchedule::Sm100SparseBlockScaledOneSm
-                | KernelSchedule::Sm100SparseBlockScaledTwoSm
-        )
+        let sparse_block_scaled = self.is_sparse()
+            && !matches!(
+                self,
+                KernelSchedule::Sm100SparseOneSm | KernelSchedule::Sm100SparseTwoSm
+            );
+        sparse_block_scaled
+            || matches!(
+                self,
+                KernelSchedule::Sm100Mxf8f6f4OneSm
+                    | KernelSchedule::Sm100Mxf8f6f4TwoSm
+                    | KernelSchedule::Sm100Mxf4OneSm
+                    | KernelSchedule::Sm100Mxf4TwoSm
+                    | KernelSchedule::Sm100Nvf4OneSm
+                    | KernelSchedule::Sm100Nvf4TwoSm
+                    | KernelSchedule::Sm100BlockScaledOneSm
+                    | KernelSchedule::Sm100BlockScaledTwoSm
+            )
     }
 
     /// The schedule a CUTLASS dispatch-policy name denotes.

@@ -4,6 +4,9 @@
 //! against the kind, CTA group and scale-vector size the seed's tables imply. Runs in CI (no GPU
 //! needed: PTX only).
 
+mod census_support;
+use census_support::run_census;
+
 const ENTRIES: [&str; 3] = [
     "cutlass3x_sm100_bstensorop_gemm_ue8m0xe2m1_ue8m0xe2m1_f32_f16_f16_256x256x256_2x1x1_0_tnt_align32_o_vs32_2sm_epi_tma",
     "cutlass3x_sm100_tensorop_gemm_e2m1_e4m3_f32_f16_f16_128x128x128_1x1x1_0_tnt_align128_1sm",
@@ -25,20 +28,7 @@ fn blackwell_entries_compile_to_the_expected_mma() {
             })
             .collect()
     };
-    let out = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("census-ci.tsv");
-    let _ = std::fs::remove_file(&out);
-    let status = std::process::Command::new(env!("CARGO_BIN_EXE_cutlass-profiler"))
-        .args(["census", "--filter", &names.join(","), "--out"])
-        .arg(&out)
-        .status()
-        .expect("run cutlass-profiler");
-    assert!(status.success());
-    let text = std::fs::read_to_string(&out).unwrap();
-    let rows: Vec<Vec<&str>> = text
-        .lines()
-        .filter(|l| !l.starts_with('#') && !l.starts_with("name\t"))
-        .map(|l| l.split('\t').collect())
-        .collect();
+    let (text, rows) = run_census("census-ci.tsv", &["--filter", &names.join(",")]);
     // A name without a glob matches as a substring: the entries' fused-epilogue twins (the
     // 1SM and SM120 ones, `..._evt_scale_bias{type}_act`) compile too.
     let twins = cutlass_gemm_catalog::catalog::all()
@@ -56,7 +46,7 @@ fn blackwell_entries_compile_to_the_expected_mma() {
     for r in &rows {
         assert_eq!(r[1], "pass", "{} failed to compile: {}", r[0], r[3]);
         assert_eq!(r[4], "1", "{}: found {}, expected {}", r[0], r[3], {
-            let spec = cutlass_gemm_catalog::catalog::find(r[0]).unwrap();
+            let spec = cutlass_gemm_catalog::catalog::find(&r[0]).unwrap();
             cutlass_gemm_catalog::catalog::expected_mma(&spec)
         });
         println!("{}\t{}", r[0], r[3]);

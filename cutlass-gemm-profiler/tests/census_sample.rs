@@ -5,6 +5,8 @@
 //! imply, or fail with the assertion of the CUTLASS 4.2 limit that marks it. Runs in CI (no GPU
 //! needed: PTX only); the full census is `cutlass-gemm-catalog/census.tsv`.
 
+mod census_support;
+use census_support::run_census;
 use cutlass_gemm_catalog::limits::check_census_result;
 
 const SAMPLE: usize = 6;
@@ -30,35 +32,19 @@ fn seed() -> u64 {
 fn a_sample_of_the_catalog_compiles_as_the_rules_say() {
     let seed = seed();
     println!("census sample of {SAMPLE}, seed {seed} (CUTLASS_RS_CENSUS_SEED={seed} replays it)");
-    let out = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("census-sample.tsv");
-    let _ = std::fs::remove_file(&out);
-    let status = std::process::Command::new(env!("CARGO_BIN_EXE_cutlass-profiler"))
-        .args([
-            "census",
-            "--sample",
-            &SAMPLE.to_string(),
-            "--seed",
-            &seed.to_string(),
-        ])
-        .arg("--out")
-        .arg(&out)
-        .status()
-        .expect("run cutlass-profiler");
-    assert!(status.success());
-    let text = std::fs::read_to_string(&out).unwrap();
-    let rows: Vec<Vec<&str>> = text
-        .lines()
-        .filter(|l| !l.starts_with('#') && !l.starts_with("name\t"))
-        .map(|l| l.split('\t').collect())
-        .collect();
+    let (sample, seed_text) = (SAMPLE.to_string(), seed.to_string());
+    let (text, rows) = run_census(
+        "census-sample.tsv",
+        &["--sample", &sample, "--seed", &seed_text],
+    );
     assert_eq!(rows.len(), SAMPLE, "{text}");
     let mut wrong = Vec::new();
     for r in &rows {
         assert_eq!(r.len(), 5, "{r:?}");
-        let spec = cutlass_gemm_catalog::catalog::find(r[0])
+        let spec = cutlass_gemm_catalog::catalog::find(&r[0])
             .unwrap_or_else(|| panic!("{} is not in the catalog", r[0]));
         println!("{}\t{}\t{} s\t{}", r[0], r[1], r[2], r[3]);
-        if let Err(why) = check_census_result(&spec, r[1] == "pass", r[3], r[4] == "1") {
+        if let Err(why) = check_census_result(&spec, r[1] == "pass", &r[3], r[4] == "1") {
             wrong.push(why);
         }
     }
