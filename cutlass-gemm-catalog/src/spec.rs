@@ -288,9 +288,17 @@ impl KernelSchedule {
         let same_kind = named.sms() == self.sms() && named.is_sparse() == self.is_sparse();
         match self {
             // Any dense SM100 policy: the builder picks the MMA (`KernelSpec::mma_sms`).
-            KernelSchedule::Sm100Auto => {
-                !named.is_sparse() && !named.is_grouped() && named.policy().ends_with("Sm100")
-            }
+            KernelSchedule::Sm100Auto => matches!(
+                named,
+                KernelSchedule::Sm100OneSm
+                    | KernelSchedule::Sm100TwoSm
+                    | KernelSchedule::Sm100Mxf8f6f4OneSm
+                    | KernelSchedule::Sm100Mxf8f6f4TwoSm
+                    | KernelSchedule::Sm100Mxf4OneSm
+                    | KernelSchedule::Sm100Mxf4TwoSm
+                    | KernelSchedule::Sm100Nvf4OneSm
+                    | KernelSchedule::Sm100Nvf4TwoSm
+            ),
             KernelSchedule::Sm100BlockScaledOneSm
             | KernelSchedule::Sm100BlockScaledTwoSm
             | KernelSchedule::Sm100SparseBlockScaledOneSm

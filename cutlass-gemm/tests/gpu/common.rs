@@ -73,14 +73,9 @@ pub fn quick() -> bool {
 /// `CUTLASS_RS_GPU_TESTS_KERNEL=text`: the weight-only tests that run every kernel run only those
 /// whose names contain `text`, and leave out their launches through the library's choice: one
 /// kernel per process, for compute-sanitizer's racecheck, whose host memory grows by gigabytes with
-/// each weight-only kernel it checks.
-pub fn kernel_selected(name: &str) -> bool {
-    std::env::var("CUTLASS_RS_GPU_TESTS_KERNEL").map_or(true, |text| name.contains(&text))
-}
-
-/// Whether `CUTLASS_RS_GPU_TESTS_KERNEL` selects kernels ([`kernel_selected`]).
-pub fn kernel_filter_set() -> bool {
-    std::env::var_os("CUTLASS_RS_GPU_TESTS_KERNEL").is_some()
+/// each weight-only kernel it checks. `None` when unset.
+pub fn kernel_filter() -> Option<String> {
+    std::env::var("CUTLASS_RS_GPU_TESTS_KERNEL").ok()
 }
 
 /// A random generator seeded from `CUTLASS_RS_TEST_SEED` or fresh (the seed is printed).
