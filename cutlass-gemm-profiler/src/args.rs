@@ -115,8 +115,9 @@ pub struct CensusArgs {
     #[arg(long, value_name = "N")]
     pub limit: Option<usize>,
     /// Compile N entries drawn at random from the selection (entries already in the census
-    /// file included), reproducibly from `--seed`: the check CI makes on each commit.
-    #[arg(long, value_name = "N", conflicts_with = "limit")]
+    /// included), reproducibly from `--seed`, into the file `--out` names (not the census): the
+    /// check CI makes on each commit.
+    #[arg(long, value_name = "N", conflicts_with = "limit", requires = "out")]
     pub sample: Option<usize>,
     /// The seed of `--sample`.
     #[arg(long, value_name = "SEED", default_value_t = 0, requires = "sample")]
