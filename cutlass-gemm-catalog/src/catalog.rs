@@ -7,7 +7,7 @@
 use crate::families::Preset;
 use crate::spec::{
     BlockScale, Blockwise, EpilogueSchedule, Fusion, KernelSchedule, KernelSpec, MixedInput,
-    MixedInputMode, OpClass, Operand, Origin, TileScheduler,
+    MixedInputMode, OpClass, Operand, Origin, ScaleOrder, TileScheduler,
 };
 use crate::tables::{type_row, TypeFamily, TypeRow};
 use crate::tile_tables::TILE_TABLES;
@@ -88,6 +88,42 @@ pub const SM90_TILES_GROUPED_FP8: &[Sm90Tile] = &[
         [64, 128, 128],
         [1, 1, 1],
         GROUPED_PINGPONG,
+        GROUPED_PINGPONG_EPI,
+    ),
+];
+
+/// The SM90 grouped FP8 blockwise tiles (scales [`SM90_BLOCKWISE_GROUPED`]), in the default set:
+/// the 128x128x128 cooperative tile of the dense blockwise kernel (cluster 1x2x1) for prefill and
+/// the 64x128x128 pingpong tile for groups of a few rows, both with this crate's overlapped
+/// promotion (`cutlass_rs_sm90_fp8_blockwise.hpp`).
+pub const SM90_TILES_GROUPED_FP8_BLOCKWISE: &[Sm90Tile] = &[
+    sm90_tile(
+        [128, 128, 128],
+        [1, 2, 1],
+        KernelSchedule::PtrArrayTmaWarpSpecializedCooperativeFp8BlockwiseOverlap,
+        GROUPED_COOP_EPI,
+    ),
+    sm90_tile(
+        [64, 128, 128],
+        [1, 1, 1],
+        KernelSchedule::PtrArrayTmaWarpSpecializedPingpongFp8BlockwiseOverlap,
+        GROUPED_PINGPONG_EPI,
+    ),
+];
+
+/// The same tiles with CUTLASS's own blockwise main loop (which waits for the tensor cores
+/// before each k-block's scaling), not in the default set: the baseline of the overlapped ones.
+pub const SM90_TILES_GROUPED_FP8_BLOCKWISE_EXTRA: &[Sm90Tile] = &[
+    sm90_tile(
+        [128, 128, 128],
+        [1, 2, 1],
+        GROUPED_COOP_BLOCKWISE,
+        GROUPED_COOP_EPI,
+    ),
+    sm90_tile(
+        [64, 128, 128],
+        [1, 1, 1],
+        GROUPED_PINGPONG_BLOCKWISE,
         GROUPED_PINGPONG_EPI,
     ),
 ];
@@ -530,6 +566,16 @@ pub const SM90_BLOCKWISE: Blockwise = Blockwise {
     m: 1,
     n: 128,
     k: 128,
+    order: ScaleOrder::MnMajor,
+};
+
+/// The blockwise scale blocks of the SM90 grouped FP8 blockwise entries: those of
+/// [`SM90_BLOCKWISE`], K-major (A's scales `[rows, k / 128]` and each expert's weight scales
+/// `[n / 128, k / 128]`, row-major: what a per-token quantizer writes and DeepSeek-V3's checkpoints
+/// store).
+pub const SM90_BLOCKWISE_GROUPED: Blockwise = Blockwise {
+    order: ScaleOrder::KMajor,
+    ..SM90_BLOCKWISE
 };
 
 const COOP: KernelSchedule = KernelSchedule::TmaWarpSpecializedCooperative;
@@ -540,6 +586,10 @@ const PINGPONG_EPI: EpilogueSchedule = EpilogueSchedule::TmaWarpSpecialized;
 const NOSMEM: EpilogueSchedule = EpilogueSchedule::NoSmemWarpSpecialized;
 const GROUPED_COOP: KernelSchedule = KernelSchedule::PtrArrayTmaWarpSpecializedCooperative;
 const GROUPED_PINGPONG: KernelSchedule = KernelSchedule::PtrArrayTmaWarpSpecializedPingpong;
+const GROUPED_COOP_BLOCKWISE: KernelSchedule =
+    KernelSchedule::PtrArrayTmaWarpSpecializedCooperativeFp8Blockwise;
+const GROUPED_PINGPONG_BLOCKWISE: KernelSchedule =
+    KernelSchedule::PtrArrayTmaWarpSpecializedPingpongFp8Blockwise;
 const GROUPED_COOP_EPI: EpilogueSchedule = EpilogueSchedule::PtrArrayTmaWarpSpecializedCooperative;
 const GROUPED_PINGPONG_EPI: EpilogueSchedule = EpilogueSchedule::PtrArrayTmaWarpSpecializedPingpong;
 
@@ -1032,6 +1082,16 @@ pub fn sm90() -> Vec<KernelSpec> {
             None,
         ));
     }
+    for output in [DataType::Bf16, DataType::F16] {
+        for t in SM90_TILES_GROUPED_FP8_BLOCKWISE
+            .iter()
+            .chain(SM90_TILES_GROUPED_FP8_BLOCKWISE_EXTRA)
+        {
+            let pair = (DataType::E4M3, DataType::E4M3);
+            let bw = Some(SM90_BLOCKWISE_GROUPED);
+            out.push(sm90_spec(pair, output, DataType::F32, tn[0], t, bw));
+        }
+    }
     for m in SM90_MENU_TF32 {
         let pair = (DataType::Tf32, DataType::Tf32);
         out.push(sm90_menu_spec(pair, DataType::F32, m));
@@ -1084,10 +1144,15 @@ pub fn is_default(spec: &KernelSpec) -> bool {
 }
 
 /// The grouped kernels of the default set: [`SM90_TILES_GROUPED_16BIT`] for bf16 and f16,
-/// [`SM90_TILES_GROUPED_FP8`] for e4m3.
+/// [`SM90_TILES_GROUPED_FP8`] for e4m3, [`SM90_TILES_GROUPED_FP8_BLOCKWISE`] for e4m3 with
+/// blockwise scales and a bf16 output.
 fn is_default_grouped(spec: &KernelSpec) -> bool {
     let tiles = match spec.a.ty {
         DataType::Bf16 | DataType::F16 => SM90_TILES_GROUPED_16BIT,
+        _ if spec.blockwise.is_some() && spec.d.ty == DataType::Bf16 => {
+            SM90_TILES_GROUPED_FP8_BLOCKWISE
+        }
+        _ if spec.blockwise.is_some() => &[],
         _ => SM90_TILES_GROUPED_FP8,
     };
     spec.kernel_schedule.is_grouped()

@@ -230,7 +230,42 @@ pub fn kernel_source(spec: &KernelSpec) -> Result<String, String> {
         ),
     ];
     let template = match spec.arch {
-        Arch::Sm90a if spec.kernel_schedule.is_grouped() => SM90_GROUPED_GEMM_TEMPLATE,
+        Arch::Sm90a if spec.kernel_schedule.is_grouped() => {
+            // A and B through per-group pointers; with blockwise scales, each paired with the
+            // layout of its scales (also per group).
+            let (scale_config, [sfa, sfb]) = match spec.blockwise {
+                Some(bw) => (
+                    format!(
+                        "// FP8 with blockwise f32 scales: one per {m}x{k} block of A, one per {n}x{k} block of B, {order:?}.\nusing ScaleConfig = cutlass::detail::Sm90BlockwiseScaleConfig<{m}, {n}, {k}, {major}, {major}>;\nusing LayoutSFA = decltype(ScaleConfig::deduce_layoutSFA());\nusing LayoutSFB = decltype(ScaleConfig::deduce_layoutSFB());\n\n",
+                        m = bw.m,
+                        n = bw.n,
+                        k = bw.k,
+                        order = bw.order,
+                        major = bw.order.cpp_major(),
+                    ),
+                    ["LayoutSFA", "LayoutSFB"].map(Some),
+                ),
+                None => (String::new(), [None, None]),
+            };
+            for (slot, sf) in [(3, sfa), (6, sfb)] {
+                let layout = &values[slot].1;
+                values[slot].1 = match sf {
+                    Some(sf) => format!("cute::tuple<{layout} *, {sf} *>"),
+                    None => format!("{layout} *"),
+                };
+            }
+            values.push(("scale_config", scale_config));
+            let (mainloop, extra_include) = match spec.mainloop_wrapper() {
+                Some((wrapper, header)) => (
+                    format!("{wrapper}<CollectiveMainloop>"),
+                    format!("\n#include \"{header}\""),
+                ),
+                None => ("CollectiveMainloop".to_string(), String::new()),
+            };
+            values.push(("mainloop", mainloop));
+            values.push(("extra_include", extra_include));
+            SM90_GROUPED_GEMM_TEMPLATE
+        }
         Arch::Sm90a if spec.mixed_input.is_some() => {
             values.push(("tile_scheduler", spec.tile_scheduler.cpp_type().into()));
             // The weight's element carries its scale (and zero) types.

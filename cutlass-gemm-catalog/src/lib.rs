@@ -23,7 +23,7 @@ pub use families::{Family, Preset};
 pub use limits::CutlassLimit;
 pub use spec::{
     Blockwise, EpilogueSchedule, Fusion, KernelSchedule, KernelSpec, MixedInput, MixedInputMode,
-    Operand, TileScheduler,
+    Operand, ScaleOrder, TileScheduler,
 };
 pub use types::{Arch, DataType, Layout};
 
@@ -65,15 +65,22 @@ mod tests {
     #[test]
     fn default_set_is_small_and_covers_all_layouts() {
         let with_grouped = catalog::select(&[Arch::Sm90a], &catalog::NameFilter::parse(""));
-        assert_eq!(with_grouped.len(), 67);
-        // Eight grouped kernels: three tiles per 16-bit type, two for e4m3.
+        assert_eq!(with_grouped.len(), 69);
+        // Ten grouped kernels: three tiles per 16-bit type, two for e4m3 and two for e4m3 with
+        // blockwise scales (bf16 out, K-major scales, the overlapped main loop).
         let (grouped, all): (Vec<KernelSpec>, Vec<KernelSpec>) = with_grouped
             .into_iter()
             .partition(|s| s.kernel_schedule.is_grouped());
-        assert_eq!(grouped.len(), 8);
-        for (ty, n) in [(DataType::Bf16, 3), (DataType::F16, 3), (DataType::E4M3, 2)] {
+        assert_eq!(grouped.len(), 10);
+        for (ty, n) in [(DataType::Bf16, 3), (DataType::F16, 3), (DataType::E4M3, 4)] {
             assert_eq!(grouped.iter().filter(|s| s.a.ty == ty).count(), n, "{ty}");
         }
+        let blockwise: Vec<&KernelSpec> =
+            grouped.iter().filter(|s| s.blockwise.is_some()).collect();
+        assert_eq!(blockwise.len(), 2);
+        assert!(blockwise.iter().all(|s| s.d.ty == DataType::Bf16
+            && s.blockwise.unwrap().order == crate::ScaleOrder::KMajor
+            && s.kernel_schedule.mainloop_wrapper().is_some()));
         assert!(grouped.iter().all(|s| s.layout_name() == "TN"
             && s.name().contains("_gemm_grouped_")
             && !s.supports_programmatic_dependent_launch()));
@@ -217,14 +224,23 @@ mod tests {
                     s.name()
                 )));
                 assert!(src.contains(&format!("#include \"{}\"", codegen::GROUPED_HEADER_NAME)));
-                assert!(src.contains(&format!("{} *, ", s.a.layout.cpp_type())));
+                assert!(src.contains(&format!("{} *", s.a.layout.cpp_type())));
+                // Blockwise scales pair each operand's stride with its scale layout.
                 assert_eq!(
-                    codegen::extra_headers(&s),
-                    [
-                        codegen::GROUPED_HEADER_NAME,
-                        codegen::GROUPED_ABI_HEADER_NAME
-                    ]
+                    src.contains("cute::tuple<cutlass::layout::RowMajor *, LayoutSFA *>"),
+                    s.blockwise.is_some()
                 );
+                // An overlapped main loop's header, and the tensor-wise one it builds on.
+                let mut headers = match s.kernel_schedule.mainloop_wrapper() {
+                    Some((_, h)) if h == codegen::SM90_FP8_HEADER_NAME => vec![h],
+                    Some((_, h)) => vec![h, codegen::SM90_FP8_HEADER_NAME],
+                    None => vec![],
+                };
+                headers.extend([
+                    codegen::GROUPED_HEADER_NAME,
+                    codegen::GROUPED_ABI_HEADER_NAME,
+                ]);
+                assert_eq!(codegen::extra_headers(&s), headers);
                 continue;
             }
             if let Some(mx) = s.mixed_input {

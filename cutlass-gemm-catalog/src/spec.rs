@@ -81,6 +81,19 @@ pub enum KernelSchedule {
     /// `KernelPtrArrayTmaWarpSpecializedPingpong` (SM90 grouped GEMM): the pingpong kernel over a
     /// device array of problems.
     PtrArrayTmaWarpSpecializedPingpong,
+    /// `KernelPtrArrayTmaWarpSpecializedCooperativeFP8Blockwise` (SM90 grouped FP8 GEMM with
+    /// blockwise f32 scales of A and B, a scale pointer per group).
+    PtrArrayTmaWarpSpecializedCooperativeFp8Blockwise,
+    /// `KernelPtrArrayTmaWarpSpecializedPingpongFP8Blockwise`.
+    PtrArrayTmaWarpSpecializedPingpongFp8Blockwise,
+    /// This crate's own: CUTLASS's grouped FP8 blockwise cooperative kernel with the per-k-tile
+    /// scaling overlapped with the tensor cores, as in
+    /// [`KernelSchedule::TmaWarpSpecializedCooperativeFp8BlockwiseOverlap`] (the same main loop
+    /// wrapper; bit-identical results).
+    PtrArrayTmaWarpSpecializedCooperativeFp8BlockwiseOverlap,
+    /// The pingpong twin of
+    /// [`KernelSchedule::PtrArrayTmaWarpSpecializedCooperativeFp8BlockwiseOverlap`].
+    PtrArrayTmaWarpSpecializedPingpongFp8BlockwiseOverlap,
     /// `KernelSparseTmaWarpSpecialized1SmSm100` (structured-sparse A).
     Sm100SparseOneSm,
     /// `KernelSparseTmaWarpSpecialized2SmSm100`.
@@ -139,6 +152,10 @@ impl KernelSchedule {
         KernelSchedule::Sm120Mxf8f6f4Pingpong,
         KernelSchedule::PtrArrayTmaWarpSpecializedCooperative,
         KernelSchedule::PtrArrayTmaWarpSpecializedPingpong,
+        KernelSchedule::PtrArrayTmaWarpSpecializedCooperativeFp8Blockwise,
+        KernelSchedule::PtrArrayTmaWarpSpecializedPingpongFp8Blockwise,
+        KernelSchedule::PtrArrayTmaWarpSpecializedCooperativeFp8BlockwiseOverlap,
+        KernelSchedule::PtrArrayTmaWarpSpecializedPingpongFp8BlockwiseOverlap,
         KernelSchedule::Sm100SparseOneSm,
         KernelSchedule::Sm100SparseTwoSm,
         KernelSchedule::Sm100SparseMxf8f6f4OneSm,
@@ -171,10 +188,12 @@ impl KernelSchedule {
             }
             // Ours: cutlass_library's cooperative suffix plus a word of its own.
             KernelSchedule::TmaWarpSpecializedCooperativeFp8Overlap
-            | KernelSchedule::TmaWarpSpecializedCooperativeFp8BlockwiseOverlap => {
+            | KernelSchedule::TmaWarpSpecializedCooperativeFp8BlockwiseOverlap
+            | KernelSchedule::PtrArrayTmaWarpSpecializedCooperativeFp8BlockwiseOverlap => {
                 "_warpspecialized_cooperative_fp8_overlap"
             }
-            KernelSchedule::TmaWarpSpecializedPingpongFp8Overlap => {
+            KernelSchedule::TmaWarpSpecializedPingpongFp8Overlap
+            | KernelSchedule::PtrArrayTmaWarpSpecializedPingpongFp8BlockwiseOverlap => {
                 "_warpspecialized_pingpong_fp8_overlap"
             }
             KernelSchedule::Sm100OneSm => "_1sm",
@@ -187,8 +206,14 @@ impl KernelSchedule {
             KernelSchedule::Sm100Nvf4TwoSm => "_o_vs16_2sm",
             KernelSchedule::Sm120Mxf8f6f4Cooperative => "_cooperative_q",
             KernelSchedule::Sm120Mxf8f6f4Pingpong => "_pingpong_q",
-            KernelSchedule::PtrArrayTmaWarpSpecializedCooperative => "_warpspecialized_cooperative",
-            KernelSchedule::PtrArrayTmaWarpSpecializedPingpong => "_warpspecialized_pingpong",
+            KernelSchedule::PtrArrayTmaWarpSpecializedCooperative
+            | KernelSchedule::PtrArrayTmaWarpSpecializedCooperativeFp8Blockwise => {
+                "_warpspecialized_cooperative"
+            }
+            KernelSchedule::PtrArrayTmaWarpSpecializedPingpong
+            | KernelSchedule::PtrArrayTmaWarpSpecializedPingpongFp8Blockwise => {
+                "_warpspecialized_pingpong"
+            }
             KernelSchedule::Sm100SparseOneSm => "_1sm",
             KernelSchedule::Sm100SparseTwoSm => "_2sm",
             // cutlass_library 4.2 has no sparse block-scaled schedules; these follow its dense
@@ -248,6 +273,18 @@ impl KernelSchedule {
             }
             KernelSchedule::PtrArrayTmaWarpSpecializedPingpong => {
                 "KernelPtrArrayTmaWarpSpecializedPingpong"
+            }
+            KernelSchedule::PtrArrayTmaWarpSpecializedCooperativeFp8Blockwise => {
+                "KernelPtrArrayTmaWarpSpecializedCooperativeFP8Blockwise"
+            }
+            KernelSchedule::PtrArrayTmaWarpSpecializedPingpongFp8Blockwise => {
+                "KernelPtrArrayTmaWarpSpecializedPingpongFP8Blockwise"
+            }
+            KernelSchedule::PtrArrayTmaWarpSpecializedCooperativeFp8BlockwiseOverlap => {
+                "KernelPtrArrayTmaWarpSpecializedCooperativeFP8BlockwiseOverlap"
+            }
+            KernelSchedule::PtrArrayTmaWarpSpecializedPingpongFp8BlockwiseOverlap => {
+                "KernelPtrArrayTmaWarpSpecializedPingpongFP8BlockwiseOverlap"
             }
             KernelSchedule::Sm100SparseOneSm => "KernelSparseTmaWarpSpecialized1SmSm100",
             KernelSchedule::Sm100SparseTwoSm => "KernelSparseTmaWarpSpecialized2SmSm100",
@@ -356,6 +393,12 @@ impl KernelSchedule {
             KernelSchedule::TmaWarpSpecializedCooperativeFp8BlockwiseOverlap => {
                 KernelSchedule::TmaWarpSpecializedCooperativeFp8Blockwise.cpp_type()
             }
+            KernelSchedule::PtrArrayTmaWarpSpecializedCooperativeFp8BlockwiseOverlap => {
+                KernelSchedule::PtrArrayTmaWarpSpecializedCooperativeFp8Blockwise.cpp_type()
+            }
+            KernelSchedule::PtrArrayTmaWarpSpecializedPingpongFp8BlockwiseOverlap => {
+                KernelSchedule::PtrArrayTmaWarpSpecializedPingpongFp8Blockwise.cpp_type()
+            }
             _ => format!("cutlass::gemm::{}", self.policy()),
         }
     }
@@ -369,7 +412,9 @@ impl KernelSchedule {
                 "cutlass_rs::Sm90Fp8OverlappedPromotion",
                 "cutlass_rs_sm90_fp8.hpp",
             )),
-            KernelSchedule::TmaWarpSpecializedCooperativeFp8BlockwiseOverlap => Some((
+            KernelSchedule::TmaWarpSpecializedCooperativeFp8BlockwiseOverlap
+            | KernelSchedule::PtrArrayTmaWarpSpecializedCooperativeFp8BlockwiseOverlap
+            | KernelSchedule::PtrArrayTmaWarpSpecializedPingpongFp8BlockwiseOverlap => Some((
                 "cutlass_rs::Sm90Fp8BlockwiseOverlappedPromotion",
                 "cutlass_rs_sm90_fp8_blockwise.hpp",
             )),
@@ -418,6 +463,38 @@ impl KernelSchedule {
             self,
             KernelSchedule::PtrArrayTmaWarpSpecializedCooperative
                 | KernelSchedule::PtrArrayTmaWarpSpecializedPingpong
+                | KernelSchedule::PtrArrayTmaWarpSpecializedCooperativeFp8Blockwise
+                | KernelSchedule::PtrArrayTmaWarpSpecializedPingpongFp8Blockwise
+                | KernelSchedule::PtrArrayTmaWarpSpecializedCooperativeFp8BlockwiseOverlap
+                | KernelSchedule::PtrArrayTmaWarpSpecializedPingpongFp8BlockwiseOverlap
+        )
+    }
+
+    /// Whether the schedule is a pingpong one (two consumer warp groups on two tiles, taking turns
+    /// at the tensor cores).
+    pub const fn is_pingpong(self) -> bool {
+        matches!(
+            self,
+            KernelSchedule::TmaWarpSpecializedPingpong
+                | KernelSchedule::TmaWarpSpecializedPingpongFp8FastAccum
+                | KernelSchedule::TmaWarpSpecializedPingpongFp8Overlap
+                | KernelSchedule::PtrArrayTmaWarpSpecializedPingpong
+                | KernelSchedule::PtrArrayTmaWarpSpecializedPingpongFp8Blockwise
+                | KernelSchedule::PtrArrayTmaWarpSpecializedPingpongFp8BlockwiseOverlap
+        )
+    }
+
+    /// Whether the schedule scales A and B blockwise (f32 scales applied per k-block in the main
+    /// loop).
+    pub const fn is_blockwise(self) -> bool {
+        matches!(
+            self,
+            KernelSchedule::TmaWarpSpecializedCooperativeFp8Blockwise
+                | KernelSchedule::TmaWarpSpecializedCooperativeFp8BlockwiseOverlap
+                | KernelSchedule::PtrArrayTmaWarpSpecializedCooperativeFp8Blockwise
+                | KernelSchedule::PtrArrayTmaWarpSpecializedPingpongFp8Blockwise
+                | KernelSchedule::PtrArrayTmaWarpSpecializedCooperativeFp8BlockwiseOverlap
+                | KernelSchedule::PtrArrayTmaWarpSpecializedPingpongFp8BlockwiseOverlap
         )
     }
 
@@ -640,7 +717,7 @@ pub struct BlockScale {
 }
 
 /// Blockwise scaling of A and B (SM90 FP8): f32 scales, one per `m x k` block of A and one per
-/// `n x k` block of B (`Sm90BlockwiseScaleConfig<m, n, k>`, scales M- and N-major).
+/// `n x k` block of B (`Sm90BlockwiseScaleConfig<m, n, k, order, order>`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Blockwise {
     /// Rows of A per scale (1: one scale per row, the activations of the 1x128 recipe).
@@ -649,6 +726,40 @@ pub struct Blockwise {
     pub n: u32,
     /// Elements of K per scale (128).
     pub k: u32,
+    /// The order of both operands' scales.
+    pub order: ScaleOrder,
+}
+
+/// The order of blockwise scales in memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ScaleOrder {
+    /// M- and N-major (the scales of one k-block contiguous): `Sm90BlockwiseScaleConfig`'s
+    /// default and what `cutlass_library` emits; no name suffix.
+    MnMajor,
+    /// K-major (row-major `[row blocks, k blocks]`: the scales of one row contiguous, as a
+    /// per-token quantizer writes them and DeepSeek-V3's checkpoints store the weights'). The
+    /// grouped kernels take this order, since a group's rows start anywhere in A: each group's
+    /// scales are then a contiguous run of the whole tensor's. Named with the suffix `_sfk`
+    /// (`cutlass_library` 4.2 has no name for it).
+    KMajor,
+}
+
+impl ScaleOrder {
+    /// The name suffix ([`ScaleOrder::KMajor`]'s `_sfk`, nothing for CUTLASS's default).
+    pub const fn suffix(self) -> &'static str {
+        match self {
+            ScaleOrder::MnMajor => "",
+            ScaleOrder::KMajor => "_sfk",
+        }
+    }
+
+    /// The `cute::GMMA::Major` of `Sm90BlockwiseScaleConfig`.
+    pub const fn cpp_major(self) -> &'static str {
+        match self {
+            ScaleOrder::MnMajor => "cute::GMMA::Major::MN",
+            ScaleOrder::KMajor => "cute::GMMA::Major::K",
+        }
+    }
 }
 
 /// Where a catalog entry comes from in CUTLASS's tables: its type row (Tables 1–3) and tile table.
@@ -756,7 +867,7 @@ impl KernelSpec {
     pub fn name(&self) -> String {
         let join = |v: &[u32; 3]| format!("{}x{}x{}", v[0], v[1], v[2]);
         format!(
-            "cutlass3x_sm{arch}_{op}_{core}_{a}_{b}_{acc}_{c}_{d}{mixed}_{tile}_{cluster}_{stages}_{la}{lb}{lc}_align{align}{sched}{ks}{es}{fusion}",
+            "cutlass3x_sm{arch}_{op}_{core}_{a}_{b}_{acc}_{c}_{d}{mixed}_{tile}_{cluster}_{stages}_{la}{lb}{lc}_align{align}{sched}{ks}{es}{fusion}{order}",
             arch = self.arch.number(),
             op = self.op_class.name(),
             core = if self.op_class.is_sparse() {
@@ -795,6 +906,7 @@ impl KernelSpec {
                 None => self.epilogue_schedule.suffix().to_string(),
             },
             fusion = self.fusion.suffix(),
+            order = self.blockwise.map_or("", |b| b.order.suffix()),
         )
     }
 
@@ -1178,11 +1290,15 @@ impl KernelSpec {
                         ],
                     ),
                     K::TmaWarpSpecialized => (64, &[EpilogueSchedule::NoSmemWarpSpecialized]),
-                    K::PtrArrayTmaWarpSpecializedCooperative => (
+                    K::PtrArrayTmaWarpSpecializedCooperative
+                    | K::PtrArrayTmaWarpSpecializedCooperativeFp8Blockwise
+                    | K::PtrArrayTmaWarpSpecializedCooperativeFp8BlockwiseOverlap => (
                         128,
                         &[EpilogueSchedule::PtrArrayTmaWarpSpecializedCooperative],
                     ),
-                    K::PtrArrayTmaWarpSpecializedPingpong => {
+                    K::PtrArrayTmaWarpSpecializedPingpong
+                    | K::PtrArrayTmaWarpSpecializedPingpongFp8Blockwise
+                    | K::PtrArrayTmaWarpSpecializedPingpongFp8BlockwiseOverlap => {
                         (64, &[EpilogueSchedule::PtrArrayTmaWarpSpecializedPingpong])
                     }
                     other => {
@@ -1226,13 +1342,29 @@ impl KernelSpec {
                 if self.kernel_schedule.is_grouped()
                     && (self.tile_scheduler != TileScheduler::Persistent
                         || self.fusion.is_fused()
-                        || self.blockwise.is_some()
                         || self.a.ty.bits() != self.b.ty.bits()
                         || self.a.ty.bits() < 8)
                 {
                     return Err(format!(
                         "{name}: SM90 grouped kernels take the persistent group scheduler, CUTLASS's linear-combination epilogue and 8- or 16-bit operands of one width"
                     ));
+                }
+                // A group's rows start anywhere in A, so its scales are a contiguous run of the
+                // whole tensor's only when they are K-major with one scale per row; the other
+                // kernels keep CUTLASS's M-/N-major order.
+                if let Some(bw) = self.blockwise {
+                    let grouped = self.kernel_schedule.is_grouped();
+                    let order = if grouped {
+                        ScaleOrder::KMajor
+                    } else {
+                        ScaleOrder::MnMajor
+                    };
+                    if bw.order != order || (grouped && bw.m != 1) {
+                        return Err(format!(
+                            "{name}: blockwise scales are {order:?} on {} kernels (one scale per row of A on grouped ones)",
+                            if grouped { "grouped" } else { "non-grouped" }
+                        ));
+                    }
                 }
                 self.check_mixed_input(&name)?;
                 let fp8 = |t: DataType| matches!(t, DataType::E4M3 | DataType::E5M2);
@@ -1244,6 +1376,10 @@ impl KernelSpec {
                         | K::TmaWarpSpecializedCooperativeFp8Overlap
                         | K::TmaWarpSpecializedPingpongFp8Overlap
                         | K::TmaWarpSpecializedCooperativeFp8BlockwiseOverlap
+                        | K::PtrArrayTmaWarpSpecializedCooperativeFp8Blockwise
+                        | K::PtrArrayTmaWarpSpecializedPingpongFp8Blockwise
+                        | K::PtrArrayTmaWarpSpecializedCooperativeFp8BlockwiseOverlap
+                        | K::PtrArrayTmaWarpSpecializedPingpongFp8BlockwiseOverlap
                 );
                 if fp8_only && !(fp8(self.a.ty) && fp8(self.b.ty)) {
                     return Err(format!(
@@ -1260,8 +1396,10 @@ impl KernelSpec {
                 // 128 values) plus one N slice's k-tile accumulator.
                 let per_thread = match self.kernel_schedule {
                     K::TmaWarpSpecializedCooperativeFp8Overlap
-                    | K::TmaWarpSpecializedCooperativeFp8BlockwiseOverlap => Some(256),
-                    K::TmaWarpSpecializedPingpongFp8Overlap => Some(128),
+                    | K::TmaWarpSpecializedCooperativeFp8BlockwiseOverlap
+                    | K::PtrArrayTmaWarpSpecializedCooperativeFp8BlockwiseOverlap => Some(256),
+                    K::TmaWarpSpecializedPingpongFp8Overlap
+                    | K::PtrArrayTmaWarpSpecializedPingpongFp8BlockwiseOverlap => Some(128),
                     _ => None,
                 }
                 .map(|threads| self.tile[0] * self.tile[1] / threads);
@@ -1276,11 +1414,7 @@ impl KernelSpec {
                         "{name}: the overlapped FP8 mainloop needs tile k = 128 and at most 72 accumulators per thread (up to 128x144 cooperative, 64x144 pingpong; the tensor-wise cooperative one takes 128 x N up to 128x256, N a multiple of 16, sliced)"
                     ));
                 }
-                let blockwise_schedule = matches!(
-                    self.kernel_schedule,
-                    K::TmaWarpSpecializedCooperativeFp8Blockwise
-                        | K::TmaWarpSpecializedCooperativeFp8BlockwiseOverlap
-                );
+                let blockwise_schedule = self.kernel_schedule.is_blockwise();
                 match self.blockwise {
                     Some(bw) => {
                         if !blockwise_schedule {

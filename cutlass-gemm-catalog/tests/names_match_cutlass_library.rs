@@ -6,7 +6,8 @@ use std::process::{Command, Stdio};
 
 use cutlass_gemm_catalog::spec::OpClass;
 use cutlass_gemm_catalog::{
-    catalog, EpilogueSchedule, Fusion, KernelSchedule, KernelSpec, MixedInputMode, TileScheduler,
+    catalog, Blockwise, EpilogueSchedule, Fusion, KernelSchedule, KernelSpec, MixedInputMode,
+    ScaleOrder, TileScheduler,
 };
 
 fn line(s: &cutlass_gemm_catalog::KernelSpec) -> String {
@@ -40,6 +41,12 @@ fn line(s: &cutlass_gemm_catalog::KernelSpec) -> String {
             "PtrArrayTmaWarpSpecializedCooperative"
         }
         KernelSchedule::PtrArrayTmaWarpSpecializedPingpong => "PtrArrayTmaWarpSpecializedPingpong",
+        KernelSchedule::PtrArrayTmaWarpSpecializedCooperativeFp8Blockwise => {
+            "PtrArrayBlockwiseTmaWarpSpecializedCooperative"
+        }
+        KernelSchedule::PtrArrayTmaWarpSpecializedPingpongFp8Blockwise => {
+            "PtrArrayBlockwiseTmaWarpSpecializedPingpong"
+        }
         KernelSchedule::Sm100SparseOneSm => "SparseTmaWarpSpecialized1SmSm100",
         KernelSchedule::Sm100SparseTwoSm => "SparseTmaWarpSpecialized2SmSm100",
         KernelSchedule::Sm100Auto => "ScheduleAuto",
@@ -133,11 +140,29 @@ fn catalog_names_equal_cutlass_library_procedural_names() {
     // none of this crate's own schedules (the overlapped FP8 mainloop): those names are this
     // catalog's own extension of its scheme, checked for uniqueness (and the own schedules' names
     // against their CUTLASS twin's, below).
-    let (specs, ours): (Vec<_>, Vec<_>) = catalog::all().into_iter().partition(|s| {
+    let (mut specs, ours): (Vec<_>, Vec<_>) = catalog::all().into_iter().partition(|s| {
         s.op_class != OpClass::BlockScaledSparseTensorOp
             && s.kernel_schedule.mainloop_wrapper().is_none()
             && !s.fusion.is_fused()
+            && s.blockwise.is_none_or(|b| b.order == ScaleOrder::MnMajor)
     });
+    // K-major blockwise scales (this crate's grouped blockwise kernels): the name of the entry
+    // with CUTLASS's M-/N-major scales plus `_sfk`; that twin goes to cutlass_library (when it
+    // has CUTLASS's own main loop).
+    for s in ours
+        .iter()
+        .filter(|s| s.blockwise.is_some_and(|b| b.order == ScaleOrder::KMajor))
+    {
+        let mut twin = *s;
+        twin.blockwise = s.blockwise.map(|b| Blockwise {
+            order: ScaleOrder::MnMajor,
+            ..b
+        });
+        assert_eq!(s.name(), twin.name() + "_sfk");
+        if s.kernel_schedule.mainloop_wrapper().is_none() {
+            specs.push(twin);
+        }
+    }
     // Fused epilogues (this crate's own): the name of the kernel with CUTLASS's epilogue, plus
     // the fusion's suffix.
     for s in ours.iter().filter(|s| s.fusion.is_fused()) {
@@ -163,6 +188,12 @@ fn catalog_names_equal_cutlass_library_procedural_names() {
             }
             KernelSchedule::TmaWarpSpecializedCooperativeFp8BlockwiseOverlap => {
                 KernelSchedule::TmaWarpSpecializedCooperativeFp8Blockwise
+            }
+            KernelSchedule::PtrArrayTmaWarpSpecializedCooperativeFp8BlockwiseOverlap => {
+                KernelSchedule::PtrArrayTmaWarpSpecializedCooperativeFp8Blockwise
+            }
+            KernelSchedule::PtrArrayTmaWarpSpecializedPingpongFp8BlockwiseOverlap => {
+                KernelSchedule::PtrArrayTmaWarpSpecializedPingpongFp8Blockwise
             }
             other => panic!("add {other:?} to this test"),
         };
@@ -226,6 +257,18 @@ const BEYOND_GENERATOR: &[(&str, &str)] = &[
          and verified by cutlass-gemm/tests/gpu/gemm.rs; 16 x 4096 x 4096 bf16 0.88x -> 1.04x cuBLAS \
          (docs/performance.md)",
     ),
+    (
+        "x128f32xe4m3_f32_bf16_bf16_64x128x128_1x1x1_0_tnt_align16_warpspecialized_pingpong_",
+        "grouped FP8 blockwise with the pingpong schedule: the generator emits blockwise kernels \
+         with the cooperative schedule only, yet CUTLASS 4.2 has \
+         KernelPtrArrayTmaWarpSpecializedPingpongFP8Blockwise, its builder builds it (census.tsv) \
+         and cutlass-gemm/tests/gpu/grouped.rs checks it against the f64 reference: the tile for \
+         groups of a few rows",
+    ),
+    (
+        "x128f32xe4m3_f32_f16_f16_64x128x128_1x1x1_0_tnt_align16_warpspecialized_pingpong_",
+        "the f16-output twin of the entry above",
+    ),
 ];
 
 /// Every SM90 entry is a configuration CUTLASS's own generator (`cutlass_library/generator.py`,
@@ -273,7 +316,13 @@ fn sm90_entries_are_emitted_by_cutlass_generator() {
             }));
             continue;
         }
+        // K-major blockwise scales (`_sfk`, this crate's grouped blockwise kernels): the
+        // generator emits the configuration with CUTLASS's M-/N-major scales.
         let name = s.name();
+        let name = name
+            .strip_suffix(ScaleOrder::KMajor.suffix())
+            .unwrap_or(&name)
+            .to_string();
         // This crate's own schedules (CUTLASS's kernels with a mainloop of ours): checked by name
         // in the test above, and on the GPU against their CUTLASS twins (cutlass-gemm/tests/gpu/fp8.rs).
         if s.kernel_schedule.mainloop_wrapper().is_some() {
@@ -310,5 +359,6 @@ fn sm90_entries_are_emitted_by_cutlass_generator() {
         "{found} SM90 entries emitted by CUTLASS's generator ({} names; {unaligned_output} of them with alignment-1 outputs), {excepted} documented exceptions, {own} of this crate's own schedules",
         emitted.len()
     );
-    assert!(excepted <= 10);
+    // The exceptions stay few, each explained in BEYOND_GENERATOR.
+    assert!(excepted <= 12, "{excepted} exceptions");
 }

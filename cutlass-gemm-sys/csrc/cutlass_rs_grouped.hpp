@@ -8,6 +8,8 @@
 // captured in a CUDA graph and replayed with new counts.
 #pragma once
 
+#include <type_traits>
+
 #include "cutlass/gemm/group_array_problem_shape.hpp"
 #include "cutlass_rs_grouped_abi.h"
 #include "cutlass_rs_shim.hpp"
@@ -29,6 +31,35 @@ __host__ __device__ inline Stride leading(int64_t ld) {
   return s;
 }
 
+// What a grouped kernel's mainloop takes besides A and B: nothing, or blockwise scales (a pointer
+// and a layout per group for each of A and B). Public CUTLASS types only, as GroupArrays takes.
+struct NoScales {
+  static constexpr bool enabled = false;
+};
+
+template <class Config_, class LayoutSFA_, class LayoutSFB_, int M, int N, int K>
+struct BlockwiseScales {
+  static constexpr bool enabled = true;
+  using Config = Config_;
+  using LayoutSFA = LayoutSFA_;
+  using LayoutSFB = LayoutSFB_;
+  static constexpr int m = M;
+  static constexpr int n = N;
+  static constexpr int k = K;
+};
+
+template <class Mainloop, class = void>
+struct ScalesOf {
+  using type = NoScales;
+};
+
+template <class Mainloop>
+struct ScalesOf<Mainloop, std::void_t<typename Mainloop::InternalLayoutSFA>> {
+  using type = BlockwiseScales<typename Mainloop::ScaleConfig, typename Mainloop::InternalLayoutSFA,
+                               typename Mainloop::InternalLayoutSFB, Mainloop::ScaleGranularityM,
+                               Mainloop::ScaleGranularityN, Mainloop::ScaleGranularityK>;
+};
+
 constexpr size_t kAlign = 256;
 inline size_t round_up(size_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
 
@@ -36,8 +67,9 @@ inline size_t round_up(size_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
 // template over CUTLASS's types rather than the kernel's (which lives in the generated source's
 // anonymous namespace, which a __global__ function's parameters cannot name).
 template <class ElementA_, class ElementB_, class ElementC_, class ElementD_, class StrideA_,
-          class StrideB_, class StrideC_, class StrideD_, class Shape_>
+          class StrideB_, class StrideC_, class StrideD_, class Shape_, class Scales_>
 struct GroupArrays {
+  using Scales = Scales_;
   using ElementA = ElementA_;
   using ElementB = ElementB_;
   using ElementC = ElementC_;
@@ -58,14 +90,33 @@ struct GroupArrays {
   StrideC *dc;
   StrideD *dd;
   float *alpha;
+  // Blockwise kernels only (null otherwise): each group's scale pointers and layouts.
+  const float **sfa;
+  const float **sfb;
+  void *layout_sfa;
+  void *layout_sfb;
   void *cutlass_workspace;
+
+  // The bytes of one group's scale layouts (none without scales).
+  static constexpr size_t scale_layout_bytes() {
+    if constexpr (Scales::enabled) {
+      return sizeof(typename Scales::LayoutSFA) + sizeof(typename Scales::LayoutSFB);
+    } else {
+      return 0;
+    }
+  }
 
   // The bytes of the arrays for `groups` groups (CUTLASS's workspace follows).
   static size_t bytes(int64_t groups) {
     size_t g = static_cast<size_t>(groups);
+    size_t scales = 0;
+    if constexpr (Scales::enabled) {
+      scales = 2 * round_up(g * sizeof(void *)) + round_up(g * sizeof(typename Scales::LayoutSFA)) +
+               round_up(g * sizeof(typename Scales::LayoutSFB));
+    }
     return round_up(g * sizeof(Shape)) + 4 * round_up(g * sizeof(void *)) +
            round_up(g * sizeof(StrideA)) + round_up(g * sizeof(StrideB)) + round_up(g * sizeof(StrideC)) +
-           round_up(g * sizeof(StrideD)) + round_up(g * sizeof(float));
+           round_up(g * sizeof(StrideD)) + round_up(g * sizeof(float)) + scales;
   }
 
   static GroupArrays carve(void *workspace, int64_t groups) {
@@ -87,6 +138,16 @@ struct GroupArrays {
     r.dc = reinterpret_cast<StrideC *>(take(g * sizeof(StrideC)));
     r.dd = reinterpret_cast<StrideD *>(take(g * sizeof(StrideD)));
     r.alpha = reinterpret_cast<float *>(take(g * sizeof(float)));
+    r.sfa = nullptr;
+    r.sfb = nullptr;
+    r.layout_sfa = nullptr;
+    r.layout_sfb = nullptr;
+    if constexpr (Scales::enabled) {
+      r.sfa = reinterpret_cast<const float **>(take(g * sizeof(void *)));
+      r.sfb = reinterpret_cast<const float **>(take(g * sizeof(void *)));
+      r.layout_sfa = take(g * sizeof(typename Scales::LayoutSFA));
+      r.layout_sfb = take(g * sizeof(typename Scales::LayoutSFB));
+    }
     r.cutlass_workspace = p;
     return r;
   }
@@ -97,7 +158,8 @@ using Arrays = GroupArrays<typename Gemm::GemmKernel::ElementA, typename Gemm::G
                            typename Gemm::GemmKernel::ElementC, typename Gemm::GemmKernel::ElementD,
                            typename Gemm::GemmKernel::InternalStrideA, typename Gemm::GemmKernel::InternalStrideB,
                            typename Gemm::GemmKernel::InternalStrideC, typename Gemm::GemmKernel::InternalStrideD,
-                           typename Gemm::GemmKernel::ProblemShape::UnderlyingProblemShape>;
+                           typename Gemm::GemmKernel::ProblemShape::UnderlyingProblemShape,
+                           typename ScalesOf<typename Gemm::GemmKernel::CollectiveMainloop>::type>;
 
 __device__ inline int64_t clamp64(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo : (v > hi ? hi : v); }
 
@@ -112,16 +174,19 @@ __global__ void build_groups(cutlass_rs_grouped_args a, A out) {
   const char *pc = static_cast<const char *>(a.c);
   char *pd = static_cast<char *>(a.d);
   int64_t off_a = 0, off_b = 0, off_c = 0, off_d = 0;  // in elements
+  int64_t first_row = 0;  // of the group in A's rows (scale rows), CONTIGUOUS and MASKED
   if (a.layout == CUTLASS_RS_GROUPED_CONTIGUOUS) {
     const int64_t start = clamp64(a.group_rows[g], 0, a.rows);
     const int64_t end = clamp64(a.group_rows[g + 1], start, a.rows);
     m = end - start;
+    first_row = start;
     off_a = start * a.lda;
     off_b = g * a.batch_stride_b;
     off_c = start * a.ldc;
     off_d = start * a.ldd;
   } else if (a.layout == CUTLASS_RS_GROUPED_MASKED) {
     m = clamp64(a.group_rows[g], 0, a.rows);
+    first_row = g * a.rows;
     off_a = g * a.batch_stride_a;
     off_b = g * a.batch_stride_b;
     off_c = g * a.batch_stride_c;
@@ -150,14 +215,31 @@ __global__ void build_groups(cutlass_rs_grouped_args a, A out) {
   out.dc[g] = leading<typename A::StrideC>(ldc);
   out.dd[g] = leading<typename A::StrideD>(ldd);
   out.alpha[g] = a.alphas != nullptr ? a.alpha * a.alphas[g] : a.alpha;
+  if constexpr (A::Scales::enabled) {
+    // K-major scales (Scales::m is 1: one scale row per row of A).
+    using S = typename A::Scales;
+    static_assert(S::m == 1, "grouped blockwise kernels take one scale per row of A");
+    const int64_t kb = (k + S::k - 1) / S::k;
+    const int64_t nb = (n + S::n - 1) / S::n;
+    out.sfa[g] = a.scale_a + first_row * kb;
+    out.sfb[g] = a.scale_b + g * nb * kb;
+    const auto shape = cute::make_shape(static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1);
+    reinterpret_cast<typename S::LayoutSFA *>(out.layout_sfa)[g] = S::Config::tile_atom_to_shape_SFA(shape);
+    reinterpret_cast<typename S::LayoutSFB *>(out.layout_sfb)[g] = S::Config::tile_atom_to_shape_SFB(shape);
+  }
 }
 
 inline bool fits(const cutlass_rs_grouped_args *a) {
   return a->groups >= 1 && fits_int(a->rows) && fits_int(a->n) && fits_int(a->k);
 }
 
+template <class Scales>
 inline int check_pointers(const cutlass_rs_grouped_args *a) noexcept {
   if (a == nullptr) return CUTLASS_RS_ERROR_NULL_ARGUMENT;
+  if constexpr (Scales::enabled) {
+    if (a->layout == CUTLASS_RS_GROUPED_LIST) return CUTLASS_RS_ERROR_INVALID;
+    if (a->scale_a == nullptr || a->scale_b == nullptr) return CUTLASS_RS_ERROR_NULL_ARGUMENT;
+  }
   switch (a->layout) {
     case CUTLASS_RS_GROUPED_CONTIGUOUS:
     case CUTLASS_RS_GROUPED_MASKED:
@@ -185,6 +267,13 @@ typename Gemm::Arguments make_arguments(const cutlass_rs_grouped_args *a, const 
   args.mainloop.dA = arr.da;
   args.mainloop.ptr_B = arr.b;
   args.mainloop.dB = arr.db;
+  if constexpr (Arrays<Gemm>::Scales::enabled) {
+    using S = typename Arrays<Gemm>::Scales;
+    args.mainloop.ptr_SFA = arr.sfa;
+    args.mainloop.layout_SFA = reinterpret_cast<typename S::LayoutSFA *>(arr.layout_sfa);
+    args.mainloop.ptr_SFB = arr.sfb;
+    args.mainloop.layout_SFB = reinterpret_cast<typename S::LayoutSFB *>(arr.layout_sfb);
+  }
   auto &fusion = args.epilogue.thread;
   fusion.alpha = 1.0f;
   fusion.beta = a->beta;
@@ -216,7 +305,7 @@ int workspace_bytes(const cutlass_rs_grouped_args *a, size_t *bytes) {
 template <class Gemm>
 int can_implement(const cutlass_rs_grouped_args *a) noexcept {
   try {
-    int status = check_pointers(a);
+    int status = check_pointers<typename Arrays<Gemm>::Scales>(a);
     if (status != CUTLASS_RS_OK) return status;
     Arrays<Gemm> probe = Arrays<Gemm>::carve(nullptr, a->groups);
     return static_cast<int>(Gemm::can_implement(make_arguments<Gemm>(a, probe)));
@@ -266,7 +355,7 @@ int build(const cutlass_rs_grouped_args *a, void *workspace, size_t workspace_si
 template <class Gemm>
 int prepare(const cutlass_rs_grouped_args *a, void *workspace, size_t workspace_size) noexcept {
   try {
-    int status = check_pointers(a);
+    int status = check_pointers<typename Arrays<Gemm>::Scales>(a);
     if (status != CUTLASS_RS_OK) return status;
     status = build<Gemm>(a, workspace, workspace_size, nullptr);
     if (status != CUTLASS_RS_OK) return status;
@@ -302,7 +391,7 @@ template <class Gemm>
 int run(const cutlass_rs_grouped_args *a, void *workspace, size_t workspace_size, void *stream) noexcept {
   try {
     using Kernel = typename Gemm::GemmKernel;
-    int status = check_pointers(a);
+    int status = check_pointers<typename Arrays<Gemm>::Scales>(a);
     if (status != CUTLASS_RS_OK) return status;
     status = check_current_device(a->device_id);
     if (status != CUTLASS_RS_OK) return status;

@@ -35,6 +35,12 @@ extern "C" {
  *   that the buffers hold and the kernel's alignment allows are the caller's to ensure (the safe
  *   Rust API, GroupedListGemm, checks them on the host before it copies the list).
  *
+ * Blockwise kernels (FP8 with f32 scales per 1x128 block of A and per 128x128 block of B; their
+ * names end in `_sfk`) also read scale_a and scale_b, both K-major (row-major): scale_a holds
+ * ceil(k / 128) scales per row of A (CONTIGUOUS: rows rows; MASKED: groups * rows, group after
+ * group), scale_b ceil(n / 128) * ceil(k / 128) per group, group after group. A group's scales
+ * follow its rows the way its A does. They take the CONTIGUOUS and MASKED layouts only.
+ *
  * Offsets and counts are clamped, never trusted: no group reaches past rows. Offsets that are not
  * monotone give groups that overlap (an unspecified D in their rows, never an access out of A, C or
  * D). c may equal d; the kernel reads C only when beta != 0. alphas, when not null, holds one f32
@@ -84,6 +90,9 @@ typedef struct cutlass_rs_grouped_args {
   const int32_t *group_rows;
   /* LIST: groups problems (device). */
   const cutlass_rs_grouped_problem *problems;
+  /* Blockwise kernels: the f32 scales of A and B (device), else null. */
+  const float *scale_a;
+  const float *scale_b;
   /* Per-group alphas (device f32), or null. */
   const float *alphas;
   float alpha;

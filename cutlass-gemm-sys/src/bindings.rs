@@ -281,6 +281,8 @@ pub struct cutlass_rs_grouped_args {
     pub batch_stride_d: i64,
     pub group_rows: *const i32,
     pub problems: *const cutlass_rs_grouped_problem,
+    pub scale_a: *const f32,
+    pub scale_b: *const f32,
     pub alphas: *const f32,
     pub alpha: f32,
     pub beta: f32,
@@ -292,7 +294,7 @@ pub struct cutlass_rs_grouped_args {
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
     ["Size of cutlass_rs_grouped_args"]
-        [::std::mem::size_of::<cutlass_rs_grouped_args>() - 176usize];
+        [::std::mem::size_of::<cutlass_rs_grouped_args>() - 192usize];
     ["Alignment of cutlass_rs_grouped_args"]
         [::std::mem::align_of::<cutlass_rs_grouped_args>() - 8usize];
     ["Offset of field: cutlass_rs_grouped_args::layout"]
@@ -333,20 +335,24 @@ const _: () = {
         [::std::mem::offset_of!(cutlass_rs_grouped_args, group_rows) - 128usize];
     ["Offset of field: cutlass_rs_grouped_args::problems"]
         [::std::mem::offset_of!(cutlass_rs_grouped_args, problems) - 136usize];
+    ["Offset of field: cutlass_rs_grouped_args::scale_a"]
+        [::std::mem::offset_of!(cutlass_rs_grouped_args, scale_a) - 144usize];
+    ["Offset of field: cutlass_rs_grouped_args::scale_b"]
+        [::std::mem::offset_of!(cutlass_rs_grouped_args, scale_b) - 152usize];
     ["Offset of field: cutlass_rs_grouped_args::alphas"]
-        [::std::mem::offset_of!(cutlass_rs_grouped_args, alphas) - 144usize];
+        [::std::mem::offset_of!(cutlass_rs_grouped_args, alphas) - 160usize];
     ["Offset of field: cutlass_rs_grouped_args::alpha"]
-        [::std::mem::offset_of!(cutlass_rs_grouped_args, alpha) - 152usize];
+        [::std::mem::offset_of!(cutlass_rs_grouped_args, alpha) - 168usize];
     ["Offset of field: cutlass_rs_grouped_args::beta"]
-        [::std::mem::offset_of!(cutlass_rs_grouped_args, beta) - 156usize];
+        [::std::mem::offset_of!(cutlass_rs_grouped_args, beta) - 172usize];
     ["Offset of field: cutlass_rs_grouped_args::device_id"]
-        [::std::mem::offset_of!(cutlass_rs_grouped_args, device_id) - 160usize];
+        [::std::mem::offset_of!(cutlass_rs_grouped_args, device_id) - 176usize];
     ["Offset of field: cutlass_rs_grouped_args::sm_count"]
-        [::std::mem::offset_of!(cutlass_rs_grouped_args, sm_count) - 164usize];
+        [::std::mem::offset_of!(cutlass_rs_grouped_args, sm_count) - 180usize];
     ["Offset of field: cutlass_rs_grouped_args::launch_flags"]
-        [::std::mem::offset_of!(cutlass_rs_grouped_args, launch_flags) - 168usize];
+        [::std::mem::offset_of!(cutlass_rs_grouped_args, launch_flags) - 184usize];
     ["Offset of field: cutlass_rs_grouped_args::reserved"]
-        [::std::mem::offset_of!(cutlass_rs_grouped_args, reserved) - 172usize];
+        [::std::mem::offset_of!(cutlass_rs_grouped_args, reserved) - 188usize];
 };
 pub type cutlass_rs_grouped_can_implement_fn = ::std::option::Option<
     unsafe extern "C" fn(args: *const cutlass_rs_grouped_args) -> ::std::os::raw::c_int,

@@ -1,5 +1,5 @@
 """Prints the procedural names of the SM90 GEMMs CUTLASS's own generator emits for the types of
-this catalog (16-bit, tf32, int8, FP8 and FP8 blockwise, the grouped 16-bit and FP8 kernels, and the
+this catalog (16-bit, tf32, int8, FP8 and FP8 blockwise, the grouped 16-bit, FP8 and FP8 blockwise kernels, and the
 mixed-input ones), at
 its exhaustive instantiation level.
 
@@ -45,6 +45,8 @@ for fn in (g.GenerateSM90_TensorOp_16b_WGMMA_gemm, g.GenerateSM90_TensorOp_tf32_
 # The grouped (pointer-array) kernels, which the generator emits for 16-bit and FP8 types.
 for fn in (g.GenerateSM90_TensorOp_16b_WGMMA_gemm, g.GenerateSM90_TensorOp_fp8_WGMMA_gemm):
     fn(manifest, "13.0", gemm_kind=GemmKind.GroupedUniversal3x)
+g.GenerateSM90_TensorOp_fp8_WGMMA_gemm_with_blockwise(
+    manifest, "13.0", gemm_kind=GemmKind.GroupedBlockwiseUniversal3x)
 # The mixed-input (weight-only) kernels.
 g.GenerateSM90_TensorOp_mixed_dtype_WGMMA_gemm(manifest, "13.0")
 out = sys.stdout

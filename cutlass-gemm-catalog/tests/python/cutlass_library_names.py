@@ -52,7 +52,7 @@ for line in sys.stdin:
     if ks.startswith("PtrArray"):
         kind = GemmKind.GroupedUniversal3x
     if bw != "-":
-        kind = GemmKind.BlockwiseUniversal3x
+        kind = GemmKind.GroupedBlockwiseUniversal3x if ks.startswith("PtrArray") else GemmKind.BlockwiseUniversal3x
         vm, vn, vk = (int(x) for x in bw.split("x"))
         extra = dict(ScaleFactorMVecSize=vm, ScaleFactorNVecSize=vn, ScaleFactorKVecSize=vk)
     if mixed != "-":

@@ -1075,11 +1075,7 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
             .kernel
             .spec
             .blockwise
-            .unwrap_or(cutlass_gemm_catalog::Blockwise {
-                m: 1,
-                n: 128,
-                k: 128,
-            });
+            .unwrap_or(cutlass_gemm_catalog::catalog::SM90_BLOCKWISE);
         let p = &self.problem;
         let kb = p.k.div_ceil(bw.k as usize);
         (
