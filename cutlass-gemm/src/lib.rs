@@ -12,7 +12,7 @@
 //! | SM90a | e4m3/e5m2, mixed too ([`Gemm`]; per-tensor scales in alpha: [`GemmProblem::with_tensor_scales`]) | f32 | bf16, f16, f32 | TN (Hopper reads 8-bit operands K-major) | row- or column-major | GPU tests |
 //! | SM90a | FP8 with 1x128 x 128x128 f32 blockwise scales ([`BlockwiseGemm`]) | f32 | bf16, f16, f32 | TN | row-major | GPU tests |
 //! | SM90a | tf32 ([`Gemm`] over [`numeric::Tf32`]) | f32 | f32 | TN, NT, NN | row- or column-major | GPU tests |
-//! | SM90a | grouped (mixture of experts, [`GroupedGemm`]): bf16, f16, e4m3 → bf16, many problems sharing N and K in one launch | f32 | the input type (bf16 for e4m3) | TN | row-major | GPU tests |
+//! | SM90a | grouped (mixture of experts, [`GroupedGemm`]): bf16, f16, e4m3 → bf16, many problems sharing N and K in one launch; e4m3 with 1x128 x 128x128 blockwise scales ([`GroupedBlockwiseGemm`]) | f32 | the input type (bf16 for e4m3) | TN | row-major | GPU tests |
 //! | SM90a | s8 ([`Gemm`] over `i8`) | s32 (f32 epilogue: exact below 2^24) | s32, s8 (rounded, saturated) | TN | row- or column-major | GPU tests |
 //! | SM100a, SM120a | every type row of CUTLASS's Blackwell GEMM tables: MX, NVFP4 and plain FP8/FP6/FP4 ([`BlockScaledGemm`], NVFP4 outputs too; sparse rows compile only) | f32 (s32) | see the catalog | per the tables | row-major | compiled, MMA instruction checked in PTX; host path (checks, `can_implement`, TMA descriptors) run on Hopper up to the launch; not run on a Blackwell GPU |
 //!
@@ -20,7 +20,7 @@
 //!
 //! | module | what |
 //! |---|---|
-//! | [`plans`] | [`GemmProblem`] (geometry of A, B, C, D) and the plans [`Gemm`], [`BlockwiseGemm`], [`BlockScaledGemm`], [`GroupedGemm`] |
+//! | [`plans`] | [`GemmProblem`] (geometry of A, B, C, D) and the plans [`Gemm`], [`BlockwiseGemm`], [`BlockScaledGemm`], [`GroupedGemm`], [`GroupedBlockwiseGemm`] |
 //! | [`selection`] | the kernels of this build ([`built_kernels`]), the time estimate that picks one ([`selection::heuristic`]), autotuning ([`selection::tune`]) |
 //! | [`formats`] | host number formats: [`numeric`] (e4m3, e5m2, e2m3, e3m2, e2m1, ue8m0, ue4m3, tf32; conversions bit-exact with CUDA's and CUTLASS's), [`formats::packed`] (FP4/FP6 storage), [`formats::scale_layout`] (the `Sm1xxBlockScaledConfig` layout, blockwise scale orders), [`Element`] |
 //! | [`quantize`] | GPU quantizers (FP8 1x128/128x128, MX, NVFP4) into CUTLASS-ready tensors; [`quantize::host`], the host quantizers they are bit-exact with |
@@ -105,7 +105,8 @@ pub use plans::blockwise::BlockwiseGemm;
 pub use plans::epilogue::{Activation, BiasAxis, Epilogue, EpilogueOperands};
 pub use plans::gemm::{gemm, Gemm, Workspace};
 pub use plans::grouped::{
-    GroupedGemm, GroupedInputs, GroupedLayout, GroupedListGemm, GroupedListProblem, GroupedProblem,
+    GroupedBlockwiseGemm, GroupedGemm, GroupedInputs, GroupedLayout, GroupedListGemm,
+    GroupedListProblem, GroupedProblem,
 };
 pub use plans::problem::{GemmProblem, MatrixLayout, ResolvedMatrix};
 pub use plans::weight_only::{

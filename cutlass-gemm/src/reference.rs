@@ -365,6 +365,54 @@ pub fn grouped<T: HostValue, TC: HostValue>(
         .collect()
 }
 
+/// The reference of a grouped FP8 blockwise GEMM ([`crate::GroupedBlockwiseGemm`]): [`grouped`]
+/// on the operands dequantized exactly in f64, A with its K-major 1x128 scales (`ceil(k / 128)`
+/// per row) and each group's weight with its K-major 128x128 scales (`ceil(n / 128) *
+/// ceil(k / 128)` per group).
+#[allow(clippy::too_many_arguments)]
+pub fn grouped_blockwise<TC: HostValue>(
+    problem: &crate::GroupedProblem,
+    a: &[crate::numeric::E4M3],
+    scales_a: &[f32],
+    b: &[crate::numeric::E4M3],
+    scales_b: &[f32],
+    group_rows_host: &[i32],
+    alphas: Option<&[f32]>,
+    c: Option<&[TC]>,
+) -> Result<Vec<GroupReference>> {
+    problem.check()?;
+    let (n, k) = (problem.n, problem.k);
+    let (kb, nb) = (k.div_ceil(128), n.div_ceil(128));
+    let rows = problem.a_len() / k;
+    for (operand, len, required) in [
+        (OperandName::A, a.len(), problem.a_len()),
+        (OperandName::B, b.len(), problem.b_len()),
+        (OperandName::ScalesA, scales_a.len(), rows * kb),
+        (
+            OperandName::ScalesB,
+            scales_b.len(),
+            problem.groups * nb * kb,
+        ),
+    ] {
+        crate::error::require_len(operand, len, required)?;
+    }
+    use crate::quantize::host::dequantize_fp8_blockwise;
+    let a = dequantize_fp8_blockwise(a, &scales_a[..rows * kb], rows, k, 1, 128);
+    let b: Vec<f64> = (0..problem.groups)
+        .flat_map(|g| {
+            dequantize_fp8_blockwise(
+                &b[g * n * k..(g + 1) * n * k],
+                &scales_b[g * nb * kb..(g + 1) * nb * kb],
+                n,
+                k,
+                128,
+                128,
+            )
+        })
+        .collect();
+    grouped(problem, &a, &b, group_rows_host, alphas, c)
+}
+
 /// Compares a grouped GEMM's D with its reference ([`grouped`]), group by group; the comparison of
 /// all groups together.
 pub fn compare_grouped<TD: Element>(d: &[TD], groups: &[GroupReference]) -> Comparison {

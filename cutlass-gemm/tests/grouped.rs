@@ -339,3 +339,115 @@ fn list_plans_check_the_group_count() {
     assert!(g.workspace_size() >= 16 * 88);
     assert!(g.clone().with_alpha(f32::INFINITY).is_err());
 }
+
+#[test]
+fn blockwise_plans_choose_among_the_blockwise_kernels() {
+    use cutlass_gemm::GroupedBlockwiseGemm;
+    let spec = |name: &str| cutlass_gemm_catalog::catalog::find(name).unwrap();
+    // Prefill: the cooperative 128x128 tile; decode: the 64x128 pingpong tile. Both take
+    // K-major scales (`_sfk`), and the scale counts follow the layout.
+    let p = GroupedProblem::contiguous(8, 8 * 512, 4096, 7168);
+    let g = GroupedBlockwiseGemm::<bf16>::plan(H100, &p, None).unwrap();
+    let s = spec(g.kernel_name());
+    assert!(s.blockwise.is_some() && g.kernel_name().ends_with("_sfk"));
+    assert_eq!((s.tile, s.cluster), ([128, 128, 128], [1, 2, 1]));
+    assert_eq!(g.scale_lens(), (8 * 512 * 56, 8 * 32 * 56));
+    let p = GroupedProblem::masked(256, 16, 2048, 7168).with_expected_rows(4);
+    let g = GroupedBlockwiseGemm::<bf16>::plan(H100, &p, None).unwrap();
+    assert_eq!(spec(g.kernel_name()).tile, [64, 128, 128]);
+    // Masked: every group's capacity has scale rows; k and n not multiples of 128 round up.
+    let p = GroupedProblem::masked(3, 10, 200, 272);
+    let g = GroupedBlockwiseGemm::<bf16>::plan(H100, &p, None).unwrap();
+    assert_eq!(g.scale_lens(), (3 * 10 * 3, 3 * 2 * 3));
+    // A plain e4m3 grouped plan never picks a blockwise kernel, and naming one is refused
+    // either way round.
+    let plain = GroupedGemm::<E4M3, bf16>::plan(H100, &p, None).unwrap();
+    assert!(spec(plain.kernel_name()).blockwise.is_none());
+    let err = GroupedGemm::<E4M3, bf16>::plan(H100, &p, Some(g.kernel_name())).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::KernelMismatch {
+                reason: KernelRule::Blockwise,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let err = GroupedBlockwiseGemm::<bf16>::plan(H100, &p, Some(plain.kernel_name())).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::KernelMismatch {
+                reason: KernelRule::NotBlockwise,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    // k must keep each row of A 16-byte aligned (e4m3: a multiple of 16).
+    let err =
+        GroupedBlockwiseGemm::<bf16>::plan(H100, &GroupedProblem::contiguous(2, 8, 256, 200), None)
+            .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::Misaligned {
+                operand: OperandName::A,
+                what: Quantity::Extent(Extent::K),
+                ..
+            }
+        ),
+        "{err}"
+    );
+    // No blockwise kernel writes f32, and none runs on an A100.
+    let p = GroupedProblem::contiguous(2, 8, 256, 256);
+    let err = GroupedBlockwiseGemm::<f32>::plan(H100, &p, None).unwrap_err();
+    assert!(matches!(err, Error::NoKernel { .. }), "{err}");
+    let err = GroupedBlockwiseGemm::<bf16>::plan(A100, &p, None).unwrap_err();
+    assert!(matches!(err, Error::NoKernel { .. }), "{err}");
+}
+
+#[test]
+fn the_grouped_blockwise_reference_by_hand() {
+    // Two groups of one weight each (n = 2, k = 130: two k-blocks, the second of 2 elements).
+    let e = |v: f32| E4M3::from_f32(v);
+    let (n, k) = (2, 130);
+    let p = GroupedProblem::contiguous(2, 3, n, k);
+    // A: row r is r + 1 in the first k-block and 1 in the second; scales 2 and 0.5 per row.
+    let a: Vec<E4M3> = (0..3 * k)
+        .map(|i| {
+            if i % k < 128 {
+                e((i / k + 1) as f32)
+            } else {
+                e(1.0)
+            }
+        })
+        .collect();
+    let sa = [2.0f32, 0.5, 2.0, 0.5, 2.0, 0.5];
+    // Weights all ones; group 0's scales 1 and 4, group 1's 0.25 and 1 (one block row each).
+    let b = vec![e(1.0); 2 * n * k];
+    let sb = [1.0f32, 4.0, 0.25, 1.0];
+    let refs = reference::grouped_blockwise(&p, &a, &sa, &b, &sb, &[0, 1, 3], None, None::<&[f32]>)
+        .unwrap();
+    // Row r of group g: 128 * (r + 1) * 2 * sb[g][0] + 2 * 1 * 0.5 * sb[g][1].
+    assert_eq!(refs[0].reference.as_ref().unwrap().value, [260.0, 260.0]);
+    assert_eq!(
+        refs[1].reference.as_ref().unwrap().value,
+        [129.0, 129.0, 193.0, 193.0]
+    );
+    // Short scales are refused, naming them.
+    let err =
+        reference::grouped_blockwise(&p, &a, &sa[..5], &b, &sb, &[0, 1, 3], None, None::<&[f32]>)
+            .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::BufferTooSmall {
+                operand: OperandName::ScalesA,
+                ..
+            }
+        ),
+        "{err}"
+    );
+}

@@ -827,10 +827,21 @@ pub enum ScaleRule {
         /// The tensor's.
         found: Fp8Block,
     },
-    /// FP8 blockwise scales in another order than [`ScaleMajor::MN`], which the kernels read.
+    /// FP8 blockwise scales in another order than the kernel reads ([`ScaleMajor::MN`] for
+    /// [`crate::BlockwiseGemm`], [`ScaleMajor::K`] for [`crate::GroupedBlockwiseGemm`]).
     Fp8ScaleMajor {
+        /// The order the kernel reads.
+        required: ScaleMajor,
         /// The tensor's order.
         found: ScaleMajor,
+    },
+    /// The weights of all groups of a [`crate::GroupedBlockwiseGemm`] quantized as one tensor
+    /// with 128x128 blocks: unless `n` is a multiple of 128, blocks straddle two experts' weights,
+    /// where the kernel reads `ceil(n / 128)` block rows per expert. Quantize each expert's weight
+    /// separately and pass the scales with `run`.
+    GroupedWeightBlocks {
+        /// The weights' rows per group.
+        n: usize,
     },
     /// A narrow-precision operand of another scale family than the plan's kernel reads.
     Family {
@@ -887,10 +898,15 @@ impl fmt::Display for ScaleRule {
                 f,
                 "the kernel reads {required:?} scales, the tensor has {found:?}"
             ),
-            ScaleRule::Fp8ScaleMajor { .. } => write!(
+            ScaleRule::Fp8ScaleMajor { required, found } => write!(
                 f,
-                "the kernel reads M-/N-major scales (ScaleMajor::MN, Sm90BlockwiseScaleConfig); \
-                 quantize with ScaleMajor::MN"
+                "the kernel reads ScaleMajor::{required:?} scales, the tensor has \
+                 ScaleMajor::{found:?}; quantize with ScaleMajor::{required:?}"
+            ),
+            ScaleRule::GroupedWeightBlocks { n } => write!(
+                f,
+                "n = {n} is not a multiple of 128, so the 128x128 scale blocks of weights \
+                 quantized as one tensor straddle experts; quantize each expert separately"
             ),
             ScaleRule::Family { required, found } => write!(
                 f,
@@ -942,7 +958,8 @@ pub enum KernelRule {
     BlockScaled,
     /// The kernel takes a structured-sparse A.
     Sparse,
-    /// The kernel takes blockwise scales: plan it with [`crate::BlockwiseGemm`].
+    /// The kernel takes blockwise scales: plan it with [`crate::BlockwiseGemm`] (a grouped one
+    /// with [`crate::GroupedBlockwiseGemm`]).
     Blockwise,
     /// A blockwise plan named a kernel without blockwise scales.
     NotBlockwise,

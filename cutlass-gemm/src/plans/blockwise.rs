@@ -255,6 +255,7 @@ impl<TD: Element> BlockwiseGemm<E4M3, E4M3, TD> {
                 return Err(Error::ScaleMismatch {
                     operand: scales,
                     rule: ScaleRule::Fp8ScaleMajor {
+                        required: ScaleMajor::MN,
                         found: t.scale_major,
                     },
                 });

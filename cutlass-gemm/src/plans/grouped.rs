@@ -24,23 +24,29 @@
 //! unspecified D in their rows, never an access out of bounds). [`GroupedGemm::check_group_rows`]
 //! checks a host list with typed errors, [`GroupedGemm::upload_group_rows`] checks and copies it.
 //!
+//! [`GroupedBlockwiseGemm`] is the same over e4m3 with blockwise f32 scales (1x128 of A, 128x128
+//! of each weight, K-major), CUTLASS's FP8 blockwise pointer-array kernels.
+//!
 //! [`GroupedListGemm`] runs a list of problems of any extents (each its own m, n, k, A, B and D)
 //! on the same kernels, the list checked on the host and copied with the launch.
 
 use std::sync::Arc;
 
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
-use cutlass_gemm_catalog::{DataType, KernelSchedule, KernelSpec};
+use cutlass_gemm_catalog::{DataType, KernelSpec};
 use cutlass_gemm_sys::{cutlass_rs_grouped_args, cutlass_rs_grouped_problem};
 
 use crate::error::{
     overlaps, require_device, require_len, require_ordinal, Error, Extent, GroupRowsRule,
-    KernelRule, OperandName, ProblemRule, Quantity, Result, Scalar,
+    KernelRule, OperandName, ProblemRule, Quantity, Result, Scalar, ScaleRule,
 };
 use crate::ffi::{DeviceInfo, GroupedKernel};
 use crate::formats::element::Element;
+use crate::formats::numeric::E4M3;
+use crate::formats::scale_layout::ScaleMajor;
 use crate::plans::gemm::{workspace_ptr, Workspace, POINTER_ALIGNMENT};
 use crate::plans::problem::MAX_EXTENT;
+use crate::quantize::{Fp8Block, Fp8BlockwiseTensor};
 use crate::selection::{built_grouped_kernels, named_in_registry, registry_pool};
 
 /// Where each group's rows are.
@@ -253,6 +259,8 @@ pub struct GroupedGemm<T: Element, TD: Element> {
     device: DeviceInfo,
     kernel: GroupedKernel,
     workspace_size: usize,
+    /// Whether the kernel takes blockwise scales (a [`GroupedBlockwiseGemm`]'s plan).
+    blockwise: bool,
     _types: std::marker::PhantomData<(T, TD)>,
 }
 
@@ -278,12 +286,21 @@ impl<T: Element, TD: Element> GroupedGemm<T, TD> {
         problem: &GroupedProblem,
         kernel: Option<&str>,
     ) -> Result<Self> {
+        Self::plan_scaled(device, problem, kernel, false)
+    }
+
+    /// [`GroupedGemm::plan`] among the kernels with blockwise scales, or those without.
+    fn plan_scaled(
+        device: DeviceInfo,
+        problem: &GroupedProblem,
+        kernel: Option<&str>,
+        blockwise: bool,
+    ) -> Result<Self> {
         problem.check()?;
         let kernel = select(
             &device,
             problem.rows_per_group(),
-            T::DATA_TYPE,
-            TD::DATA_TYPE,
+            (T::DATA_TYPE, TD::DATA_TYPE, blockwise),
             kernel,
         )?;
         require_k_and_n_aligned(&kernel, problem.k, problem.n)?;
@@ -292,9 +309,10 @@ impl<T: Element, TD: Element> GroupedGemm<T, TD> {
             device,
             kernel,
             workspace_size: 0,
+            blockwise,
             _types: std::marker::PhantomData,
         };
-        plan.workspace_size = kernel.workspace_size_of(&plan.args([0; 7]))?;
+        plan.workspace_size = kernel.workspace_size_of(&plan.args(Pointers::default()))?;
         Ok(plan)
     }
 
@@ -380,6 +398,35 @@ impl<T: Element, TD: Element> GroupedGemm<T, TD> {
         d: &mut dyn DevicePtrMut<TD>,
         workspace: Workspace<'_>,
     ) -> Result<()> {
+        self.launch(stream, inputs, None, d, workspace)
+    }
+
+    /// Scales the kernel reads, `(A's, B's)`: `ceil(k / 128)` per row of A (the contiguous
+    /// layout's rows, or every group's capacity), `ceil(n / 128) * ceil(k / 128)` per group; none
+    /// without blockwise scales.
+    fn scale_lens(&self) -> (usize, usize) {
+        match self.kernel.spec.blockwise {
+            Some(bw) if self.blockwise => {
+                let p = &self.problem;
+                let kb = p.k.div_ceil(bw.k as usize);
+                (
+                    p.slots() * p.rows() * kb,
+                    p.groups * p.n.div_ceil(bw.n as usize) * kb,
+                )
+            }
+            _ => (0, 0),
+        }
+    }
+
+    /// [`GroupedGemm::run`], with the scales of a blockwise plan.
+    fn launch(
+        &self,
+        stream: &Arc<CudaStream>,
+        inputs: &GroupedInputs<'_, T, TD>,
+        scales: Option<[&dyn DevicePtr<f32>; 2]>,
+        d: &mut dyn DevicePtrMut<TD>,
+        workspace: Workspace<'_>,
+    ) -> Result<()> {
         let device = self.device.ordinal;
         crate::error::require_stream(stream, device)?;
         crate::error::require_arch(
@@ -398,6 +445,19 @@ impl<T: Element, TD: Element> GroupedGemm<T, TD> {
             require_device(OperandName::C, c, device)?;
         }
         require_device(OperandName::D, d, device)?;
+        let (sa_len, sb_len) = self.scale_lens();
+        // A blockwise plan takes its scales (GroupedBlockwiseGemm::run), another takes none.
+        debug_assert_eq!(scales.is_some(), self.blockwise);
+        let scales = scales.map(|[sa, sb]| {
+            [
+                (OperandName::ScalesA, sa, sa_len),
+                (OperandName::ScalesB, sb, sb_len),
+            ]
+        });
+        for (operand, x, len) in scales.iter().flatten() {
+            require_device(*operand, *x, device)?;
+            require_len(*operand, x.len(), *len)?;
+        }
         require_len(OperandName::A, inputs.a.len(), p.a_len())?;
         require_len(OperandName::B, inputs.b.len(), p.b_len())?;
         require_len(
@@ -427,6 +487,11 @@ impl<T: Element, TD: Element> GroupedGemm<T, TD> {
         let (pd, _gd) = d.device_ptr_mut(stream);
         let pc = c.as_ref().map(|(p, _)| *p);
         let pal = alphas.as_ref().map(|(p, _)| *p);
+        let scale_ptrs = scales.map(|s| s.map(|(_, x, _)| x.device_ptr(stream)));
+        let [psa, psb] = match &scale_ptrs {
+            Some([(a, _), (b, _)]) => [Some(*a), Some(*b)],
+            None => [None, None],
+        };
         for (operand, ptr, align) in [
             (OperandName::A, Some(pa), POINTER_ALIGNMENT),
             (OperandName::B, Some(pb), POINTER_ALIGNMENT),
@@ -434,6 +499,8 @@ impl<T: Element, TD: Element> GroupedGemm<T, TD> {
             (OperandName::D, Some(pd), POINTER_ALIGNMENT),
             (OperandName::GroupRows, Some(pr), 4),
             (OperandName::GroupAlphas, pal, 4),
+            (OperandName::ScalesA, psa, 4),
+            (OperandName::ScalesB, psb, 4),
         ] {
             if let Some(ptr) = ptr {
                 crate::error::require_aligned(operand, Quantity::Pointer, ptr, align)?;
@@ -452,6 +519,8 @@ impl<T: Element, TD: Element> GroupedGemm<T, TD> {
                 OperandName::GroupAlphas,
                 pal.map(|x| (x, span::<f32>(p.groups))),
             ),
+            (OperandName::ScalesA, psa.map(|x| (x, span::<f32>(sa_len)))),
+            (OperandName::ScalesB, psb.map(|x| (x, span::<f32>(sb_len)))),
             (
                 OperandName::C,
                 pc.filter(|&c| c != pd).map(|c| (c, span::<TD>(p.d_len()))),
@@ -466,7 +535,17 @@ impl<T: Element, TD: Element> GroupedGemm<T, TD> {
         }
         let mut managed = None;
         let (pw, _gw) = workspace_ptr(stream, workspace, self.workspace_size, &mut managed, true)?;
-        let args = self.args([pa, pb, pc.unwrap_or(pd), pd, pr, pal.unwrap_or(0), 0]);
+        let args = self.args(Pointers {
+            a: pa,
+            b: pb,
+            c: pc.unwrap_or(pd),
+            d: pd,
+            group_rows: pr,
+            alphas: pal.unwrap_or(0),
+            scale_a: psa.unwrap_or(0),
+            scale_b: psb.unwrap_or(0),
+            problems: 0,
+        });
         // SAFETY: every buffer was checked against the extents the layout reaches (the device-side
         // builder clamps offsets and counts to them), its device, alignment and aliasing; the
         // guards keep the buffers' stream ordering until the launches are queued.
@@ -476,9 +555,19 @@ impl<T: Element, TD: Element> GroupedGemm<T, TD> {
         }
     }
 
-    /// The C arguments over device pointers: A, B, C, D, the rows per group, the alphas (0 for
-    /// none) and a problem list (0).
-    fn args(&self, [a, b, c, d, rows, alphas, problems]: [u64; 7]) -> cutlass_rs_grouped_args {
+    /// The C arguments over device pointers (0 for none).
+    fn args(&self, ptrs: Pointers) -> cutlass_rs_grouped_args {
+        let Pointers {
+            a,
+            b,
+            c,
+            d,
+            group_rows: rows,
+            alphas,
+            scale_a,
+            scale_b,
+            problems,
+        } = ptrs;
         let p = &self.problem;
         let (layout, stride) = match p.layout {
             GroupedLayout::Contiguous { .. } => {
@@ -508,6 +597,8 @@ impl<T: Element, TD: Element> GroupedGemm<T, TD> {
             batch_stride_d: (stride * p.n) as i64,
             group_rows: rows as *const i32,
             problems: problems as *const _,
+            scale_a: scale_a as *const f32,
+            scale_b: scale_b as *const f32,
             alphas: alphas as *const f32,
             alpha: p.alpha,
             beta: p.beta,
@@ -516,6 +607,164 @@ impl<T: Element, TD: Element> GroupedGemm<T, TD> {
             launch_flags: 0,
             reserved: 0,
         }
+    }
+}
+
+/// A planned grouped FP8 GEMM with blockwise scales: per group `D_g = alpha * alpha_g *
+/// Σ_kb (sa · A_g) · (sb · W_g)ᵀ + beta * C_g`, A and the weights e4m3, one f32 scale per row of A
+/// and 128 elements of K (1x128) and per 128x128 block of each weight, applied to the f32
+/// accumulator once per 128-deep k-block (the DeepSeek-V3 recipe, on CUTLASS's
+/// `KernelPtrArrayTmaWarpSpecialized{Cooperative,Pingpong}FP8Blockwise`).
+///
+/// The layouts are [`GroupedGemm`]'s. The scales are K-major (row-major, [`ScaleMajor::K`]):
+/// A's `[rows, ceil(k / 128)]` (the masked layout's `groups * capacity` rows, group after group),
+/// each expert's `[ceil(n / 128), ceil(k / 128)]`, expert after expert, as a per-token quantizer
+/// writes them and DeepSeek-V3's checkpoints store them (`weight_scale_inv`). A group's scales
+/// then follow its rows wherever the offsets put them: no per-group padding or re-layout.
+#[derive(Debug, Clone)]
+pub struct GroupedBlockwiseGemm<TD: Element> {
+    inner: GroupedGemm<E4M3, TD>,
+}
+
+impl<TD: Element> GroupedBlockwiseGemm<TD> {
+    /// Plans on `ctx`'s device, choosing among the grouped blockwise kernels of this build.
+    pub fn new(ctx: &CudaContext, problem: &GroupedProblem) -> Result<Self> {
+        Self::plan(DeviceInfo::query(ctx)?, problem, None)
+    }
+
+    /// Plans with the grouped blockwise kernel of this name.
+    pub fn with_kernel(ctx: &CudaContext, problem: &GroupedProblem, name: &str) -> Result<Self> {
+        Self::plan(DeviceInfo::query(ctx)?, problem, Some(name))
+    }
+
+    /// Plans for a described device without touching it: [`GroupedGemm::plan`]'s rules, among
+    /// the kernels with blockwise scales ([`KernelRule::NotBlockwise`] for a named kernel
+    /// without them).
+    pub fn plan(
+        device: DeviceInfo,
+        problem: &GroupedProblem,
+        kernel: Option<&str>,
+    ) -> Result<Self> {
+        Ok(GroupedBlockwiseGemm {
+            inner: GroupedGemm::plan_scaled(device, problem, kernel, true)?,
+        })
+    }
+
+    /// The chosen kernel's name.
+    pub fn kernel_name(&self) -> &'static str {
+        self.inner.kernel_name()
+    }
+
+    /// The problem planned for.
+    pub fn problem(&self) -> &GroupedProblem {
+        self.inner.problem()
+    }
+
+    /// Bytes of workspace a launch needs.
+    pub fn workspace_size(&self) -> usize {
+        self.inner.workspace_size()
+    }
+
+    /// Scales the kernel reads, `(A's, the weights')`: `ceil(k / 128)` per row of A,
+    /// `ceil(n / 128) * ceil(k / 128)` per group.
+    pub fn scale_lens(&self) -> (usize, usize) {
+        self.inner.scale_lens()
+    }
+
+    /// [`GroupedGemm::check_group_rows`].
+    pub fn check_group_rows(&self, group_rows: &[i32]) -> Result<()> {
+        self.inner.check_group_rows(group_rows)
+    }
+
+    /// [`GroupedGemm::upload_group_rows`].
+    pub fn upload_group_rows(
+        &self,
+        stream: &Arc<CudaStream>,
+        group_rows: &[i32],
+    ) -> Result<CudaSlice<i32>> {
+        self.inner.upload_group_rows(stream, group_rows)
+    }
+
+    /// Checks the buffers and launches on `stream`: [`GroupedGemm::run`]'s rules, and the scales
+    /// of A and of the weights on the plan's device, at least [`GroupedBlockwiseGemm::scale_lens`]
+    /// long, 4-byte aligned and not overlapping D (typed errors naming `ScalesA` / `ScalesB`).
+    pub fn run(
+        &self,
+        stream: &Arc<CudaStream>,
+        inputs: &GroupedInputs<'_, E4M3, TD>,
+        scales_a: &dyn DevicePtr<f32>,
+        scales_b: &dyn DevicePtr<f32>,
+        d: &mut dyn DevicePtrMut<TD>,
+        workspace: Workspace<'_>,
+    ) -> Result<()> {
+        self.inner
+            .launch(stream, inputs, Some([scales_a, scales_b]), d, workspace)
+    }
+
+    /// Runs on tensors from [`crate::quantize::quantize_fp8_blockwise`] with [`ScaleMajor::K`]
+    /// scales: `a` the plan's A (`rows x k`, or `groups * capacity x k`) with 1x128 groups,
+    /// `weights` all experts' weights as one `groups * n x k` tensor with 128x128 blocks (n a
+    /// multiple of 128, so that no block straddles two experts:
+    /// [`ScaleRule::GroupedWeightBlocks`] otherwise).
+    pub fn run_tensors(
+        &self,
+        stream: &Arc<CudaStream>,
+        a: &Fp8BlockwiseTensor,
+        weights: &Fp8BlockwiseTensor,
+        group_rows: &dyn DevicePtr<i32>,
+        d: &mut dyn DevicePtrMut<TD>,
+        workspace: Workspace<'_>,
+    ) -> Result<()> {
+        let p = *self.problem();
+        for (operand, scales, t, rows, block) in [
+            (
+                OperandName::A,
+                OperandName::ScalesA,
+                a,
+                p.slots() * p.rows(),
+                Fp8Block::Group1x128,
+            ),
+            (
+                OperandName::B,
+                OperandName::ScalesB,
+                weights,
+                p.groups * p.n,
+                Fp8Block::Block128x128,
+            ),
+        ] {
+            let rule = if t.block != block {
+                Some(ScaleRule::Fp8Block {
+                    required: block,
+                    found: t.block,
+                })
+            } else if t.scale_major != ScaleMajor::K {
+                Some(ScaleRule::Fp8ScaleMajor {
+                    required: ScaleMajor::K,
+                    found: t.scale_major,
+                })
+            } else if operand == OperandName::B && p.groups > 1 && p.n % 128 != 0 {
+                Some(ScaleRule::GroupedWeightBlocks { n: p.n })
+            } else {
+                None
+            };
+            if let Some(rule) = rule {
+                return Err(Error::ScaleMismatch {
+                    operand: scales,
+                    rule,
+                });
+            }
+            if (t.rows, t.cols) != (rows, p.k) {
+                return Err(Error::InvalidProblem {
+                    reason: ProblemRule::TensorShape {
+                        operand,
+                        found: (t.rows, t.cols),
+                        required: (rows, p.k),
+                    },
+                });
+            }
+        }
+        let inputs = GroupedInputs::new(&a.data, &weights.data, group_rows);
+        self.run(stream, &inputs, &a.scales, &weights.scales, d, workspace)
     }
 }
 
@@ -572,8 +821,7 @@ impl<T: Element, TD: Element> GroupedListGemm<T, TD> {
         let kernel = select(
             &device,
             expected_rows.max(1),
-            T::DATA_TYPE,
-            TD::DATA_TYPE,
+            (T::DATA_TYPE, TD::DATA_TYPE, false),
             kernel,
         )?;
         let mut plan = GroupedListGemm {
@@ -744,6 +992,8 @@ impl<T: Element, TD: Element> GroupedListGemm<T, TD> {
             batch_stride_d: 0,
             group_rows: std::ptr::null(),
             problems: problems as *const _,
+            scale_a: std::ptr::null(),
+            scale_b: std::ptr::null(),
             alphas: std::ptr::null(),
             alpha: self.alpha,
             beta: 0.0,
@@ -789,6 +1039,20 @@ fn span<T>(len: usize) -> u64 {
     (len * std::mem::size_of::<T>()) as u64
 }
 
+/// The device pointers of one launch of a [`GroupedGemm`] (0 for none).
+#[derive(Clone, Copy, Default)]
+struct Pointers {
+    a: u64,
+    b: u64,
+    c: u64,
+    d: u64,
+    group_rows: u64,
+    alphas: u64,
+    scale_a: u64,
+    scale_b: u64,
+    problems: u64,
+}
+
 /// The grouped kernel for a plan: the one named, or the rule below among the default set's grouped
 /// kernels of this build for the types that the device can run (all of this build's when it has
 /// none of those).
@@ -802,11 +1066,11 @@ fn span<T>(len: usize) -> u64 {
 fn select(
     device: &DeviceInfo,
     rows: usize,
-    a: DataType,
-    d: DataType,
+    (a, d, blockwise): (DataType, DataType, bool),
     name: Option<&str>,
 ) -> Result<GroupedKernel> {
-    let serves = |s: &KernelSpec| s.a.ty == a && s.b.ty == a && s.d.ty == d;
+    let types = |s: &KernelSpec| s.a.ty == a && s.b.ty == a && s.d.ty == d;
+    let serves = |s: &KernelSpec| types(s) && s.blockwise.is_some() == blockwise;
     if let Some(name) = name {
         return named_in_registry(
             built_grouped_kernels(),
@@ -815,7 +1079,14 @@ fn select(
             |s| s.kernel_schedule.is_grouped(),
             KernelRule::Grouped { kernel: false },
             |s| {
-                (!serves(s)).then(|| {
+                if s.blockwise.is_some() != blockwise {
+                    return Some(if blockwise {
+                        KernelRule::NotBlockwise
+                    } else {
+                        KernelRule::Blockwise
+                    });
+                }
+                (!types(s)).then(|| {
                     let (operand, kernel, required) = if s.a.ty != a {
                         (OperandName::A, s.a.ty, a)
                     } else {
@@ -836,9 +1107,7 @@ fn select(
         serves,
         cutlass_gemm_catalog::catalog::is_default,
     );
-    let pingpong = |k: &&GroupedKernel| {
-        k.spec.kernel_schedule == KernelSchedule::PtrArrayTmaWarpSpecializedPingpong
-    };
+    let pingpong = |k: &&GroupedKernel| k.spec.kernel_schedule.is_pingpong();
     let area = |k: &&GroupedKernel| k.spec.tile[0] * k.spec.tile[1];
     let chosen = if rows <= 64 {
         pool.iter().filter(pingpong).min_by_key(|k| k.spec.tile[1])
@@ -860,11 +1129,18 @@ fn select(
             .copied()
             .find(|s| {
                 s.kernel_schedule.is_grouped()
-                    && (s.a.ty, s.b.ty, s.d.ty) == (a, a, d)
+                    && serves(s)
                     && s.arch.runs_on(device.compute_capability)
             });
         Error::NoKernel {
-            request: format!("grouped GEMM {a} x {a} -> {d}"),
+            request: format!(
+                "grouped GEMM {a} x {a} -> {d}{}",
+                if blockwise {
+                    " with blockwise scales"
+                } else {
+                    ""
+                }
+            ),
             nearest: {
                 // Same input type first.
                 let mut near: Vec<&GroupedKernel> = built_grouped_kernels().iter().collect();

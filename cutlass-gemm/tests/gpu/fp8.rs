@@ -672,6 +672,7 @@ fn fp8_blockwise_recipe_with_gpu_quantized_operands() {
             assert_eq!(
                 rule,
                 cutlass_gemm::ScaleRule::Fp8ScaleMajor {
+                    required: ScaleMajor::MN,
                     found: ScaleMajor::K
                 }
             );

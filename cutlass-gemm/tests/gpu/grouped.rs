@@ -71,10 +71,24 @@ fn run_case<T: Element, TD: Element>(
         (p.beta != 0.0).then_some(&c[..]),
     )
     .unwrap();
-    let cmp = reference::compare_grouped(&d, &refs);
-    assert!(cmp.passed() || cmp.checked == 0, "{kernel}: {cmp:?}");
+    check_groups(kernel, p, &d, &refs);
+    d
+}
+
+/// Checks every group's rows of D against the reference (no element at all when every group is
+/// empty) and that the rows no group owns still hold the poison.
+fn check_groups<TD: Element>(kernel: &str, p: &GroupedProblem, d: &[TD], refs: &[GroupReference]) {
+    let cmp = reference::compare_grouped(d, refs);
+    let rows: usize = refs
+        .iter()
+        .filter_map(|g| g.reference.as_ref().map(|r| r.shape.0))
+        .sum();
+    assert!(
+        cmp.failures == 0 && cmp.checked == rows * p.n,
+        "{kernel}: {cmp:?}"
+    );
     assert_eq!(
-        untouched(&d, &refs, p.n),
+        untouched(d, refs, p.n),
         0,
         "{kernel}: rows no group owns were written"
     );
@@ -82,7 +96,6 @@ fn run_case<T: Element, TD: Element>(
         "{kernel}: {} groups, {} elements checked, worst error / bound {:.3}",
         p.groups, cmp.checked, cmp.max_error_ratio
     );
-    d
 }
 
 /// Elements outside every group's rows that are not the poison any more.
@@ -126,14 +139,18 @@ fn contiguous_cases(n: usize, k: usize) -> Vec<Case> {
     ]
 }
 
-/// Every grouped kernel of the build on the contiguous layout (empty, one-row and skewed groups,
+/// Every grouped kernel of the build without blockwise scales on the contiguous layout (empty, one-row and skewed groups,
 /// alphas, C).
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn every_grouped_kernel_matches_the_reference_on_contiguous_groups() {
     let (ctx, stream) = gemm_device();
     let mut rng = rng();
-    let kernels = built_grouped_kernels();
+    // (The blockwise ones take scales: blockwise_grouped_kernels_match_the_reference.)
+    let kernels: Vec<_> = built_grouped_kernels()
+        .iter()
+        .filter(|k| k.spec.blockwise.is_none())
+        .collect();
     assert!(!kernels.is_empty(), "this build has no grouped kernel");
     for k in kernels {
         for case in contiguous_cases(384, 256) {
@@ -439,5 +456,243 @@ fn a_list_of_problems_of_any_extents_in_one_launch() {
             }
         ),
         "{err}"
+    );
+}
+
+/// Powers of two from 2^-2 to 2^2: scales that keep every product exact.
+fn pow2_scales(rng: &mut StdRng, len: usize) -> Vec<f32> {
+    (0..len)
+        .map(|_| 2f32.powi(rng.random_range(-2..=2)))
+        .collect()
+}
+
+/// One blockwise case on one kernel: small integers in e4m3 and power-of-two scales (every product
+/// and sum exact, so D's rounding is the only error), D poisoned first.
+fn run_blockwise_case<TD: Element>(
+    ctx: &Arc<CudaContext>,
+    stream: &Arc<CudaStream>,
+    rng: &mut StdRng,
+    kernel: &str,
+    case: &Case,
+) {
+    use cutlass_gemm::GroupedBlockwiseGemm;
+    let p = &case.problem;
+    let plan = GroupedBlockwiseGemm::<TD>::with_kernel(ctx, p, kernel).unwrap();
+    let a: Vec<E4M3> = integers(rng, p.a_len(), 2);
+    let b: Vec<E4M3> = integers(rng, p.b_len(), 2);
+    let c: Vec<TD> = integers(rng, p.d_len(), 3);
+    let (sa_len, sb_len) = plan.scale_lens();
+    let (sa, sb) = (pow2_scales(rng, sa_len), pow2_scales(rng, sb_len));
+    let (da, db, dc) = (
+        stream.clone_htod(&a).unwrap(),
+        stream.clone_htod(&b).unwrap(),
+        stream.clone_htod(&c).unwrap(),
+    );
+    let (dsa, dsb) = (
+        stream.clone_htod(&sa).unwrap(),
+        stream.clone_htod(&sb).unwrap(),
+    );
+    let rows = stream.clone_htod(&case.group_rows).unwrap();
+    let alphas = case.alphas.as_ref().map(|x| stream.clone_htod(x).unwrap());
+    let mut dd = stream.clone_htod(&vec![TD::POISON; p.d_len()]).unwrap();
+    let mut inputs = GroupedInputs::new(&da, &db, &rows);
+    if let Some(x) = &alphas {
+        inputs = inputs.with_alphas(x);
+    }
+    if p.beta != 0.0 {
+        inputs = inputs.with_c(&dc);
+    }
+    plan.run(stream, &inputs, &dsa, &dsb, &mut dd, Workspace::Managed)
+        .unwrap();
+    let d = stream.clone_dtoh(&dd).unwrap();
+    let refs = reference::grouped_blockwise(
+        p,
+        &a,
+        &sa,
+        &b,
+        &sb,
+        &case.group_rows,
+        case.alphas.as_deref(),
+        (p.beta != 0.0).then_some(&c[..]),
+    )
+    .unwrap();
+    check_groups(kernel, p, &d, &refs);
+}
+
+/// Every grouped blockwise kernel of the build against the f64 reference on exact data: the
+/// contiguous layout (empty, one-row and skewed groups, alphas, C, k = 272 ending in a partial
+/// k-block, n = 384 of three scale blocks) and the masked layout (a count past the capacity,
+/// clamped; an empty group).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn blockwise_grouped_kernels_match_the_reference() {
+    let (ctx, stream) = gemm_device();
+    let mut rng = rng();
+    let kernels: Vec<_> = built_grouped_kernels()
+        .iter()
+        .filter(|k| k.spec.blockwise.is_some())
+        .collect();
+    assert!(
+        !kernels.is_empty(),
+        "this build has no grouped blockwise kernel"
+    );
+    let mut cases = contiguous_cases(384, 272);
+    cases.push(Case {
+        problem: GroupedProblem::masked(4, 40, 256, 256).with_scalars(0.5, 0.0),
+        group_rows: vec![40, 0, 7, 100],
+        alphas: None,
+    });
+    for k in kernels {
+        for case in &cases {
+            match k.spec.d.ty {
+                DataType::Bf16 => run_blockwise_case::<bf16>(&ctx, &stream, &mut rng, k.name, case),
+                DataType::F16 => run_blockwise_case::<f16>(&ctx, &stream, &mut rng, k.name, case),
+                other => panic!("{}: no test for {other:?}", k.name),
+            }
+        }
+    }
+}
+
+/// The DeepSeek-V3 recipe end to end on the grouped kernel: bf16 tokens sorted by expert and the
+/// experts' weights quantized on the GPU with K-major scales (1x128, 128x128), then
+/// `run_tensors`; the reference reads the host quantizer's dequantized values (bit-exact with the
+/// GPU's), with the FP8 accumulation's bound. Then the typed refusals of tensors the kernel
+/// cannot read.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn blockwise_grouped_recipe_with_gpu_quantized_operands() {
+    use cutlass_gemm::formats::scale_layout::ScaleMajor;
+    use cutlass_gemm::quantize::{self, host, Fp8Block};
+    use cutlass_gemm::{Error, GroupedBlockwiseGemm, OperandName, ScaleRule};
+    let (ctx, stream) = gemm_device();
+    let mut rng = rng();
+    let (groups, n, k) = (6, 256, 1040);
+    let rows = [300usize, 0, 1, 77, 129, 20];
+    let total: usize = rows.iter().sum();
+    let x: Vec<f32> = (0..total * k)
+        .map(|_| rng.random_range(-1.0f32..1.0) * 2f32.powi(rng.random_range(-6..=6)))
+        .collect();
+    let w: Vec<f32> = (0..groups * n * k)
+        .map(|_| rng.random_range(-1.0f32..1.0) * 0.05)
+        .collect();
+    let xb: Vec<bf16> = x.iter().map(|&v| bf16::from_f32(v)).collect();
+    let wb: Vec<bf16> = w.iter().map(|&v| bf16::from_f32(v)).collect();
+    let (dx, dw) = (
+        stream.clone_htod(&xb).unwrap(),
+        stream.clone_htod(&wb).unwrap(),
+    );
+    let qa = quantize::quantize_fp8_blockwise(
+        &stream,
+        &dx,
+        total,
+        k,
+        Fp8Block::Group1x128,
+        ScaleMajor::K,
+    )
+    .unwrap();
+    let qw = quantize::quantize_fp8_blockwise(
+        &stream,
+        &dw,
+        groups * n,
+        k,
+        Fp8Block::Block128x128,
+        ScaleMajor::K,
+    )
+    .unwrap();
+    let p = GroupedProblem::contiguous(groups, total, n, k);
+    let plan = GroupedBlockwiseGemm::<bf16>::new(&ctx, &p).unwrap();
+    let group_rows = offsets(&rows);
+    let drows = plan.upload_group_rows(&stream, &group_rows).unwrap();
+    let mut dd = stream.clone_htod(&vec![bf16::POISON; p.d_len()]).unwrap();
+    plan.run_tensors(&stream, &qa, &qw, &drows, &mut dd, Workspace::Managed)
+        .unwrap();
+    let d = stream.clone_dtoh(&dd).unwrap();
+    let xf: Vec<f32> = xb.iter().map(|v| v.to_f32()).collect();
+    let wf: Vec<f32> = wb.iter().map(|v| v.to_f32()).collect();
+    let (qe, qs) = host::quantize_fp8_blockwise(&xf, total, k, 1, 128);
+    let (we, wsc) = host::quantize_fp8_blockwise(&wf, groups * n, k, 128, 128);
+    let refs =
+        reference::grouped_blockwise(&p, &qe, &qs, &we, &wsc, &group_rows, None, None::<&[bf16]>)
+            .unwrap();
+    // Hopper's FP8 MMA does not accumulate in full f32 within a k-block: the bound of
+    // tests/gpu/fp8.rs's recipe (2^-6 of the magnitude plus f32 accumulation and D's rounding).
+    let mut worst = 0.0f64;
+    let mut checked = 0;
+    for g in &refs {
+        let Some(r) = &g.reference else { continue };
+        for (i, (&want, &mag)) in r.value.iter().zip(&r.magnitude).enumerate() {
+            let got = d[g.d_offset + i].to_f64();
+            let bound = 2.0 * bf16::UNIT_ROUNDOFF * want.abs()
+                + (2f64.powi(-6) + 2.0 * k as f64 * f32::UNIT_ROUNDOFF) * mag
+                + 1e-30;
+            let ratio = (got - want).abs() / bound;
+            assert!(
+                ratio <= 1.0,
+                "group {} element {i}: {got} vs {want} (bound {bound})",
+                g.group
+            );
+            worst = worst.max(ratio);
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, total * n);
+    assert_eq!(untouched(&d, &refs, n), 0);
+    println!(
+        "{}: recipe {total} rows in {groups} groups, n {n}, k {k}: worst error/bound {worst:.4}",
+        plan.kernel_name()
+    );
+    // M-/N-major scales are refused, naming them, with nothing launched.
+    let mn = quantize::quantize_fp8_blockwise(
+        &stream,
+        &dx,
+        total,
+        k,
+        Fp8Block::Group1x128,
+        ScaleMajor::MN,
+    )
+    .unwrap();
+    let err = plan
+        .run_tensors(&stream, &mn, &qw, &drows, &mut dd, Workspace::Managed)
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::ScaleMismatch {
+                operand: OperandName::ScalesA,
+                rule: ScaleRule::Fp8ScaleMajor {
+                    required: ScaleMajor::K,
+                    found: ScaleMajor::MN
+                }
+            }
+        ),
+        "{err}"
+    );
+    // Short scales through run.
+    let short = stream.clone_htod(&vec![1.0f32; 10]).unwrap();
+    let inputs = GroupedInputs::new(&qa.data, &qw.data, &drows);
+    let err = plan
+        .run(
+            &stream,
+            &inputs,
+            &short,
+            &qw.scales,
+            &mut dd,
+            Workspace::Managed,
+        )
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::BufferTooSmall {
+                operand: OperandName::ScalesA,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert_eq!(
+        stream.clone_dtoh(&dd).unwrap(),
+        d,
+        "refusals launched nothing"
     );
 }
