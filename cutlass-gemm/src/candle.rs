@@ -11,6 +11,7 @@
 //! | [`Fp8Linear`] | a `Linear` layer (`act(x · Wᵀ + bias)`, bias and activation in the epilogue) whose weight is quantized once to FP8 e4m3 with one f32 scale per 128x128 block; activations are quantized per call (1x128 groups) on the GPU; the DeepSeek-V3 recipe | bf16 in and out |
 //! | [`Nvfp4Linear`] | the same with NVFP4 weights and activations | bf16 in and out; SM100/SM120 GPUs |
 //! | [`grouped_matmul`] / [`GroupedMatmul`] | a mixture-of-experts layer's expert GEMMs in one launch: `x (rows, k)` sorted by expert, `experts (e, n, k)`, `offsets (e + 1)` → `(rows, n)`, rows of expert `g` times `experts[g]ᵀ` | bf16, f16 (offsets I32 or U32) |
+//! | [`grouped_matmul_fp8_blockwise`] | the same with FP8 blockwise scales (DeepSeek-V3's experts): `x` and its scales `(rows, ceil(k / 128))`, `experts` and theirs `(e, ceil(n / 128), ceil(k / 128))` | F8E4M3 with F32 scales, to bf16 |
 //!
 //! **Layouts.** Each operand's last two dimensions may be row-major (contiguous rows, any row
 //! stride) or column-major (a transposed view such as `w.t()`), and its batch dimensions may have
@@ -1077,22 +1078,7 @@ impl candle_core::CustomOp3 for GroupedMatmul {
         }
         let problem = GroupedProblem::contiguous(groups, rows, n, k);
         let stream = sx.device.cuda_stream();
-        // u32 offsets are read as i32: values past i32::MAX become negative and are clamped.
-        let offsets: cudarc::driver::CudaView<'_, i32> = match &so.slice {
-            CudaStorageSlice::I32(o) => o.slice(lo.start_offset()..),
-            // SAFETY: u32 and i32 have the same size and alignment; every bit pattern is an i32.
-            CudaStorageSlice::U32(o) => unsafe {
-                o.slice(lo.start_offset()..)
-                    .transmute::<i32>(groups + 1)
-                    .ok_or_else(|| msg("cutlass-grouped-matmul: offsets too short"))?
-            },
-            _ => {
-                return Err(msg(format!(
-                    "cutlass-grouped-matmul: offsets are I32 or U32, not {:?}",
-                    so.dtype()
-                )))
-            }
-        };
+        let offsets = grouped_offsets(so, lo, groups)?;
         let out = match (&sx.slice, &sw.slice) {
             (CudaStorageSlice::BF16(x), CudaStorageSlice::BF16(w)) => CudaStorageSlice::BF16(
                 run_grouped::<bf16>(&stream, &problem, x, lx, w, lw, &offsets)?,
@@ -1115,6 +1101,40 @@ impl candle_core::CustomOp3 for GroupedMatmul {
             },
             Shape::from((rows, n)),
         ))
+    }
+}
+
+/// A candle F8E4M3 slice from its layout's offset as `len` of this crate's E4M3 (the same bytes).
+fn as_e4m3<'a, F>(
+    s: &'a CudaSlice<F>,
+    l: &Layout,
+    len: usize,
+) -> candle_core::Result<cudarc::driver::CudaView<'a, E4M3>> {
+    assert_eq!(std::mem::size_of::<F>(), 1, "an FP8 element is one byte");
+    // SAFETY: both are one-byte FP8 e4m3 encodings; every bit pattern is valid in both.
+    unsafe { s.slice(l.start_offset()..).transmute::<E4M3>(len) }
+        .ok_or_else(|| msg("cutlass-grouped-matmul-fp8-blockwise: a tensor is too short"))
+}
+
+/// The `groups + 1` offsets of a grouped op as i32 (u32 offsets are read as i32: values past
+/// i32::MAX become negative and are clamped on the GPU).
+fn grouped_offsets<'a>(
+    so: &'a CudaStorage,
+    lo: &Layout,
+    groups: usize,
+) -> candle_core::Result<cudarc::driver::CudaView<'a, i32>> {
+    match &so.slice {
+        CudaStorageSlice::I32(o) => Ok(o.slice(lo.start_offset()..)),
+        // SAFETY: u32 and i32 have the same size and alignment; every bit pattern is an i32.
+        CudaStorageSlice::U32(o) => unsafe {
+            o.slice(lo.start_offset()..)
+                .transmute::<i32>(groups + 1)
+                .ok_or_else(|| msg("cutlass-grouped-matmul: offsets too short"))
+        },
+        _ => Err(msg(format!(
+            "cutlass-grouped-matmul: offsets are I32 or U32, not {:?}",
+            so.dtype()
+        ))),
     }
 }
 
@@ -1145,6 +1165,155 @@ fn run_grouped<T: Element + cudarc::driver::ValidAsZeroBits>(
     )
     .map_err(cerr)?;
     Ok(d)
+}
+
+/// [`grouped_matmul`] for FP8 experts with blockwise scales ([`crate::GroupedBlockwiseGemm`],
+/// the DeepSeek-V3 recipe): `x` `(rows, k)` F8E4M3 tokens sorted by expert with `x_scales` `(rows,
+/// ceil(k / 128))` F32 (one per token and 128 elements of K), `experts` `(e, n, k)` F8E4M3 with
+/// `expert_scales` `(e, ceil(n / 128), ceil(k / 128))` F32 (one per 128x128 block: a checkpoint's
+/// `weight_scale_inv` stacked), `offsets` `(e + 1)` I32 or U32. Returns `(rows, n)` bf16: row `i`
+/// is `Σ_kb x_scales[i, kb] · expert_scales[g, j / 128, kb] · (x[i] · experts[g][j])` over the
+/// k-block `kb`, for the expert `g` whose rows hold `i`; rows no expert holds are 0.
+///
+/// Every tensor must be contiguous: candle 0.11.1 cannot copy strided F8E4M3 tensors on CUDA (see
+/// [`matmul_fp8`]), so this refuses them rather than copy. Offsets are clamped on the GPU as in
+/// [`grouped_matmul`]; the plan is cached per (device, experts, rows, n, k).
+pub fn grouped_matmul_fp8_blockwise(
+    x: &Tensor,
+    x_scales: &Tensor,
+    experts: &Tensor,
+    expert_scales: &Tensor,
+    offsets: &Tensor,
+) -> candle_core::Result<Tensor> {
+    for (what, t, dtype) in [
+        ("x", x, Some(DType::F8E4M3)),
+        ("x_scales", x_scales, Some(DType::F32)),
+        ("experts", experts, Some(DType::F8E4M3)),
+        ("expert_scales", expert_scales, Some(DType::F32)),
+        ("offsets", offsets, None),
+    ] {
+        cuda_device(t)?;
+        if dtype.is_some_and(|d| t.dtype() != d) {
+            return Err(msg(format!(
+                "grouped_matmul_fp8_blockwise: {what} must be {:?}, not {:?}",
+                dtype.unwrap(),
+                t.dtype()
+            )));
+        }
+        if !t.is_contiguous() {
+            return Err(msg(format!(
+                "grouped_matmul_fp8_blockwise: {what} must be contiguous (candle cannot copy strided F8E4M3 tensors on CUDA)"
+            )));
+        }
+    }
+    let (rows, k) = x.dims2()?;
+    let (groups, n, wk) = experts.dims3()?;
+    let (kb, nb) = (k.div_ceil(128), n.div_ceil(128));
+    if wk != k
+        || x_scales.dims() != [rows, kb]
+        || expert_scales.dims() != [groups, nb, kb]
+        || offsets.dims() != [groups + 1]
+    {
+        return Err(msg(format!(
+            "grouped_matmul_fp8_blockwise: x {:?}, x_scales {:?}, experts {:?}, expert_scales {:?} and offsets {:?} do not agree: x (rows, k), x_scales (rows, ceil(k / 128)), experts (e, n, k), expert_scales (e, ceil(n / 128), ceil(k / 128)), offsets (e + 1)",
+            x.dims(),
+            x_scales.dims(),
+            experts.dims(),
+            expert_scales.dims(),
+            offsets.dims()
+        )));
+    }
+    x.apply_op3_no_bwd(
+        experts,
+        offsets,
+        &GroupedMatmulFp8Blockwise {
+            x_scales: x_scales.clone(),
+            expert_scales: expert_scales.clone(),
+        },
+    )
+}
+
+/// [`grouped_matmul_fp8_blockwise`]'s `CustomOp3` over `(x, experts, offsets)`, carrying the two
+/// scale tensors (contiguous, checked by the function).
+struct GroupedMatmulFp8Blockwise {
+    x_scales: Tensor,
+    expert_scales: Tensor,
+}
+
+impl candle_core::CustomOp3 for GroupedMatmulFp8Blockwise {
+    fn name(&self) -> &'static str {
+        "cutlass-grouped-matmul-fp8-blockwise"
+    }
+
+    fn cpu_fwd(
+        &self,
+        _: &CpuStorage,
+        _: &Layout,
+        _: &CpuStorage,
+        _: &Layout,
+        _: &CpuStorage,
+        _: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        Err(msg(
+            "cutlass-grouped-matmul-fp8-blockwise runs on CUDA tensors only",
+        ))
+    }
+
+    fn cuda_fwd(
+        &self,
+        sx: &CudaStorage,
+        lx: &Layout,
+        sw: &CudaStorage,
+        lw: &Layout,
+        so: &CudaStorage,
+        lo: &Layout,
+    ) -> candle_core::Result<(CudaStorage, Shape)> {
+        let (rows, k) = lx.shape().dims2()?;
+        let (groups, n, _) = lw.shape().dims3()?;
+        let (CudaStorageSlice::F8E4M3(x), CudaStorageSlice::F8E4M3(w)) = (&sx.slice, &sw.slice)
+        else {
+            return Err(msg(
+                "cutlass-grouped-matmul-fp8-blockwise takes F8E4M3 x and experts",
+            ));
+        };
+        let stream = sx.device.cuda_stream();
+        let offsets = grouped_offsets(so, lo, groups)?;
+        let xv = as_e4m3(x, lx, rows * k)?;
+        let wv = as_e4m3(w, lw, groups * n * k)?;
+        let (sa_storage, sa_layout) = self.x_scales.storage_and_layout();
+        let (sb_storage, sb_layout) = self.expert_scales.storage_and_layout();
+        let (candle_core::Storage::Cuda(sa), candle_core::Storage::Cuda(sb)) =
+            (&*sa_storage, &*sb_storage)
+        else {
+            return Err(msg(
+                "cutlass-grouped-matmul-fp8-blockwise needs CUDA scale tensors",
+            ));
+        };
+        let sav = sa.as_cuda_slice::<f32>()?.slice(sa_layout.start_offset()..);
+        let sbv = sb.as_cuda_slice::<f32>()?.slice(sb_layout.start_offset()..);
+        let problem = GroupedProblem::contiguous(groups, rows, n, k);
+        let plan = cached(&stream, &problem, "grouped-fp8-blockwise", |info, p| {
+            crate::GroupedBlockwiseGemm::<bf16>::plan(info, p, None)
+        })
+        .map_err(cerr)?;
+        // Zeros: rows no expert holds are not written by the GEMM.
+        let mut d = stream
+            .alloc_zeros::<bf16>(problem.d_len())
+            .map_err(|e| cerr(e.into()))?;
+        plan.run(
+            &stream,
+            &GroupedInputs::new(&xv, &wv, &offsets),
+            &sav,
+            &sbv,
+            &mut d,
+            Workspace::Managed,
+        )
+        .map_err(cerr)?;
+        Ok((
+            CudaStorage::wrap_cuda_slice(d, sx.device.clone()),
+            Shape::from((rows, n)),
+        ))
+    }
 }
 
 /// A linear layer `y = x · dequant(W)ᵀ (+ bias)` with a 4-bit weight ([`crate::QuantizedWeight`],

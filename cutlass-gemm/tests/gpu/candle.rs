@@ -22,8 +22,8 @@ use crate::common;
 
 use candle_core::{DType, Device, Module, Tensor, D};
 use cutlass_gemm::candle::{
-    broadcast_matmul, grouped_matmul, matmul, matmul_fp8, Fp8Linear, Linear, Matmul, Nvfp4Linear,
-    WeightOnlyLinear,
+    broadcast_matmul, grouped_matmul, grouped_matmul_fp8_blockwise, matmul, matmul_fp8, Fp8Linear,
+    Linear, Matmul, Nvfp4Linear, WeightOnlyLinear,
 };
 use cutlass_gemm::Activation;
 
@@ -827,4 +827,75 @@ fn grouped_matmul_matches_the_loop_of_candle_matmuls_per_expert() {
     let bad = Tensor::new(&[0u32, 8], &dev).unwrap();
     let err = grouped_matmul(&x, &w, &bad).unwrap_err().to_string();
     assert!(err.contains("offsets (e + 1)"), "{err}");
+}
+
+/// `grouped_matmul_fp8_blockwise` on F8E4M3 tokens and experts (integers, exact in the FP8
+/// accumulation) with power-of-two scales, against the crate's f64 grouped blockwise reference
+/// on the same values; rows after the last offset stay 0; shapes that do not agree are refused.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn grouped_matmul_fp8_blockwise_matches_the_reference() {
+    use cutlass_gemm::numeric::E4M3;
+    use cutlass_gemm::reference;
+    let dev = gpu();
+    let (k, n) = (272usize, 256usize);
+    let (kb, nb) = (k.div_ceil(128), n.div_ceil(128));
+    let per_expert = [5usize, 0, 1, 40, 130];
+    let used: usize = per_expert.iter().sum();
+    let rows = used + 3;
+    let groups = per_expert.len();
+    let mut offsets = vec![0i32];
+    for r in per_expert {
+        offsets.push(offsets.last().unwrap() + r as i32);
+    }
+    let (x, xf) = fp8_pair(&dev, &[rows, k]);
+    let (w, wf) = fp8_pair(&dev, &[groups, n, k]);
+    let pow2 = |len: usize, seed: usize| -> Vec<f32> {
+        (0..len)
+            .map(|i| 2f32.powi(((i * 7 + seed) % 5) as i32 - 2))
+            .collect()
+    };
+    let (sa, sb) = (pow2(rows * kb, 1), pow2(groups * nb * kb, 3));
+    let x_scales = Tensor::from_vec(sa.clone(), (rows, kb), &dev).unwrap();
+    let w_scales = Tensor::from_vec(sb.clone(), (groups, nb, kb), &dev).unwrap();
+    let o = Tensor::new(offsets.as_slice(), &dev).unwrap();
+    let ours = grouped_matmul_fp8_blockwise(&x, &x_scales, &w, &w_scales, &o).unwrap();
+    assert_eq!((ours.dims(), ours.dtype()), (&[rows, n][..], DType::BF16));
+    let host = |t: &Tensor| -> Vec<E4M3> {
+        t.flatten_all()
+            .unwrap()
+            .to_vec1::<f32>()
+            .unwrap()
+            .into_iter()
+            .map(E4M3::from_f32)
+            .collect()
+    };
+    let p = cutlass_gemm::GroupedProblem::contiguous(groups, rows, n, k);
+    let refs = reference::grouped_blockwise(
+        &p,
+        &host(&xf),
+        &sa,
+        &host(&wf),
+        &sb,
+        &offsets,
+        None,
+        None::<&[f32]>,
+    )
+    .unwrap();
+    let d: Vec<half::bf16> = ours.flatten_all().unwrap().to_vec1().unwrap();
+    let cmp = reference::compare_grouped(&d, &refs);
+    println!("grouped_matmul_fp8_blockwise: {cmp:?}");
+    assert!(cmp.passed() && cmp.checked == used * n, "{cmp:?}");
+    assert!(
+        d[used * n..].iter().all(|v| v.to_f32() == 0.0),
+        "rows after the last offset are 0"
+    );
+    // Scales of the wrong shape, and a strided x, are refused with the rule.
+    let err = grouped_matmul_fp8_blockwise(&x, &w_scales, &w, &w_scales, &o).unwrap_err();
+    assert!(err.to_string().contains("do not agree"), "{err}");
+    let err = grouped_matmul_fp8_blockwise(&x, &x_scales, &w, &x_scales, &o).unwrap_err();
+    assert!(err.to_string().contains("do not agree"), "{err}");
+    let strided = xf.t().unwrap();
+    let err = grouped_matmul_fp8_blockwise(&strided, &x_scales, &w, &w_scales, &o).unwrap_err();
+    assert!(err.to_string().contains("F8E4M3"), "{err}");
 }
