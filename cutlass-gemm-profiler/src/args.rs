@@ -239,7 +239,9 @@ pub struct ProfileArgs {
     /// Measure the grouped GEMM instead, on mixture-of-experts layers (Mixtral-8x7B, DeepSeek-V3,
     /// Qwen3-30B-A3B; 1 to 8192 tokens; uniform and skewed routing): against the per-expert loop
     /// of cuBLAS (cuBLASLt for e4m3) GEMMs and cuBLAS's grouped GEMM (bf16, f16), kernel against
-    /// kernel. Takes `--types` (bf16, f16, e4m3), `--rounds` and `--csv`.
+    /// kernel; fp8bw (the blockwise grouped GEMM) against the loops of cuBLASLt's and this crate's
+    /// blockwise GEMMs, and on DeepGEMM's published grouped shapes beside its numbers. Takes
+    /// `--types` (bf16, f16, e4m3, fp8bw), `--rounds` and `--csv`.
     #[arg(long, conflicts_with = "epilogue")]
     pub grouped: bool,
     /// Measure the weight-only GEMM instead (a build with the `weight-only` feature): 4-bit

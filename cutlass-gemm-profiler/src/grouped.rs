@@ -1,7 +1,7 @@
 //! `cutlass-profiler profile --grouped`: this crate's grouped GEMM on mixture-of-experts layers,
 //! against the per-expert loop of cuBLAS (bf16, f16) or cuBLASLt (e4m3) GEMMs and against cuBLAS's
 //! grouped GEMM (`cublasGemmGroupedBatchedEx`, 16-bit types), in one process, kernel against
-//! kernel.
+//! kernel. FP8 blockwise (`--types fp8bw`) is [`crate::grouped_blockwise`].
 //!
 //! The layers: Mixtral-8x7B (8 experts, top-2, hidden 4096, expert FFN 14336), DeepSeek-V3 (256
 //! experts, top-8, hidden 7168, expert FFN 2048) and Qwen3-30B-A3B (128 experts, top-8, hidden
@@ -82,6 +82,8 @@ pub enum Routing {
     Uniform,
     /// Zipf with exponent 1.2 over the experts.
     Skewed,
+    /// Every expert the same rows (DeepGEMM's benchmark), the remainder to the first experts.
+    Even,
 }
 
 impl Routing {
@@ -89,17 +91,24 @@ impl Routing {
         match self {
             Routing::Uniform => "uniform",
             Routing::Skewed => "skewed",
+            Routing::Even => "even",
         }
     }
 }
 
 /// Rows per expert for `tokens` tokens routed to `top_k` distinct experts each.
 pub fn route(model: &MoeModel, tokens: usize, routing: Routing, seed: u64) -> Vec<usize> {
+    if routing == Routing::Even {
+        let rows = tokens * model.top_k;
+        return (0..model.experts)
+            .map(|e| rows / model.experts + usize::from(e < rows % model.experts))
+            .collect();
+    }
     let mut rng = StdRng::seed_from_u64(seed);
     let weights: Vec<f64> = (0..model.experts)
         .map(|e| match routing {
-            Routing::Uniform => 1.0,
             Routing::Skewed => 1.0 / ((e + 1) as f64).powf(1.2),
+            _ => 1.0,
         })
         .collect();
     let total: f64 = weights.iter().sum();
@@ -125,20 +134,24 @@ pub fn route(model: &MoeModel, tokens: usize, routing: Routing, seed: u64) -> Ve
 }
 
 /// One measured case.
-struct Row {
-    model: &'static str,
-    gemm: &'static str,
-    tokens: usize,
-    routing: Routing,
-    kind: Kind,
-    kernel: String,
+pub(crate) struct Row {
+    pub model: &'static str,
+    pub gemm: &'static str,
+    pub tokens: usize,
+    pub routing: Routing,
+    pub kind: Kind,
+    pub kernel: String,
     /// Whether the kernel is the library's choice (`--kernels` may time others too).
-    chosen: bool,
-    ours: f64,
-    looped: f64,
-    grouped_cublas: Option<f64>,
-    flops: f64,
-    diff: f64,
+    pub chosen: bool,
+    pub ours: f64,
+    /// The per-expert loop of cuBLAS / cuBLASLt GEMMs (none where cuBLASLt has no algorithm for
+    /// some expert's rows).
+    pub looped: Option<f64>,
+    pub grouped_cublas: Option<f64>,
+    /// The per-expert loop of this crate's own GEMMs (FP8 blockwise).
+    pub own_loop: Option<f64>,
+    pub flops: f64,
+    pub diff: f64,
 }
 
 pub fn run(args: &ProfileArgs) -> Result<ExitCode> {
@@ -198,6 +211,14 @@ pub fn run(args: &ProfileArgs) -> Result<ExitCode> {
                         &args.kernels,
                     )?,
                     Kind::E4m3 => case_e4m3(&dev, &model, gemm, n, k, rounds, &args.kernels)?,
+                    Kind::Fp8Blockwise => crate::grouped_blockwise::model_cases(
+                        &dev,
+                        &model,
+                        gemm,
+                        (n, k),
+                        rounds,
+                        &args.kernels,
+                    )?,
                     other => {
                         eprintln!("--grouped: {other:?} has no grouped kernel; skipped");
                         Vec::new()
@@ -206,6 +227,13 @@ pub fn run(args: &ProfileArgs) -> Result<ExitCode> {
                 rows.extend(measured);
             }
         }
+    }
+    if args.problems.types.contains(&Kind::Fp8Blockwise) {
+        rows.extend(crate::grouped_blockwise::deepgemm_cases(
+            &dev,
+            rounds,
+            &args.kernels,
+        )?);
     }
     summary(&rows);
     if let Some(path) = &args.csv {
@@ -216,20 +244,22 @@ pub fn run(args: &ProfileArgs) -> Result<ExitCode> {
 
 fn print_row(r: &Row) {
     let tf = |s: f64| r.flops / s / 1e12;
+    let tflops = |x: Option<f64>| x.map_or("-".into(), |s| format!("{:.1}", tf(s)));
+    let ratio = |x: Option<f64>| x.map_or("-".into(), |s| format!("{:.3}", s / r.ours));
+    // The second baseline: cuBLAS's grouped GEMM, or for FP8 blockwise our own loop.
+    let second = r.grouped_cublas.or(r.own_loop);
     println!(
-        "{:<14} {:<5} {:>6} {:<8} {:<5} {:>9.1} {:>9.1} {:>7.3} {:>9} {:>7} {:>8.1e}  {}",
+        "{:<14} {:<5} {:>6} {:<8} {:<5} {:>9.1} {:>9} {:>7} {:>9} {:>7} {:>8.1e}  {}",
         r.model,
         r.gemm,
         r.tokens,
         r.routing.name(),
         r.kind.label(),
         tf(r.ours),
-        tf(r.looped),
-        r.looped / r.ours,
-        r.grouped_cublas
-            .map_or("-".into(), |s| format!("{:.1}", tf(s))),
-        r.grouped_cublas
-            .map_or("-".into(), |s| format!("{:.3}", s / r.ours)),
+        tflops(r.looped),
+        ratio(r.looped),
+        tflops(second),
+        ratio(second),
         r.diff,
         if r.chosen {
             format!("* {}", r.kernel)
@@ -264,26 +294,29 @@ fn summary(rows: &[Row]) {
             if sel.is_empty() {
                 continue;
             }
-            let l: Vec<f64> = sel.iter().map(|r| r.looped / r.ours).collect();
-            let g: Vec<f64> = sel
-                .iter()
-                .filter_map(|r| r.grouped_cublas.map(|s| s / r.ours))
-                .collect();
-            println!(
-                "  {:<5} {label:<28} x loop {:.3} (min {:.3}, {} cases){}",
-                kind.label(),
-                geo(&l),
-                l.iter().copied().fold(f64::INFINITY, f64::min),
-                l.len(),
-                if g.is_empty() {
+            let ratios = |f: &dyn Fn(&Row) -> Option<f64>| -> Vec<f64> {
+                sel.iter()
+                    .filter_map(|r| f(r).map(|s| s / r.ours))
+                    .collect()
+            };
+            let part = |name: &str, v: &[f64]| {
+                if v.is_empty() {
                     String::new()
                 } else {
                     format!(
-                        "; x cuBLAS grouped {:.3} (min {:.3})",
-                        geo(&g),
-                        g.iter().copied().fold(f64::INFINITY, f64::min)
+                        "; x {name} {:.3} (min {:.3}, {} cases)",
+                        geo(v),
+                        v.iter().copied().fold(f64::INFINITY, f64::min),
+                        v.len()
                     )
                 }
+            };
+            println!(
+                "  {:<5} {label:<28}{}{}{}",
+                kind.label(),
+                part("loop", &ratios(&|r| r.looped)),
+                part("cuBLAS grouped", &ratios(&|r| r.grouped_cublas)),
+                part("own loop", &ratios(&|r| r.own_loop)),
             );
         }
     }
@@ -302,6 +335,7 @@ fn write_csv(path: &std::path::Path, rows: &[Row]) -> Result<()> {
         "ours_us",
         "loop_us",
         "cublas_grouped_us",
+        "own_loop_us",
         "gflop",
         "rel_diff",
     ])?;
@@ -315,8 +349,11 @@ fn write_csv(path: &std::path::Path, rows: &[Row]) -> Result<()> {
             r.kernel.clone(),
             r.chosen.to_string(),
             format!("{:.3}", r.ours * 1e6),
-            format!("{:.3}", r.looped * 1e6),
+            r.looped
+                .map_or(String::new(), |s| format!("{:.3}", s * 1e6)),
             r.grouped_cublas
+                .map_or(String::new(), |s| format!("{:.3}", s * 1e6)),
+            r.own_loop
                 .map_or(String::new(), |s| format!("{:.3}", s * 1e6)),
             format!("{:.4}", r.flops / 1e9),
             format!("{:.3e}", r.diff),
@@ -326,12 +363,16 @@ fn write_csv(path: &std::path::Path, rows: &[Row]) -> Result<()> {
     Ok(())
 }
 
-/// The kernels `--kernels` asks for among the grouped kernels of this build for A's type: `None`
-/// stands for the library's choice.
-fn candidates(mode: &KernelMode, a: DataType) -> Vec<Option<&'static str>> {
+/// The kernels `--kernels` asks for among the grouped kernels of this build for A's type, with
+/// blockwise scales or without: `None` stands for the library's choice.
+pub(crate) fn candidates(
+    mode: &KernelMode,
+    a: DataType,
+    blockwise: bool,
+) -> Vec<Option<&'static str>> {
     let serving = cutlass_gemm::built_grouped_kernels()
         .iter()
-        .filter(move |k| k.spec.a.ty == a);
+        .filter(move |k| k.spec.a.ty == a && k.spec.blockwise.is_some() == blockwise);
     match mode {
         KernelMode::Heuristic | KernelMode::Autotune(_) => vec![None],
         KernelMode::All => serving.map(|k| Some(k.name)).collect(),
@@ -347,7 +388,7 @@ fn candidates(mode: &KernelMode, a: DataType) -> Vec<Option<&'static str>> {
 }
 
 /// Offsets of the contiguous layout from rows per expert.
-fn offsets(rows: &[usize]) -> Vec<i32> {
+pub(crate) fn offsets(rows: &[usize]) -> Vec<i32> {
     let mut o = vec![0i32];
     for r in rows {
         o.push(o.last().unwrap() + *r as i32);
@@ -356,7 +397,7 @@ fn offsets(rows: &[usize]) -> Vec<i32> {
 }
 
 /// Times two launch sequences alternating, the median of `rounds` rounds each.
-fn duel(
+pub(crate) fn duel(
     dev: &Device,
     flops: f64,
     rounds: usize,
@@ -376,7 +417,7 @@ fn duel(
     Ok((median(a), median(b)))
 }
 
-fn fill<T: Element + DeviceRepr>(
+pub(crate) fn fill<T: Element + DeviceRepr>(
     stream: &Arc<CudaStream>,
     len: usize,
     seed: u64,
@@ -386,8 +427,8 @@ fn fill<T: Element + DeviceRepr>(
 
 /// One case's measurements of our candidates against the loop (and cuBLAS's grouped GEMM, timed
 /// once per case), each checked against the loop's output.
-struct Measured {
-    rows: Vec<Row>,
+pub(crate) struct Measured {
+    pub rows: Vec<Row>,
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -511,7 +552,7 @@ where
             };
             let cbg_ok = cublas_grouped().is_ok();
             let mut t_cbg = None;
-            for candidate in candidates(mode, T::DATA_TYPE) {
+            for candidate in candidates(mode, T::DATA_TYPE, false) {
                 let plan = GroupedGemm::<T, T>::plan(dev.info, &problem, candidate)?;
                 let group_rows = plan.upload_group_rows(stream, &offs)?;
                 let mut ws = stream.alloc_zeros::<u8>(plan.workspace_size().max(1))?;
@@ -544,8 +585,9 @@ where
                     kernel: plan.kernel_name().to_string(),
                     chosen: plan.kernel_name() == chosen,
                     ours: t_ours,
-                    looped: t_loop,
+                    looped: Some(t_loop),
                     grouped_cublas: t_cbg,
+                    own_loop: None,
                     flops,
                     diff,
                 })?;
@@ -557,7 +599,7 @@ where
 
 impl Measured {
     /// Prints and keeps a row; fails when ours disagrees with the loop.
-    fn push(&mut self, row: Row) -> Result<()> {
+    pub fn push(&mut self, row: Row) -> Result<()> {
         print_row(&row);
         if row.diff > 1e-2 {
             return Err(anyhow!(
@@ -574,7 +616,7 @@ impl Measured {
     }
 }
 
-fn to_pair<T: Element + DeviceRepr>(
+pub(crate) fn to_pair<T: Element + DeviceRepr>(
     stream: &Arc<CudaStream>,
     x: &CudaSlice<T>,
     y: &CudaSlice<T>,
@@ -643,7 +685,7 @@ fn case_e4m3(
                 }
                 Ok(())
             };
-            for candidate in candidates(mode, DataType::E4M3) {
+            for candidate in candidates(mode, DataType::E4M3, false) {
                 let plan = GroupedGemm::<E4M3, bf16>::plan(dev.info, &problem, candidate)?;
                 let group_rows = plan.upload_group_rows(stream, &offs)?;
                 let mut ws = stream.alloc_zeros::<u8>(plan.workspace_size().max(1))?;
@@ -669,8 +711,9 @@ fn case_e4m3(
                     kernel: plan.kernel_name().to_string(),
                     chosen: plan.kernel_name() == chosen,
                     ours: t_ours,
-                    looped: t_loop,
+                    looped: Some(t_loop),
                     grouped_cublas: None,
+                    own_loop: None,
                     flops,
                     diff,
                 })?;
@@ -713,8 +756,9 @@ mod tests {
             kernel: "k".into(),
             chosen: true,
             ours: 1e-5,
-            looped: 2e-5,
+            looped: Some(2e-5),
             grouped_cublas: cublas,
+            own_loop: None,
             flops: 1e9,
             diff: 0.0,
         };

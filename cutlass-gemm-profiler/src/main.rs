@@ -36,6 +36,7 @@ mod cublas;
 mod device;
 mod fused;
 mod grouped;
+mod grouped_blockwise;
 mod kind;
 mod list;
 mod overhead;
