@@ -18,7 +18,8 @@
 //!    on the same kernel; hints out of range or split-K off stream-K are refused with their rule.
 //!    The vectors' length check takes device buffers (`Gemm::run_fused`): not reachable without
 //!    a GPU, it is not fuzzed here.
-//! 3. Grouped GEMMs (`GroupedGemm::plan`, contiguous and masked `GroupedProblem`s,
+//! 3. Grouped GEMMs (`GroupedGemm::plan`, `GroupedBlockwiseGemm::plan` with its scale counts,
+//!    contiguous and masked `GroupedProblem`s,
 //!    `GroupedListGemm::plan`): random group counts (0, 1, many, past `i32::MAX`), rows or
 //!    capacities, n, k, expected rows, scalars, types and named kernels. `GroupedProblem::check`
 //!    refuses exactly what the rules say, with that rule, and a plan the same; a plan's element
@@ -55,10 +56,10 @@ use cutlass_gemm::numeric::{E4M3, E5M2};
 use cutlass_gemm::plans::weight_only::{check_group_index, check_weight_extents};
 use cutlass_gemm::{
     Activation, BiasAxis, BlockwiseGemm, DeviceInfo, Element, Epilogue, Error, Extent, Fp8, Gemm,
-    GemmProblem, GroupRowsRule, GroupedGemm, GroupedLayout, GroupedListGemm, GroupedProblem,
-    KernelRule, Layout, LayoutRule, MatrixLayout, OperandName, ProblemRule, Quantity, Scalar,
-    ScheduleHints, TileScheduler, WeightFormat, WeightOnlyGemm, WeightOnlyInput, WeightOnlyProblem,
-    WeightRule,
+    GemmProblem, GroupRowsRule, GroupedBlockwiseGemm, GroupedGemm, GroupedLayout, GroupedListGemm,
+    GroupedProblem, KernelRule, Layout, LayoutRule, MatrixLayout, OperandName, ProblemRule,
+    Quantity, Scalar, ScheduleHints, TileScheduler, WeightFormat, WeightOnlyGemm, WeightOnlyInput,
+    WeightOnlyProblem, WeightRule,
 };
 use half::{bf16, f16};
 use proptest::prelude::*;
@@ -985,10 +986,14 @@ fn grouped_rule(p: &GroupedProblem) -> Option<ProblemRule> {
     None
 }
 
-/// A grouped plan's host check of rows per group, whatever its types.
+/// A grouped plan, whatever its types and scales: what the properties read of it.
 trait GroupRows {
     fn problem(&self) -> GroupedProblem;
     fn check(&self, rows: &[i32]) -> cutlass_gemm::Result<()>;
+    fn kernel_name(&self) -> &'static str;
+    fn workspace_size(&self) -> usize;
+    /// The scale counts of a blockwise plan.
+    fn scale_lens(&self) -> Option<(usize, usize)>;
 }
 
 impl<T: Element, TD: Element> GroupRows for GroupedGemm<T, TD> {
@@ -999,12 +1004,48 @@ impl<T: Element, TD: Element> GroupRows for GroupedGemm<T, TD> {
     fn check(&self, rows: &[i32]) -> cutlass_gemm::Result<()> {
         self.check_group_rows(rows)
     }
+
+    fn kernel_name(&self) -> &'static str {
+        GroupedGemm::kernel_name(self)
+    }
+
+    fn workspace_size(&self) -> usize {
+        GroupedGemm::workspace_size(self)
+    }
+
+    fn scale_lens(&self) -> Option<(usize, usize)> {
+        None
+    }
 }
 
-/// Whether this build has a grouped kernel for these types that the device runs.
-fn grouped_kernel_for<T: Element, TD: Element>(device: DeviceInfo) -> bool {
+impl<TD: Element> GroupRows for GroupedBlockwiseGemm<TD> {
+    fn problem(&self) -> GroupedProblem {
+        *GroupedBlockwiseGemm::problem(self)
+    }
+
+    fn check(&self, rows: &[i32]) -> cutlass_gemm::Result<()> {
+        self.check_group_rows(rows)
+    }
+
+    fn kernel_name(&self) -> &'static str {
+        GroupedBlockwiseGemm::kernel_name(self)
+    }
+
+    fn workspace_size(&self) -> usize {
+        GroupedBlockwiseGemm::workspace_size(self)
+    }
+
+    fn scale_lens(&self) -> Option<(usize, usize)> {
+        Some(GroupedBlockwiseGemm::scale_lens(self))
+    }
+}
+
+/// Whether this build has a grouped kernel for these types (with blockwise scales or without)
+/// that the device runs.
+fn grouped_kernel_for<T: Element, TD: Element>(device: DeviceInfo, blockwise: bool) -> bool {
     cutlass_gemm::built_grouped_kernels().iter().any(|k| {
         (k.spec.a.ty, k.spec.d.ty) == (T::DATA_TYPE, TD::DATA_TYPE)
+            && k.spec.blockwise.is_some() == blockwise
             && k.spec.arch.runs_on(device.compute_capability)
     })
 }
@@ -1029,6 +1070,35 @@ fn check_grouped<T: Element, TD: Element>(
     name: Option<&str>,
     pool: &GroupedPool,
 ) -> Result<bool, TestCaseError> {
+    check_grouped_plan::<T, TD, _>(device, p, name, pool, GroupedGemm::<T, TD>::plan, false)
+}
+
+/// [`check_grouped`] for [`GroupedBlockwiseGemm`] (e4m3 in), with its scale counts.
+fn check_grouped_blockwise<TD: Element>(
+    device: DeviceInfo,
+    p: &GroupedProblem,
+    name: Option<&str>,
+    pool: &GroupedPool,
+) -> Result<bool, TestCaseError> {
+    check_grouped_plan::<E4M3, TD, _>(
+        device,
+        p,
+        name,
+        pool,
+        GroupedBlockwiseGemm::<TD>::plan,
+        true,
+    )
+}
+
+/// [`check_grouped`] over a planner of either kind (`blockwise` says which kernels it takes).
+fn check_grouped_plan<T: Element, TD: Element, P: GroupRows + 'static>(
+    device: DeviceInfo,
+    p: &GroupedProblem,
+    name: Option<&str>,
+    pool: &GroupedPool,
+    planner: fn(DeviceInfo, &GroupedProblem, Option<&str>) -> cutlass_gemm::Result<P>,
+    blockwise: bool,
+) -> Result<bool, TestCaseError> {
     let rule = grouped_rule(p);
     let own = p.check();
     prop_assert_eq!(
@@ -1038,13 +1108,13 @@ fn check_grouped<T: Element, TD: Element>(
         p
     );
     prop_assert_eq!(own.is_ok(), rule.is_none());
-    let g = match GroupedGemm::<T, TD>::plan(device, p, name) {
+    let g = match planner(device, p, name) {
         Ok(g) => g,
         Err(e) => {
             typed(&e)?;
             if let Err(own) = &own {
                 same_error(own, &e)?;
-            } else if name.is_none() && grouped_kernel_for::<T, TD>(device) {
+            } else if name.is_none() && grouped_kernel_for::<T, TD>(device, blockwise) {
                 // With a kernel for the types, only an extent off its alignment is refused.
                 prop_assert!(
                     matches!(
@@ -1068,7 +1138,7 @@ fn check_grouped<T: Element, TD: Element>(
         }
     };
     prop_assert!(own.is_ok());
-    prop_assert_eq!(g.problem(), p);
+    prop_assert_eq!(g.problem(), *p);
     let kernel = cutlass_gemm::built_grouped_kernels()
         .iter()
         .find(|k| k.name == g.kernel_name());
@@ -1080,6 +1150,14 @@ fn check_grouped<T: Element, TD: Element>(
     let spec = kernel.unwrap().spec;
     prop_assert!(spec.arch.runs_on(device.compute_capability));
     prop_assert_eq!((spec.a.ty, spec.d.ty), (T::DATA_TYPE, TD::DATA_TYPE));
+    // Blockwise plans run blockwise kernels, and read ceil(k / 128) scales per row of A and
+    // ceil(n / 128) * ceil(k / 128) per group.
+    prop_assert_eq!(spec.blockwise.is_some(), blockwise);
+    prop_assert_eq!(g.scale_lens().is_some(), blockwise);
+    if let Some((sa, sb)) = g.scale_lens() {
+        let (kb, nb) = (p.k.div_ceil(128), p.n.div_ceil(128));
+        prop_assert_eq!((sa, sb), (p.a_len() / p.k * kb, p.groups * nb * kb));
+    }
     prop_assert!(p.k % spec.a.align as usize == 0 && p.n % spec.d.align as usize == 0);
     if let Some(name) = name {
         prop_assert_eq!(g.kernel_name(), name);
@@ -1128,7 +1206,7 @@ fn check_grouped_list<T: Element, TD: Element>(
             };
             if rule.is_some() {
                 prop_assert_eq!(rule_of(&e), rule.as_ref());
-            } else if name.is_none() && grouped_kernel_for::<T, TD>(device) {
+            } else if name.is_none() && grouped_kernel_for::<T, TD>(device, false) {
                 prop_assert!(false, "{groups} groups: {e}");
             }
             return Ok(false);
@@ -1249,13 +1327,14 @@ fn grouped_plans_and_group_rows() {
             &(
                 grouped_problem(),
                 device_weighted(30),
-                prop_oneof![8 => 0..3usize, 1 => 3..5usize],
+                prop_oneof![8 => 0..3usize, 2 => Just(5usize), 1 => 3..5usize],
                 kernel_name(),
                 prop::bool::weighted(0.2),
                 (groups(), extent(), scalar()),
             ),
             |(p, device, ty, name, list, (groups, expected, alpha))| {
-                // bf16, f16, e4m3 -> bf16 (the grouped kernels' types), then two without kernels.
+                // bf16, f16, e4m3 -> bf16 (the grouped kernels' types), two without kernels, and
+                // e4m3 -> bf16 with blockwise scales.
                 let (plan, list_plan): (GroupedCheck, GroupedListCheck) = match ty {
                     0 => (
                         check_grouped::<bf16, bf16>,
@@ -1267,7 +1346,12 @@ fn grouped_plans_and_group_rows() {
                         check_grouped_list::<E4M3, bf16>,
                     ),
                     3 => (check_grouped::<bf16, f32>, check_grouped_list::<bf16, f32>),
-                    _ => (check_grouped::<f16, bf16>, check_grouped_list::<f16, bf16>),
+                    4 => (check_grouped::<f16, bf16>, check_grouped_list::<f16, bf16>),
+                    // e4m3 with blockwise scales (its list plans are the plain ones).
+                    _ => (
+                        check_grouped_blockwise::<bf16>,
+                        check_grouped_list::<E4M3, bf16>,
+                    ),
                 };
                 let planned = if list {
                     list_plan(device, groups, expected, name, alpha)
