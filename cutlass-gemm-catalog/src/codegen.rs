@@ -255,13 +255,7 @@ pub fn kernel_source(spec: &KernelSpec) -> Result<String, String> {
                 };
             }
             values.push(("scale_config", scale_config));
-            let (mainloop, extra_include) = match spec.mainloop_wrapper() {
-                Some((wrapper, header)) => (
-                    format!("{wrapper}<CollectiveMainloop>"),
-                    format!("\n#include \"{header}\""),
-                ),
-                None => ("CollectiveMainloop".to_string(), String::new()),
-            };
+            let (mainloop, extra_include) = mainloop_values(spec);
             values.push(("mainloop", mainloop));
             values.push(("extra_include", extra_include));
             SM90_GROUPED_GEMM_TEMPLATE
@@ -274,16 +268,7 @@ pub fn kernel_source(spec: &KernelSpec) -> Result<String, String> {
         }
         Arch::Sm90a => {
             values.push(("tile_scheduler", spec.tile_scheduler.cpp_type().into()));
-            // This crate's own mainloops wrap the builder's (both placeholders render to nothing
-            // new for CUTLASS's schedules, so those sources, and their cached objects, stay as
-            // they were).
-            let (mainloop, mut extra_include) = match spec.mainloop_wrapper() {
-                Some((wrapper, header)) => (
-                    format!("{wrapper}<CollectiveMainloop>"),
-                    format!("\n#include \"{header}\""),
-                ),
-                None => ("CollectiveMainloop".to_string(), String::new()),
-            };
+            let (mainloop, mut extra_include) = mainloop_values(spec);
             if spec.fusion.is_fused() {
                 extra_include.push_str(&format!("\n#include \"{EPILOGUE_HEADER_NAME}\""));
             }
@@ -338,6 +323,19 @@ pub fn kernel_source(spec: &KernelSpec) -> Result<String, String> {
         }
     };
     render(template, &values)
+}
+
+/// The collective mainloop an SM90 kernel instantiates (this crate's wrapper around the builder's,
+/// or the builder's own) and the include of the wrapper's header (nothing for CUTLASS's schedules,
+/// so those sources, and their cached objects, stay as they were).
+fn mainloop_values(spec: &KernelSpec) -> (String, String) {
+    match spec.mainloop_wrapper() {
+        Some((wrapper, header)) => (
+            format!("{wrapper}<CollectiveMainloop>"),
+            format!("\n#include \"{header}\""),
+        ),
+        None => ("CollectiveMainloop".to_string(), String::new()),
+    }
 }
 
 /// The narrow operand of a mixed-input kernel as its collective builder takes it: the element,

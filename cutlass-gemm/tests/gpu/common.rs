@@ -162,3 +162,13 @@ impl ExactOperands {
         );
     }
 }
+
+/// The bound of an FP8 GEMM on inexact data: D's rounding (twice), 2^-6 of the magnitude (Hopper's
+/// FP8 MMA keeps fewer bits than f32 while it accumulates within a k-block) and f32 accumulation
+/// over `k` terms.
+pub fn loose_bound<TD: cutlass_gemm::Element>(reference: f64, magnitude: f64, k: usize) -> f64 {
+    2.0 * TD::UNIT_ROUNDOFF * reference.abs()
+        + (2f64.powi(-6) + 2.0 * k as f64 * <f32 as cutlass_gemm::Element>::UNIT_ROUNDOFF)
+            * magnitude
+        + 1e-30
+}

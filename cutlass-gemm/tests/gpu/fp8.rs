@@ -71,12 +71,6 @@ fn exact_bound<TD: Element>(reference: f64) -> f64 {
     TD::UNIT_ROUNDOFF * reference.abs() + tiny
 }
 
-fn loose_bound<TD: Element>(reference: f64, magnitude: f64, k: usize) -> f64 {
-    2.0 * TD::UNIT_ROUNDOFF * reference.abs()
-        + (2f64.powi(-6) + 2.0 * k as f64 * f32::UNIT_ROUNDOFF) * magnitude
-        + 1e-30
-}
-
 /// Compares D with the reference under `bound(ref, magnitude)`; returns the worst error / bound.
 fn check<TD: Element>(
     what: &str,

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaContext, CudaStream};
+use cudarc::driver::{CudaContext, CudaSlice, CudaStream};
 use cutlass_gemm::numeric::E4M3;
 use cutlass_gemm::reference::{self, GroupReference};
 use cutlass_gemm::{
@@ -16,7 +16,7 @@ use half::{bf16, f16};
 use rand::rngs::StdRng;
 use rand::Rng;
 
-use crate::common::{gemm_device, rng};
+use crate::common::{gemm_device, loose_bound, rng};
 
 /// Small integers: every product and sum of them is exact in the f32 accumulator, so the only
 /// error is D's rounding (inside the reference's bound).
@@ -43,36 +43,67 @@ fn run_case<T: Element, TD: Element>(
 ) -> Vec<TD> {
     let p = &case.problem;
     let plan = GroupedGemm::<T, TD>::with_kernel(ctx, p, kernel).unwrap();
-    let a: Vec<T> = integers(rng, p.a_len(), 2);
-    let b: Vec<T> = integers(rng, p.b_len(), 2);
-    let c: Vec<TD> = integers(rng, p.d_len(), 3);
-    let da = stream.clone_htod(&a).unwrap();
-    let db = stream.clone_htod(&b).unwrap();
-    let dc = stream.clone_htod(&c).unwrap();
-    let rows = stream.clone_htod(&case.group_rows).unwrap();
-    let alphas = case.alphas.as_ref().map(|x| stream.clone_htod(x).unwrap());
-    let mut dd = stream.clone_htod(&vec![TD::POISON; p.d_len()]).unwrap();
-    let mut inputs = GroupedInputs::new(&da, &db, &rows);
-    if let Some(x) = &alphas {
-        inputs = inputs.with_alphas(x);
-    }
-    if p.beta != 0.0 {
-        inputs = inputs.with_c(&dc);
-    }
-    plan.run(stream, &inputs, &mut dd, Workspace::Managed)
+    let (data, mut dd) = CaseData::<T, TD>::new(stream, rng, case);
+    plan.run(stream, &data.inputs(case), &mut dd, Workspace::Managed)
         .unwrap();
     let d = stream.clone_dtoh(&dd).unwrap();
     let refs = reference::grouped(
         p,
-        &a,
-        &b,
+        &data.a,
+        &data.b,
         &case.group_rows,
         case.alphas.as_deref(),
-        (p.beta != 0.0).then_some(&c[..]),
+        (p.beta != 0.0).then_some(&data.c[..]),
     )
     .unwrap();
     check_groups(kernel, p, &d, &refs);
     d
+}
+
+/// A case's operands: small integers (A and B up to 2, C up to 3), on the host and the device.
+struct CaseData<T: Element, TD: Element> {
+    a: Vec<T>,
+    b: Vec<T>,
+    c: Vec<TD>,
+    da: CudaSlice<T>,
+    db: CudaSlice<T>,
+    dc: CudaSlice<TD>,
+    rows: CudaSlice<i32>,
+    alphas: Option<CudaSlice<f32>>,
+}
+
+impl<T: Element, TD: Element> CaseData<T, TD> {
+    /// The operands, and D poisoned.
+    fn new(stream: &Arc<CudaStream>, rng: &mut StdRng, case: &Case) -> (Self, CudaSlice<TD>) {
+        let p = &case.problem;
+        let a: Vec<T> = integers(rng, p.a_len(), 2);
+        let b: Vec<T> = integers(rng, p.b_len(), 2);
+        let c: Vec<TD> = integers(rng, p.d_len(), 3);
+        let dd = stream.clone_htod(&vec![TD::POISON; p.d_len()]).unwrap();
+        let data = CaseData {
+            da: stream.clone_htod(&a).unwrap(),
+            db: stream.clone_htod(&b).unwrap(),
+            dc: stream.clone_htod(&c).unwrap(),
+            rows: stream.clone_htod(&case.group_rows).unwrap(),
+            alphas: case.alphas.as_ref().map(|x| stream.clone_htod(x).unwrap()),
+            a,
+            b,
+            c,
+        };
+        (data, dd)
+    }
+
+    /// The launch's inputs: A, B, the rows per group, the case's alphas, and C when beta reads it.
+    fn inputs(&self, case: &Case) -> GroupedInputs<'_, T, TD> {
+        let mut inputs = GroupedInputs::new(&self.da, &self.db, &self.rows);
+        if let Some(x) = &self.alphas {
+            inputs = inputs.with_alphas(x);
+        }
+        if case.problem.beta != 0.0 {
+            inputs = inputs.with_c(&self.dc);
+        }
+        inputs
+    }
 }
 
 /// Checks every group's rows of D against the reference (no element at all when every group is
@@ -478,42 +509,32 @@ fn run_blockwise_case<TD: Element>(
     use cutlass_gemm::GroupedBlockwiseGemm;
     let p = &case.problem;
     let plan = GroupedBlockwiseGemm::<TD>::with_kernel(ctx, p, kernel).unwrap();
-    let a: Vec<E4M3> = integers(rng, p.a_len(), 2);
-    let b: Vec<E4M3> = integers(rng, p.b_len(), 2);
-    let c: Vec<TD> = integers(rng, p.d_len(), 3);
+    let (data, mut dd) = CaseData::<E4M3, TD>::new(stream, rng, case);
     let (sa_len, sb_len) = plan.scale_lens();
     let (sa, sb) = (pow2_scales(rng, sa_len), pow2_scales(rng, sb_len));
-    let (da, db, dc) = (
-        stream.clone_htod(&a).unwrap(),
-        stream.clone_htod(&b).unwrap(),
-        stream.clone_htod(&c).unwrap(),
-    );
     let (dsa, dsb) = (
         stream.clone_htod(&sa).unwrap(),
         stream.clone_htod(&sb).unwrap(),
     );
-    let rows = stream.clone_htod(&case.group_rows).unwrap();
-    let alphas = case.alphas.as_ref().map(|x| stream.clone_htod(x).unwrap());
-    let mut dd = stream.clone_htod(&vec![TD::POISON; p.d_len()]).unwrap();
-    let mut inputs = GroupedInputs::new(&da, &db, &rows);
-    if let Some(x) = &alphas {
-        inputs = inputs.with_alphas(x);
-    }
-    if p.beta != 0.0 {
-        inputs = inputs.with_c(&dc);
-    }
-    plan.run(stream, &inputs, &dsa, &dsb, &mut dd, Workspace::Managed)
-        .unwrap();
+    plan.run(
+        stream,
+        &data.inputs(case),
+        &dsa,
+        &dsb,
+        &mut dd,
+        Workspace::Managed,
+    )
+    .unwrap();
     let d = stream.clone_dtoh(&dd).unwrap();
     let refs = reference::grouped_blockwise(
         p,
-        &a,
+        &data.a,
         &sa,
-        &b,
+        &data.b,
         &sb,
         &case.group_rows,
         case.alphas.as_deref(),
-        (p.beta != 0.0).then_some(&c[..]),
+        (p.beta != 0.0).then_some(&data.c[..]),
     )
     .unwrap();
     check_groups(kernel, p, &d, &refs);
@@ -615,16 +636,14 @@ fn blockwise_grouped_recipe_with_gpu_quantized_operands() {
         reference::grouped_blockwise(&p, &qe, &qs, &we, &wsc, &group_rows, None, None::<&[bf16]>)
             .unwrap();
     // Hopper's FP8 MMA does not accumulate in full f32 within a k-block: the bound of
-    // tests/gpu/fp8.rs's recipe (2^-6 of the magnitude plus f32 accumulation and D's rounding).
+    // tests/gpu/fp8.rs's recipe.
     let mut worst = 0.0f64;
     let mut checked = 0;
     for g in &refs {
         let Some(r) = &g.reference else { continue };
         for (i, (&want, &mag)) in r.value.iter().zip(&r.magnitude).enumerate() {
             let got = d[g.d_offset + i].to_f64();
-            let bound = 2.0 * bf16::UNIT_ROUNDOFF * want.abs()
-                + (2f64.powi(-6) + 2.0 * k as f64 * f32::UNIT_ROUNDOFF) * mag
-                + 1e-30;
+            let bound = loose_bound::<bf16>(want, mag, k);
             let ratio = (got - want).abs() / bound;
             assert!(
                 ratio <= 1.0,
