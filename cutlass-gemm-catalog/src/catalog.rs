@@ -887,7 +887,147 @@ pub fn all() -> Vec<KernelSpec> {
     out.extend(sm1xx_fused(&blackwell));
     out.extend(blackwell);
     out.extend(sm100_block_scaled_outputs());
+    out.extend(sm1xx_grouped());
     out
+}
+
+/// The SM100 and SM120 grouped (pointer-array) entries: TN rows of Tables 1-3 on their tiles, with
+/// the grouped twin of the row's policy ([`KernelSchedule::grouped_twin`]) and a row-major D of
+/// the input type (bf16 for 8-bit and narrower inputs), as a mixture-of-experts layer takes them.
+///
+/// | arch | A x B | MMA tiles |
+/// |---|---|---|
+/// | SM100 | bf16, f16 (Table 1), e4m3 (Table 2) | 1SM 128x128, 2SM 256x128 |
+/// | SM100 | MXFP8 (ue8m0 x e4m3 per 32), NVFP4 (ue4m3 x e2m1 per 16) | 1SM 128x128, 2SM 256x128 |
+/// | SM120 | NVFP4 (cooperative and pingpong) | 128x128 |
+///
+/// CUTLASS 4.2 has no SM120 grouped kernel for operands without block scales, and its SM120
+/// block-scaled builder refuses MX operands with the pointer-array schedules (`sm1xx_common.inl`:
+/// "Incorrect SfVectorSize for MX_F4F6F8 is deduced"; census).
+pub fn sm1xx_grouped() -> Vec<KernelSpec> {
+    let base = sm1xx_with(false);
+    type Pick = (Arch, fn(&KernelSpec) -> bool, [u32; 2], KernelSchedule);
+    let picks: [Pick; 12] = [
+        (
+            Arch::Sm100a,
+            |s| s.a.ty == DataType::Bf16,
+            [128, 128],
+            KernelSchedule::Sm100OneSm,
+        ),
+        (
+            Arch::Sm100a,
+            |s| s.a.ty == DataType::Bf16,
+            [256, 128],
+            KernelSchedule::Sm100TwoSm,
+        ),
+        (
+            Arch::Sm100a,
+            |s| s.a.ty == DataType::F16,
+            [128, 128],
+            KernelSchedule::Sm100OneSm,
+        ),
+        (
+            Arch::Sm100a,
+            |s| s.a.ty == DataType::F16,
+            [256, 128],
+            KernelSchedule::Sm100TwoSm,
+        ),
+        (
+            Arch::Sm100a,
+            |s| s.block_scale.is_none() && (s.a.ty, s.b.ty) == (DataType::E4M3, DataType::E4M3),
+            [128, 128],
+            KernelSchedule::Sm100OneSm,
+        ),
+        (
+            Arch::Sm100a,
+            |s| s.block_scale.is_none() && (s.a.ty, s.b.ty) == (DataType::E4M3, DataType::E4M3),
+            [256, 128],
+            KernelSchedule::Sm100TwoSm,
+        ),
+        (
+            Arch::Sm100a,
+            |s| mxfp8_of(s),
+            [128, 128],
+            KernelSchedule::Sm100Mxf8f6f4OneSm,
+        ),
+        (
+            Arch::Sm100a,
+            |s| mxfp8_of(s),
+            [256, 128],
+            KernelSchedule::Sm100Mxf8f6f4TwoSm,
+        ),
+        (
+            Arch::Sm100a,
+            |s| nvfp4_of(s),
+            [128, 128],
+            KernelSchedule::Sm100Nvf4OneSm,
+        ),
+        (
+            Arch::Sm100a,
+            |s| nvfp4_of(s),
+            [256, 128],
+            KernelSchedule::Sm100Nvf4TwoSm,
+        ),
+        (
+            Arch::Sm120a,
+            |s| nvfp4_of(s) && s.tile[2] == 128,
+            [128, 128],
+            KernelSchedule::TmaWarpSpecializedCooperative,
+        ),
+        (
+            Arch::Sm120a,
+            |s| nvfp4_of(s) && s.tile[2] == 128,
+            [128, 128],
+            KernelSchedule::TmaWarpSpecializedPingpong,
+        ),
+    ];
+    picks
+        .iter()
+        .map(|&(arch, types, tile, schedule)| {
+            let s = base
+                .iter()
+                .find(|s| {
+                    s.arch == arch
+                        && s.layout_name() == "TN"
+                        && s.kernel_schedule == schedule
+                        && s.epilogue_schedule != EpilogueSchedule::NoSmemWarpSpecialized1Sm
+                        && [s.tile[0], s.tile[1]] == tile
+                        && types(s)
+                })
+                .unwrap_or_else(|| panic!("the tables have a {arch} {tile:?} {schedule:?} TN row"));
+            let grouped = schedule
+                .grouped_twin()
+                .expect("every picked policy has a grouped twin");
+            let two = schedule.sms() == 2;
+            let epilogue_schedule = match (arch, two) {
+                (Arch::Sm120a, _) => EpilogueSchedule::Auto,
+                (_, true) => EpilogueSchedule::PtrArrayTmaWarpSpecialized2Sm,
+                (_, false) => EpilogueSchedule::PtrArrayTmaWarpSpecialized1Sm,
+            };
+            let out = match s.a.ty {
+                DataType::Bf16 | DataType::F16 => s.a.ty,
+                _ => DataType::Bf16,
+            };
+            KernelSpec {
+                kernel_schedule: grouped,
+                epilogue_schedule,
+                c: Operand::tma(out, OUTPUT_LAYOUT),
+                d: Operand::tma(out, OUTPUT_LAYOUT),
+                ..*s
+            }
+        })
+        .collect()
+}
+
+/// Whether an entry is NVFP4 (e2m1 with ue4m3 scale factors per 16 elements).
+fn nvfp4_of(s: &KernelSpec) -> bool {
+    s.block_scale.map(|b| (b.sf, b.vec)) == Some((DataType::UE4M3, 16))
+}
+
+/// Whether an entry is MXFP8 with e4m3 operands (ue8m0 scale factors per 32 elements).
+fn mxfp8_of(s: &KernelSpec) -> bool {
+    s.block_scale.map(|b| b.sf) == Some(DataType::UE8M0)
+        && (s.a.ty, s.b.ty) == (DataType::E4M3, DataType::E4M3)
 }
 
 /// The fused epilogue ([`Fusion::ScaleBiasActivation`]) on the SM100 and SM120 starter kernels
@@ -898,7 +1038,9 @@ pub fn sm1xx_fused(sm1xx: &[KernelSpec]) -> Vec<KernelSpec> {
         .iter()
         .filter(|s| {
             let name = s.name();
-            SM100_STARTER.contains(&name.as_str()) || SM120_STARTER.contains(&name.as_str())
+            !s.kernel_schedule.is_grouped()
+                && (SM100_STARTER.contains(&name.as_str())
+                    || SM120_STARTER.contains(&name.as_str()))
         })
         .filter_map(|s| {
             let fusion = fused_epilogue(s)?;
@@ -1407,7 +1549,12 @@ pub fn find(name: &str) -> Option<KernelSpec> {
 /// `tcgen05.mma[.sp].cta_group::{1,2}.kind::{kind}` (SM100) or `mma.sync...kind::{kind}` (SM120), with
 /// the kind from the type row (Tables 1–3) and, for the mxf4/nvf4 rows, the dispatch policy.
 pub fn expected_mma(spec: &KernelSpec) -> String {
-    let kind = match spec.kernel_schedule {
+    // A grouped kernel runs its dense twin's MMA.
+    let kind = match spec
+        .kernel_schedule
+        .dense_twin()
+        .unwrap_or(spec.kernel_schedule)
+    {
         KernelSchedule::Sm100Mxf8f6f4OneSm
         | KernelSchedule::Sm100Mxf8f6f4TwoSm
         | KernelSchedule::Sm120Mxf8f6f4Cooperative

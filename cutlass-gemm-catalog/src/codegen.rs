@@ -21,6 +21,8 @@ pub const SM1XX_GEMM_TEMPLATE: &str = include_str!("../templates/gemm_sm1xx.cu.i
 pub const SM90_GEMM_TEMPLATE: &str = include_str!("../templates/gemm_sm90.cu.in");
 /// One SM90 grouped (pointer-array) GEMM.
 pub const SM90_GROUPED_GEMM_TEMPLATE: &str = include_str!("../templates/gemm_sm90_grouped.cu.in");
+/// One SM100 or SM120 grouped (pointer-array) GEMM, dense or block-scaled.
+pub const SM1XX_GROUPED_GEMM_TEMPLATE: &str = include_str!("../templates/gemm_sm1xx_grouped.cu.in");
 /// Declarations of one grouped kernel's entry points.
 pub const GROUPED_KERNEL_DECL_TEMPLATE: &str =
     include_str!("../templates/grouped_kernel_decl.h.in");
@@ -290,6 +292,16 @@ pub fn kernel_source(spec: &KernelSpec) -> Result<String, String> {
                     SM90_GEMM_TEMPLATE
                 }
             }
+        }
+        _ if spec.kernel_schedule.is_grouped() => {
+            let o = spec
+                .origin
+                .ok_or_else(|| format!("{}: SM1xx entries need their seed rows", spec.name()))?;
+            values.push(("op_class", spec.op_class.cpp_type().into()));
+            values.push(("type_table", o.type_table.to_string()));
+            values.push(("type_row", o.type_row.to_string()));
+            values.push(("tile_table", o.tile_table.to_string()));
+            SM1XX_GROUPED_GEMM_TEMPLATE
         }
         _ => {
             let o = spec

@@ -45,18 +45,24 @@ pub enum Family {
 
 /// The SM100 kernels of the `sm100` family (each of them whose epilogue takes it also with the
 /// fused epilogue, [`crate::catalog::sm1xx_fused`]): NVFP4 and MXFP4 to f16, block-scaled NVFP4 outputs
-/// from NVFP4 and MXFP4 inputs, and plain e2m1 x e4m3 (CUTLASS's Blackwell narrow-precision walkthrough among them).
+/// from NVFP4 and MXFP4 inputs, and plain e2m1 x e4m3 (CUTLASS's Blackwell narrow-precision walkthrough among them);
+/// grouped bf16 (1SM), e4m3 (2SM), MXFP8 and NVFP4 (1SM) to bf16 ([`crate::catalog::sm1xx_grouped`]).
 pub const SM100_STARTER: &[&str] = &[
     "cutlass3x_sm100_bstensorop_gemm_ue4m3xe2m1_ue4m3xe2m1_f32_f16_f16_128x128x256_1x1x1_0_tnt_align32_o_vs16_1sm",
     "cutlass3x_sm100_bstensorop_gemm_ue4m3xe2m1_ue4m3xe2m1_f32_f16_ue4m3xe2m1_256x256x256_2x1x1_0_tnt_align32_o_vs16_2sm_epi_tma_epiVs16t",
     "cutlass3x_sm100_bstensorop_gemm_ue8m0xe2m1_ue8m0xe2m1_f32_f16_f16_256x256x256_2x1x1_0_tnt_align32_o_vs32_2sm_epi_tma",
     "cutlass3x_sm100_bstensorop_gemm_ue8m0xe2m1_ue8m0xe2m1_f32_f16_ue4m3xe2m1_256x256x128_4x4x1_0_ntt_align128_q_2sm_epi_tma_epiVs16t",
     "cutlass3x_sm100_tensorop_gemm_e2m1_e4m3_f32_f16_f16_128x128x128_1x1x1_0_tnt_align128_1sm",
+    "cutlass3x_sm100_tensorop_gemm_grouped_bf16_bf16_f32_bf16_bf16_128x128x64_1x1x1_0_tnt_align8_1sm",
+    "cutlass3x_sm100_tensorop_gemm_grouped_e4m3_e4m3_f32_bf16_bf16_256x128x128_2x1x1_0_tnt_align16_2sm_epi_tma",
+    "cutlass3x_sm100_bstensorop_gemm_grouped_ue8m0xe4m3_ue8m0xe4m3_f32_bf16_bf16_128x128x128_1x1x1_0_tnt_align16_o_vs32_1sm",
+    "cutlass3x_sm100_bstensorop_gemm_grouped_ue4m3xe2m1_ue4m3xe2m1_f32_bf16_bf16_128x128x256_1x1x1_0_tnt_align32_o_vs16_1sm",
 ];
 
-/// The SM120 kernels of the `sm120` family (and its fused twin): MXFP8 to f16.
+/// The SM120 kernels of the `sm120` family (and its fused twin): MXFP8 to f16; grouped NVFP4 to bf16.
 pub const SM120_STARTER: &[&str] = &[
     "cutlass3x_sm120_bstensorop_gemm_ue8m0xe4m3_ue8m0xe4m3_f32_f16_f16_128x128x128_1x1x1_0_tnt_align16_warpspecialized_cooperative",
+    "cutlass3x_sm120_bstensorop_gemm_grouped_ue4m3xe2m1_ue4m3xe2m1_f32_bf16_bf16_128x128x128_1x1x1_0_tnt_align32_warpspecialized_cooperative",
 ];
 
 /// SM90 kernels the GPU tests run beyond the families: CUTLASS's own f32-promoting FP8 kernels

@@ -126,6 +126,20 @@ pub enum KernelSchedule {
     Sm100SparseBlockScaledOneSm,
     /// `KernelSparseTmaWarpSpecialized2SmBlockScaledSm100`.
     Sm100SparseBlockScaledTwoSm,
+    /// `KernelPtrArrayTmaWarpSpecialized1SmSm100` (SM100 grouped GEMM, 1SM MMA): the pointer-array
+    /// kernel over a device array of problems, as on SM90.
+    PtrArraySm100OneSm,
+    /// `KernelPtrArrayTmaWarpSpecialized2SmSm100` (SM100 grouped GEMM, 2SM MMA).
+    PtrArraySm100TwoSm,
+    /// `KernelPtrArrayTmaWarpSpecialized1SmMxf8f6f4Sm100` (SM100 grouped block-scaled GEMM:
+    /// MX operands, one scale-factor pointer and layout per group).
+    PtrArraySm100Mxf8f6f4OneSm,
+    /// `KernelPtrArrayTmaWarpSpecialized2SmMxf8f6f4Sm100`.
+    PtrArraySm100Mxf8f6f4TwoSm,
+    /// `KernelPtrArrayTmaWarpSpecialized1SmNvf4Sm100` (SM100 grouped NVFP4 GEMM).
+    PtrArraySm100Nvf4OneSm,
+    /// `KernelPtrArrayTmaWarpSpecialized2SmNvf4Sm100`.
+    PtrArraySm100Nvf4TwoSm,
 }
 
 impl KernelSchedule {
@@ -169,6 +183,12 @@ impl KernelSchedule {
         KernelSchedule::Sm100SparseMxf4TwoSm,
         KernelSchedule::Sm100SparseBlockScaledOneSm,
         KernelSchedule::Sm100SparseBlockScaledTwoSm,
+        KernelSchedule::PtrArraySm100OneSm,
+        KernelSchedule::PtrArraySm100TwoSm,
+        KernelSchedule::PtrArraySm100Mxf8f6f4OneSm,
+        KernelSchedule::PtrArraySm100Mxf8f6f4TwoSm,
+        KernelSchedule::PtrArraySm100Nvf4OneSm,
+        KernelSchedule::PtrArraySm100Nvf4TwoSm,
     ];
 
     /// The suffix in procedural names (`KernelScheduleSuffixes` in `cutlass_library`).
@@ -229,6 +249,13 @@ impl KernelSchedule {
             KernelSchedule::Sm100SparseMxf4TwoSm => "_o_vs32_2sm",
             KernelSchedule::Sm100SparseBlockScaledOneSm => "_1sm",
             KernelSchedule::Sm100SparseBlockScaledTwoSm => "_2sm",
+            KernelSchedule::PtrArraySm100OneSm => "_1sm",
+            KernelSchedule::PtrArraySm100TwoSm => "_2sm",
+            // cutlass_library's (not the dense twins' `_q_`).
+            KernelSchedule::PtrArraySm100Mxf8f6f4OneSm => "_o_vs32_1sm",
+            KernelSchedule::PtrArraySm100Mxf8f6f4TwoSm => "_o_vs32_2sm",
+            KernelSchedule::PtrArraySm100Nvf4OneSm => "_o_vs16_1sm",
+            KernelSchedule::PtrArraySm100Nvf4TwoSm => "_o_vs16_2sm",
         }
     }
 
@@ -307,6 +334,20 @@ impl KernelSchedule {
             KernelSchedule::Sm100SparseBlockScaledTwoSm => {
                 "KernelSparseTmaWarpSpecialized2SmBlockScaledSm100"
             }
+            KernelSchedule::PtrArraySm100OneSm => "KernelPtrArrayTmaWarpSpecialized1SmSm100",
+            KernelSchedule::PtrArraySm100TwoSm => "KernelPtrArrayTmaWarpSpecialized2SmSm100",
+            KernelSchedule::PtrArraySm100Mxf8f6f4OneSm => {
+                "KernelPtrArrayTmaWarpSpecialized1SmMxf8f6f4Sm100"
+            }
+            KernelSchedule::PtrArraySm100Mxf8f6f4TwoSm => {
+                "KernelPtrArrayTmaWarpSpecialized2SmMxf8f6f4Sm100"
+            }
+            KernelSchedule::PtrArraySm100Nvf4OneSm => {
+                "KernelPtrArrayTmaWarpSpecialized1SmNvf4Sm100"
+            }
+            KernelSchedule::PtrArraySm100Nvf4TwoSm => {
+                "KernelPtrArrayTmaWarpSpecialized2SmNvf4Sm100"
+            }
         }
     }
 
@@ -318,6 +359,10 @@ impl KernelSchedule {
     pub fn stands_in_for(self, policy: &str) -> bool {
         if policy == self.policy() {
             return true;
+        }
+        // A grouped kernel serves the rows its dense twin serves.
+        if let Some(dense) = self.dense_twin() {
+            return dense.stands_in_for(policy);
         }
         let Some(named) = KernelSchedule::from_policy(policy) else {
             return false;
@@ -351,6 +396,34 @@ impl KernelSchedule {
         }
     }
 
+    /// The dense (one-problem) schedule a grouped SM100 schedule mirrors, or an SM90 pointer-array
+    /// one (which SM120's builder also takes); `None` for the others.
+    pub const fn dense_twin(self) -> Option<KernelSchedule> {
+        Some(match self {
+            KernelSchedule::PtrArraySm100OneSm => KernelSchedule::Sm100OneSm,
+            KernelSchedule::PtrArraySm100TwoSm => KernelSchedule::Sm100TwoSm,
+            KernelSchedule::PtrArraySm100Mxf8f6f4OneSm => KernelSchedule::Sm100Mxf8f6f4OneSm,
+            KernelSchedule::PtrArraySm100Mxf8f6f4TwoSm => KernelSchedule::Sm100Mxf8f6f4TwoSm,
+            KernelSchedule::PtrArraySm100Nvf4OneSm => KernelSchedule::Sm100Nvf4OneSm,
+            KernelSchedule::PtrArraySm100Nvf4TwoSm => KernelSchedule::Sm100Nvf4TwoSm,
+            KernelSchedule::PtrArrayTmaWarpSpecializedCooperative => {
+                KernelSchedule::TmaWarpSpecializedCooperative
+            }
+            KernelSchedule::PtrArrayTmaWarpSpecializedPingpong => {
+                KernelSchedule::TmaWarpSpecializedPingpong
+            }
+            _ => return None,
+        })
+    }
+
+    /// The grouped twin of a dense schedule ([`KernelSchedule::dense_twin`]'s inverse).
+    pub fn grouped_twin(self) -> Option<KernelSchedule> {
+        KernelSchedule::ALL
+            .iter()
+            .copied()
+            .find(|g| g.dense_twin() == Some(self))
+    }
+
     /// Whether the schedule is one of SM100's block-scaled ones (dense or sparse).
     pub const fn is_block_scaled(self) -> bool {
         let sparse_block_scaled = self.is_sparse()
@@ -369,6 +442,10 @@ impl KernelSchedule {
                     | KernelSchedule::Sm100Nvf4TwoSm
                     | KernelSchedule::Sm100BlockScaledOneSm
                     | KernelSchedule::Sm100BlockScaledTwoSm
+                    | KernelSchedule::PtrArraySm100Mxf8f6f4OneSm
+                    | KernelSchedule::PtrArraySm100Mxf8f6f4TwoSm
+                    | KernelSchedule::PtrArraySm100Nvf4OneSm
+                    | KernelSchedule::PtrArraySm100Nvf4TwoSm
             )
     }
 
@@ -434,7 +511,10 @@ impl KernelSchedule {
             | KernelSchedule::Sm100SparseNvf4TwoSm
             | KernelSchedule::Sm100SparseMxf4TwoSm
             | KernelSchedule::Sm100SparseBlockScaledTwoSm
-            | KernelSchedule::Sm100BlockScaledTwoSm => 2,
+            | KernelSchedule::Sm100BlockScaledTwoSm
+            | KernelSchedule::PtrArraySm100TwoSm
+            | KernelSchedule::PtrArraySm100Mxf8f6f4TwoSm
+            | KernelSchedule::PtrArraySm100Nvf4TwoSm => 2,
             _ => 1,
         }
     }
@@ -467,6 +547,12 @@ impl KernelSchedule {
                 | KernelSchedule::PtrArrayTmaWarpSpecializedPingpongFp8Blockwise
                 | KernelSchedule::PtrArrayTmaWarpSpecializedCooperativeFp8BlockwiseOverlap
                 | KernelSchedule::PtrArrayTmaWarpSpecializedPingpongFp8BlockwiseOverlap
+                | KernelSchedule::PtrArraySm100OneSm
+                | KernelSchedule::PtrArraySm100TwoSm
+                | KernelSchedule::PtrArraySm100Mxf8f6f4OneSm
+                | KernelSchedule::PtrArraySm100Mxf8f6f4TwoSm
+                | KernelSchedule::PtrArraySm100Nvf4OneSm
+                | KernelSchedule::PtrArraySm100Nvf4TwoSm
         )
     }
 
@@ -618,6 +704,10 @@ pub enum EpilogueSchedule {
     PtrArrayTmaWarpSpecializedCooperative,
     /// `PtrArrayTmaWarpSpecializedPingpong` (SM90 grouped, pingpong mainloops).
     PtrArrayTmaWarpSpecializedPingpong,
+    /// `PtrArrayTmaWarpSpecialized1Sm` (SM100 grouped, 1SM MMA).
+    PtrArrayTmaWarpSpecialized1Sm,
+    /// `PtrArrayTmaWarpSpecialized2Sm` (SM100 grouped, 2SM MMA).
+    PtrArrayTmaWarpSpecialized2Sm,
 }
 
 impl EpilogueSchedule {
@@ -628,8 +718,11 @@ impl EpilogueSchedule {
             | EpilogueSchedule::TmaWarpSpecialized
             | EpilogueSchedule::TmaWarpSpecialized2Sm
             | EpilogueSchedule::PtrArrayTmaWarpSpecializedCooperative
-            | EpilogueSchedule::PtrArrayTmaWarpSpecializedPingpong => "_epi_tma",
-            EpilogueSchedule::TmaWarpSpecialized1Sm | EpilogueSchedule::Auto => "",
+            | EpilogueSchedule::PtrArrayTmaWarpSpecializedPingpong
+            | EpilogueSchedule::PtrArrayTmaWarpSpecialized2Sm => "_epi_tma",
+            EpilogueSchedule::TmaWarpSpecialized1Sm
+            | EpilogueSchedule::PtrArrayTmaWarpSpecialized1Sm
+            | EpilogueSchedule::Auto => "",
             EpilogueSchedule::NoSmemWarpSpecialized
             | EpilogueSchedule::NoSmemWarpSpecialized1Sm
             | EpilogueSchedule::NoSmemWarpSpecialized2Sm => "_epi_nosmem",
@@ -658,6 +751,12 @@ impl EpilogueSchedule {
             }
             EpilogueSchedule::PtrArrayTmaWarpSpecializedPingpong => {
                 "cutlass::epilogue::PtrArrayTmaWarpSpecializedPingpong"
+            }
+            EpilogueSchedule::PtrArrayTmaWarpSpecialized1Sm => {
+                "cutlass::epilogue::PtrArrayTmaWarpSpecialized1Sm"
+            }
+            EpilogueSchedule::PtrArrayTmaWarpSpecialized2Sm => {
+                "cutlass::epilogue::PtrArrayTmaWarpSpecialized2Sm"
             }
         }
     }
@@ -1497,8 +1596,27 @@ impl KernelSpec {
                         EpilogueSchedule::NoSmemWarpSpecialized1Sm,
                     )
                 };
+                // Grouped kernels: the pointer-array epilogue of the MMA's SM count, the
+                // persistent group scheduler, CUTLASS's linear combination, a dense D.
+                let grouped = self.kernel_schedule.is_grouped();
+                let (tma, nosmem) = match (grouped, sms) {
+                    (true, 2) => (EpilogueSchedule::PtrArrayTmaWarpSpecialized2Sm, tma),
+                    (true, _) => (EpilogueSchedule::PtrArrayTmaWarpSpecialized1Sm, tma),
+                    (false, _) => (tma, nosmem),
+                };
+                if grouped
+                    && (self.tile_scheduler != TileScheduler::Persistent
+                        || self.fusion.is_fused()
+                        || self.output_scale.is_some()
+                        || self.op_class.is_sparse())
+                {
+                    return Err(format!(
+                        "{name}: SM100 grouped kernels take the persistent group scheduler, CUTLASS's linear-combination epilogue, dense operands and a plain D"
+                    ));
+                }
                 let nosmem_ok = self.op_class != OpClass::BlockScaledSparseTensorOp
-                    && self.output_scale.is_none();
+                    && self.output_scale.is_none()
+                    && !grouped;
                 let auto = self.kernel_schedule == KernelSchedule::Sm100Auto;
                 if auto != (self.epilogue_schedule == EpilogueSchedule::Auto) {
                     return Err(format!(
@@ -1525,6 +1643,19 @@ impl KernelSpec {
                 }
                 if self.epilogue_schedule != EpilogueSchedule::Auto {
                     return Err(format!("{name}: SM120 needs EpilogueScheduleAuto"));
+                }
+                // CUTLASS 4.2 builds SM120 pointer-array kernels for block-scaled operands only
+                // (`sm120_mma_builder.inl` refuses the dense ones), from SM90's schedule tags.
+                if self.kernel_schedule.is_grouped()
+                    && (self.block_scale.is_none()
+                        || self.kernel_schedule.dense_twin().is_none()
+                        || self.tile_scheduler != TileScheduler::Persistent
+                        || self.fusion.is_fused()
+                        || self.output_scale.is_some())
+                {
+                    return Err(format!(
+                        "{name}: SM120 grouped kernels are block-scaled, with the cooperative or pingpong pointer-array schedule, the persistent group scheduler, CUTLASS's linear combination and a plain D"
+                    ));
                 }
                 if matches!(self.d.ty, DataType::E2M3 | DataType::E3M2) {
                     let lead = if self.d.layout == Layout::RowMajor {

@@ -52,6 +52,12 @@ fn line(s: &cutlass_gemm_catalog::KernelSpec) -> String {
         KernelSchedule::Sm100Auto => "ScheduleAuto",
         KernelSchedule::Sm100BlockScaledOneSm => "BlockScaledTmaWarpSpecialized1SmSm100",
         KernelSchedule::Sm100BlockScaledTwoSm => "BlockScaledTmaWarpSpecialized2SmSm100",
+        KernelSchedule::PtrArraySm100OneSm => "PtrArrayTmaWarpSpecialized1SmSm100",
+        KernelSchedule::PtrArraySm100TwoSm => "PtrArrayTmaWarpSpecialized2SmSm100",
+        KernelSchedule::PtrArraySm100Mxf8f6f4OneSm => "PtrArrayMxf8f6f4TmaWarpSpecialized1SmSm100",
+        KernelSchedule::PtrArraySm100Mxf8f6f4TwoSm => "PtrArrayMxf8f6f4TmaWarpSpecialized2SmSm100",
+        KernelSchedule::PtrArraySm100Nvf4OneSm => "PtrArrayNvf4TmaWarpSpecialized1SmSm100",
+        KernelSchedule::PtrArraySm100Nvf4TwoSm => "PtrArrayNvf4TmaWarpSpecialized2SmSm100",
         other => panic!("add {other:?} to this test"),
     };
     let es = match s.epilogue_schedule {
@@ -69,6 +75,8 @@ fn line(s: &cutlass_gemm_catalog::KernelSpec) -> String {
         EpilogueSchedule::PtrArrayTmaWarpSpecializedPingpong => {
             "PtrArrayTmaWarpSpecializedPingpong"
         }
+        EpilogueSchedule::PtrArrayTmaWarpSpecialized1Sm => "PtrArrayTmaWarpSpecialized1Sm",
+        EpilogueSchedule::PtrArrayTmaWarpSpecialized2Sm => "PtrArrayTmaWarpSpecialized2Sm",
         other => panic!("add {other:?} to this test"),
     };
     let ts = match s.tile_scheduler {

@@ -50,7 +50,7 @@ for line in sys.stdin:
     if opc == "sptensorop":
         kind = GemmKind.SparseUniversal3x
     if ks.startswith("PtrArray"):
-        kind = GemmKind.GroupedUniversal3x
+        kind = GemmKind.GroupedBlockScaledUniversal3x if opc == "bstensorop" else GemmKind.GroupedUniversal3x
     if bw != "-":
         kind = GemmKind.GroupedBlockwiseUniversal3x if ks.startswith("PtrArray") else GemmKind.BlockwiseUniversal3x
         vm, vn, vk = (int(x) for x in bw.split("x"))
