@@ -364,15 +364,23 @@ fn write_csv(path: &std::path::Path, rows: &[Row]) -> Result<()> {
 }
 
 /// The kernels `--kernels` asks for among the grouped kernels of this build for A's type, with
-/// blockwise scales or without: `None` stands for the library's choice.
+/// blockwise scales or without, that the device (`info`) runs: `None` stands for the library's
+/// choice.
 pub(crate) fn candidates(
+    info: &cutlass_gemm::DeviceInfo,
     mode: &KernelMode,
     a: DataType,
     blockwise: bool,
 ) -> Vec<Option<&'static str>> {
+    let cc = info.compute_capability;
     let serving = cutlass_gemm::built_grouped_kernels()
         .iter()
-        .filter(move |k| k.spec.a.ty == a && k.spec.blockwise.is_some() == blockwise);
+        .filter(move |k| {
+            k.spec.a.ty == a
+                && k.spec.blockwise.is_some() == blockwise
+                && k.spec.block_scale.is_none()
+                && k.spec.arch.runs_on(cc)
+        });
     match mode {
         KernelMode::Heuristic | KernelMode::Autotune(_) => vec![None],
         KernelMode::All => serving.map(|k| Some(k.name)).collect(),
@@ -552,7 +560,7 @@ where
             };
             let cbg_ok = cublas_grouped().is_ok();
             let mut t_cbg = None;
-            for candidate in candidates(mode, T::DATA_TYPE, false) {
+            for candidate in candidates(&dev.info, mode, T::DATA_TYPE, false) {
                 let plan = GroupedGemm::<T, T>::plan(dev.info, &problem, candidate)?;
                 let group_rows = plan.upload_group_rows(stream, &offs)?;
                 let mut ws = stream.alloc_zeros::<u8>(plan.workspace_size().max(1))?;
@@ -685,7 +693,7 @@ fn case_e4m3(
                 }
                 Ok(())
             };
-            for candidate in candidates(mode, DataType::E4M3, false) {
+            for candidate in candidates(&dev.info, mode, DataType::E4M3, false) {
                 let plan = GroupedGemm::<E4M3, bf16>::plan(dev.info, &problem, candidate)?;
                 let group_rows = plan.upload_group_rows(stream, &offs)?;
                 let mut ws = stream.alloc_zeros::<u8>(plan.workspace_size().max(1))?;

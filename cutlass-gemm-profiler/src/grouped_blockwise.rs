@@ -270,7 +270,7 @@ impl<'d> Bench<'d> {
             Ok(())
         };
         let mut t_lt = None;
-        for candidate in candidates(mode, cutlass_gemm::DataType::E4M3, true) {
+        for candidate in candidates(&dev.info, mode, cutlass_gemm::DataType::E4M3, true) {
             let plan = GroupedBlockwiseGemm::<bf16>::plan(dev.info, &problem, candidate)?;
             let group_rows = plan.upload_group_rows(stream, &group_rows)?;
             let mut ws = stream.alloc_zeros::<u8>(plan.workspace_size().max(1))?;

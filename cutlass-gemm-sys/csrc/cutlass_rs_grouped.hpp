@@ -1,4 +1,4 @@
-// The grouped GEMM kernels' C++ side (SM90 pointer-array kernels). Part of cutlass-gemm-sys (csrc/);
+// The grouped GEMM kernels' C++ side (SM90, SM100 and SM120 pointer-array kernels). Part of cutlass-gemm-sys (csrc/);
 // not generated. Included by the generated grouped kernels after cutlass_rs_shim.hpp.
 //
 // run() launches two kernels on the stream: build_groups, which turns the layout of
@@ -31,15 +31,21 @@ __host__ __device__ inline Stride leading(int64_t ld) {
   return s;
 }
 
-// What a grouped kernel's mainloop takes besides A and B: nothing, or blockwise scales (a pointer
-// and a layout per group for each of A and B). Public CUTLASS types only, as GroupArrays takes.
+// What a grouped kernel's mainloop takes besides A and B: nothing, blockwise f32 scales (SM90 FP8
+// blockwise), or block scale factors (SM100/SM120 MX and NVFP4, Sm1xxBlockScaledConfig layout); the
+// last two a pointer and a layout per group for each of A and B. Public CUTLASS types only, as
+// GroupArrays takes.
 struct NoScales {
   static constexpr bool enabled = false;
+  static constexpr bool block_scaled = false;
+  using ElementSF = float;
 };
 
 template <class Config_, class LayoutSFA_, class LayoutSFB_, int M, int N, int K>
 struct BlockwiseScales {
   static constexpr bool enabled = true;
+  static constexpr bool block_scaled = false;
+  using ElementSF = float;
   using Config = Config_;
   using LayoutSFA = LayoutSFA_;
   using LayoutSFB = LayoutSFB_;
@@ -48,16 +54,41 @@ struct BlockwiseScales {
   static constexpr int k = K;
 };
 
+// Scale factors of `Vec` elements of K each, in CUTLASS's Sm1xxBlockScaledConfig layout: per
+// operand, 128-row blocks of 4 scale columns (512 bytes each), K blocks fastest.
+template <class Config_, class ElementSF_, class LayoutSFA_, class LayoutSFB_, int Vec>
+struct BlockScaledScales {
+  static constexpr bool enabled = true;
+  static constexpr bool block_scaled = true;
+  using ElementSF = ElementSF_;
+  using Config = Config_;
+  using LayoutSFA = LayoutSFA_;
+  using LayoutSFB = LayoutSFB_;
+  static constexpr int vec = Vec;
+};
+
 template <class Mainloop, class = void>
-struct ScalesOf {
+struct BlockwiseOf {
   using type = NoScales;
 };
 
 template <class Mainloop>
-struct ScalesOf<Mainloop, std::void_t<typename Mainloop::InternalLayoutSFA>> {
+struct BlockwiseOf<Mainloop, std::void_t<typename Mainloop::ScaleConfig, typename Mainloop::InternalLayoutSFA>> {
   using type = BlockwiseScales<typename Mainloop::ScaleConfig, typename Mainloop::InternalLayoutSFA,
                                typename Mainloop::InternalLayoutSFB, Mainloop::ScaleGranularityM,
                                Mainloop::ScaleGranularityN, Mainloop::ScaleGranularityK>;
+};
+
+template <class Mainloop, class = void>
+struct ScalesOf {
+  using type = typename BlockwiseOf<Mainloop>::type;
+};
+
+template <class Mainloop>
+struct ScalesOf<Mainloop, std::void_t<typename Mainloop::Sm1xxBlkScaledConfig>> {
+  using type = BlockScaledScales<typename Mainloop::Sm1xxBlkScaledConfig, typename Mainloop::ElementSF,
+                                 typename Mainloop::InternalLayoutSFA, typename Mainloop::InternalLayoutSFB,
+                                 Mainloop::SFVecSize>;
 };
 
 constexpr size_t kAlign = 256;
@@ -90,9 +121,11 @@ struct GroupArrays {
   StrideC *dc;
   StrideD *dd;
   float *alpha;
-  // Blockwise kernels only (null otherwise): each group's scale pointers and layouts.
-  const float **sfa;
-  const float **sfb;
+  // Blockwise and block-scaled kernels only (null otherwise): each group's scale pointers and
+  // layouts.
+  using ElementSF = typename Scales::ElementSF;
+  const ElementSF **sfa;
+  const ElementSF **sfb;
   void *layout_sfa;
   void *layout_sfb;
   void *cutlass_workspace;
@@ -143,8 +176,8 @@ struct GroupArrays {
     r.layout_sfa = nullptr;
     r.layout_sfb = nullptr;
     if constexpr (Scales::enabled) {
-      r.sfa = reinterpret_cast<const float **>(take(g * sizeof(void *)));
-      r.sfb = reinterpret_cast<const float **>(take(g * sizeof(void *)));
+      r.sfa = reinterpret_cast<const ElementSF **>(take(g * sizeof(void *)));
+      r.sfb = reinterpret_cast<const ElementSF **>(take(g * sizeof(void *)));
       r.layout_sfa = take(g * sizeof(typename Scales::LayoutSFA));
       r.layout_sfb = take(g * sizeof(typename Scales::LayoutSFB));
     }
@@ -162,6 +195,15 @@ using Arrays = GroupArrays<typename Gemm::GemmKernel::ElementA, typename Gemm::G
                            typename ScalesOf<typename Gemm::GemmKernel::CollectiveMainloop>::type>;
 
 __device__ inline int64_t clamp64(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo : (v > hi ? hi : v); }
+__host__ __device__ inline int64_t ceil_div64(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// `base` advanced by `elements` of type T (sub-byte types: packed, `elements * bits / 8` bytes; the
+// kernels' alignments keep every offset whole bytes).
+template <class T>
+__device__ inline T *advance(const void *base, int64_t elements) {
+  const int64_t bytes = elements * static_cast<int64_t>(cutlass::sizeof_bits<T>::value) / 8;
+  return reinterpret_cast<T *>(const_cast<char *>(static_cast<const char *>(base)) + bytes);
+}
 
 // One thread per group: the group's extents, operand pointers, strides and alpha from the layout.
 template <class A>
@@ -206,23 +248,37 @@ __global__ void build_groups(cutlass_rs_grouped_args a, A out) {
     ldd = p.ldd;
   }
   out.shapes[g] = cute::make_shape(static_cast<int>(m), static_cast<int>(n), static_cast<int>(k));
-  out.a[g] = reinterpret_cast<const typename A::ElementA *>(pa) + off_a;
-  out.b[g] = reinterpret_cast<const typename A::ElementB *>(pb) + off_b;
-  out.c[g] = reinterpret_cast<const typename A::ElementC *>(pc) + off_c;
-  out.d[g] = reinterpret_cast<typename A::ElementD *>(pd) + off_d;
+  out.a[g] = advance<const typename A::ElementA>(pa, off_a);
+  out.b[g] = advance<const typename A::ElementB>(pb, off_b);
+  out.c[g] = advance<const typename A::ElementC>(pc, off_c);
+  out.d[g] = advance<typename A::ElementD>(pd, off_d);
   out.da[g] = leading<typename A::StrideA>(lda);
   out.db[g] = leading<typename A::StrideB>(ldb);
   out.dc[g] = leading<typename A::StrideC>(ldc);
   out.dd[g] = leading<typename A::StrideD>(ldd);
   out.alpha[g] = a.alphas != nullptr ? a.alpha * a.alphas[g] : a.alpha;
-  if constexpr (A::Scales::enabled) {
+  if constexpr (A::Scales::block_scaled) {
+    // Each group's scale factors are those of a tensor of its own (rows padded to 128, scale
+    // columns to 4): A's start at row block start / 128 + g (CONTIGUOUS) or g * ceil(rows / 128)
+    // (MASKED), B's at g * ceil(n / 128), in blocks of 128 rows of all the K blocks.
+    using S = typename A::Scales;
+    using SF = typename A::ElementSF;
+    const int64_t cols = ceil_div64(ceil_div64(k, S::vec), 4) * 4;
+    const int64_t block_a = a.layout == CUTLASS_RS_GROUPED_CONTIGUOUS ? first_row / 128 + g
+                                                                      : g * ceil_div64(a.rows, 128);
+    out.sfa[g] = static_cast<const SF *>(a.scale_a) + block_a * 128 * cols;
+    out.sfb[g] = static_cast<const SF *>(a.scale_b) + g * ceil_div64(n, 128) * 128 * cols;
+    const auto shape = cute::make_shape(static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1);
+    reinterpret_cast<typename S::LayoutSFA *>(out.layout_sfa)[g] = S::Config::tile_atom_to_shape_SFA(shape);
+    reinterpret_cast<typename S::LayoutSFB *>(out.layout_sfb)[g] = S::Config::tile_atom_to_shape_SFB(shape);
+  } else if constexpr (A::Scales::enabled) {
     // K-major scales (Scales::m is 1: one scale row per row of A).
     using S = typename A::Scales;
     static_assert(S::m == 1, "grouped blockwise kernels take one scale per row of A");
     const int64_t kb = (k + S::k - 1) / S::k;
     const int64_t nb = (n + S::n - 1) / S::n;
-    out.sfa[g] = a.scale_a + first_row * kb;
-    out.sfb[g] = a.scale_b + g * nb * kb;
+    out.sfa[g] = static_cast<const float *>(a.scale_a) + first_row * kb;
+    out.sfb[g] = static_cast<const float *>(a.scale_b) + g * nb * kb;
     const auto shape = cute::make_shape(static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1);
     reinterpret_cast<typename S::LayoutSFA *>(out.layout_sfa)[g] = S::Config::tile_atom_to_shape_SFA(shape);
     reinterpret_cast<typename S::LayoutSFB *>(out.layout_sfb)[g] = S::Config::tile_atom_to_shape_SFB(shape);

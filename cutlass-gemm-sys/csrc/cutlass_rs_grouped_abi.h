@@ -1,6 +1,6 @@
 /* Part of cutlass-gemm-sys (csrc/cutlass_rs_grouped_abi.h); not generated, copied next to the
- * generated sources. The C ABI of the grouped GEMM kernels (SM90 pointer-array kernels, whose names
- * hold `_gemm_grouped_`): their argument struct, problem layouts and registry entry. A header of
+ * generated sources. The C ABI of the grouped GEMM kernels (SM90, SM100 and SM120 pointer-array
+ * kernels, whose names hold `_gemm_grouped_`): their argument struct, problem layouts and registry entry. A header of
  * its own, so that only the grouped kernels' objects depend on it. */
 #ifndef CUTLASS_RS_GROUPED_ABI_H
 #define CUTLASS_RS_GROUPED_ABI_H
@@ -40,6 +40,15 @@ extern "C" {
  * ceil(k / 128) scales per row of A (CONTIGUOUS: rows rows; MASKED: groups * rows, group after
  * group), scale_b ceil(n / 128) * ceil(k / 128) per group, group after group. A group's scales
  * follow its rows the way its A does. They take the CONTIGUOUS and MASKED layouts only.
+ *
+ * Block-scaled kernels (SM100/SM120 MX and NVFP4 operands; `bstensorop` in their names) read
+ * scale_a and scale_b as scale factors of `vec` elements of K (32 for MX, 16 for NVFP4) in CUTLASS's
+ * Sm1xxBlockScaledConfig layout, one such tensor per group: a group of m rows has ceil(m / 128) row
+ * blocks of cols = 4 * ceil(ceil(k / vec) / 4) scale columns (128 * cols bytes each). Group g's
+ * factors of A start at row block b_g (byte b_g * 128 * cols of scale_a): CONTIGUOUS b_g = start_g /
+ * 128 + g, MASKED b_g = g * ceil(rows / 128), so scale_a holds (ceil(rows / 128) + groups - 1) (or
+ * groups * ceil(rows / 128)) row blocks; expert g's factors of B start at row block g * ceil(n / 128).
+ * Per-tensor scales (NVFP4) go into alphas. They take the CONTIGUOUS and MASKED layouts only.
  *
  * Offsets and counts are clamped, never trusted: no group reaches past rows. Offsets that are not
  * monotone give groups that overlap (an unspecified D in their rows, never an access out of A, C or
@@ -90,9 +99,10 @@ typedef struct cutlass_rs_grouped_args {
   const int32_t *group_rows;
   /* LIST: groups problems (device). */
   const cutlass_rs_grouped_problem *problems;
-  /* Blockwise kernels: the f32 scales of A and B (device), else null. */
-  const float *scale_a;
-  const float *scale_b;
+  /* Blockwise kernels: the f32 scales of A and B; block-scaled kernels: their scale factors (one
+   * byte each); device pointers, else null. */
+  const void *scale_a;
+  const void *scale_b;
   /* Per-group alphas (device f32), or null. */
   const float *alphas;
   float alpha;

@@ -27,6 +27,11 @@
 //! [`GroupedBlockwiseGemm`] is the same over e4m3 with blockwise f32 scales (1x128 of A, 128x128
 //! of each weight, K-major), CUTLASS's FP8 blockwise pointer-array kernels.
 //!
+//! On SM100, [`GroupedGemm`] also takes CUTLASS's `KernelPtrArrayTmaWarpSpecialized{1,2}SmSm100`
+//! kernels (bf16, f16, e4m3; compiled and host path run on Hopper with
+//! [`GroupedGemm::plan_any_arch`] and [`GroupedGemm::prepare`], not run on a Blackwell GPU);
+//! MXFP8 and NVFP4 experts are [`crate::GroupedBlockScaledGemm`]'s.
+//!
 //! [`GroupedListGemm`] runs a list of problems of any extents (each its own m, n, k, A, B and D)
 //! on the same kernels, the list checked on the host and copied with the launch.
 
@@ -47,7 +52,9 @@ use crate::formats::scale_layout::ScaleMajor;
 use crate::plans::gemm::{workspace_ptr, Workspace, POINTER_ALIGNMENT};
 use crate::plans::problem::MAX_EXTENT;
 use crate::quantize::{Fp8Block, Fp8BlockwiseTensor};
-use crate::selection::{built_grouped_kernels, named_in_registry, registry_pool};
+use crate::selection::{
+    built_grouped_kernels, named_in_registry, named_in_registry_any_arch, registry_pool,
+};
 
 /// Where each group's rows are.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -132,7 +139,7 @@ impl GroupedProblem {
     }
 
     /// Matrices of rows: 1 for the contiguous layout, `groups` for the masked one.
-    fn slots(&self) -> usize {
+    pub(crate) fn slots(&self) -> usize {
         match self.layout {
             GroupedLayout::Contiguous { .. } => 1,
             GroupedLayout::Masked { .. } => self.groups,
@@ -169,6 +176,43 @@ impl GroupedProblem {
             (0, GroupedLayout::Masked { capacity }) => capacity,
             (r, _) => r,
         }
+    }
+
+    /// Checks a host list of rows per group against the problem: `groups + 1` offsets that never
+    /// decrease, from 0 up to the rows (contiguous), or `groups` counts from 0 up to the capacity
+    /// (masked). Each failure is a typed error naming the entry.
+    pub fn check_group_rows(&self, group_rows: &[i32]) -> Result<()> {
+        let required = self.group_rows_len();
+        if group_rows.len() != required {
+            return Err(Error::InvalidProblem {
+                reason: ProblemRule::GroupRowsLength {
+                    found: group_rows.len(),
+                    required,
+                },
+            });
+        }
+        let limit = self.rows();
+        let contiguous = matches!(self.layout, GroupedLayout::Contiguous { .. });
+        let mut previous = 0i64;
+        for (index, &v) in group_rows.iter().enumerate() {
+            let value = i64::from(v);
+            let rule = if value < 0 {
+                Some(GroupRowsRule::Negative)
+            } else if value as usize > limit {
+                Some(GroupRowsRule::PastEnd { limit })
+            } else if contiguous && index > 0 && value < previous {
+                Some(GroupRowsRule::Decreasing { previous })
+            } else {
+                None
+            };
+            if let Some(rule) = rule {
+                return Err(Error::InvalidProblem {
+                    reason: ProblemRule::GroupRows { index, value, rule },
+                });
+            }
+            previous = value;
+        }
+        Ok(())
     }
 
     /// Checks the rules that need no kernel: extents at least 1 (groups, rows, n, k) and at most
@@ -286,7 +330,18 @@ impl<T: Element, TD: Element> GroupedGemm<T, TD> {
         problem: &GroupedProblem,
         kernel: Option<&str>,
     ) -> Result<Self> {
-        Self::plan_scaled(device, problem, kernel, false)
+        Self::plan_scaled(device, problem, kernel, false, false)
+    }
+
+    /// Plans with the named grouped kernel even when `device` cannot run it (an SM100 kernel on a
+    /// Hopper GPU): every check and [`GroupedGemm::prepare`] work, [`GroupedGemm::run`] returns
+    /// [`Error::ArchMismatch`]. For exercising SM100 host paths on another GPU.
+    pub fn plan_any_arch(
+        device: DeviceInfo,
+        problem: &GroupedProblem,
+        kernel: &str,
+    ) -> Result<Self> {
+        Self::plan_scaled(device, problem, Some(kernel), false, true)
     }
 
     /// [`GroupedGemm::plan`] among the kernels with blockwise scales, or those without.
@@ -295,6 +350,7 @@ impl<T: Element, TD: Element> GroupedGemm<T, TD> {
         problem: &GroupedProblem,
         kernel: Option<&str>,
         blockwise: bool,
+        any_arch: bool,
     ) -> Result<Self> {
         problem.check()?;
         let kernel = select(
@@ -302,6 +358,7 @@ impl<T: Element, TD: Element> GroupedGemm<T, TD> {
             problem.rows_per_group(),
             (T::DATA_TYPE, TD::DATA_TYPE, blockwise),
             kernel,
+            any_arch,
         )?;
         require_k_and_n_aligned(&kernel, problem.k, problem.n)?;
         let mut plan = GroupedGemm {
@@ -332,41 +389,9 @@ impl<T: Element, TD: Element> GroupedGemm<T, TD> {
         self.workspace_size
     }
 
-    /// Checks a host list of rows per group against the plan: `groups + 1` offsets that never
-    /// decrease, from 0 up to the rows (contiguous), or `groups` counts from 0 up to the capacity
-    /// (masked). Each failure is a typed error naming the entry.
+    /// Checks a host list of rows per group against the plan ([`GroupedProblem::check_group_rows`]).
     pub fn check_group_rows(&self, group_rows: &[i32]) -> Result<()> {
-        let required = self.problem.group_rows_len();
-        if group_rows.len() != required {
-            return Err(Error::InvalidProblem {
-                reason: ProblemRule::GroupRowsLength {
-                    found: group_rows.len(),
-                    required,
-                },
-            });
-        }
-        let limit = self.problem.rows();
-        let contiguous = matches!(self.problem.layout, GroupedLayout::Contiguous { .. });
-        let mut previous = 0i64;
-        for (index, &v) in group_rows.iter().enumerate() {
-            let value = i64::from(v);
-            let rule = if value < 0 {
-                Some(GroupRowsRule::Negative)
-            } else if value as usize > limit {
-                Some(GroupRowsRule::PastEnd { limit })
-            } else if contiguous && index > 0 && value < previous {
-                Some(GroupRowsRule::Decreasing { previous })
-            } else {
-                None
-            };
-            if let Some(rule) = rule {
-                return Err(Error::InvalidProblem {
-                    reason: ProblemRule::GroupRows { index, value, rule },
-                });
-            }
-            previous = value;
-        }
-        Ok(())
+        self.problem.check_group_rows(group_rows)
     }
 
     /// Checks a host list of rows per group ([`GroupedGemm::check_group_rows`]) and copies it to
@@ -376,13 +401,7 @@ impl<T: Element, TD: Element> GroupedGemm<T, TD> {
         stream: &Arc<CudaStream>,
         group_rows: &[i32],
     ) -> Result<CudaSlice<i32>> {
-        self.check_group_rows(group_rows)?;
-        require_ordinal(
-            OperandName::Stream,
-            stream.context().ordinal(),
-            self.device.ordinal,
-        )?;
-        Ok(stream.clone_htod(group_rows)?)
+        upload_group_rows(&self.problem, &self.device, stream, group_rows)
     }
 
     /// Checks the buffers and launches the grouped GEMM on `stream`: the per-group argument
@@ -398,7 +417,22 @@ impl<T: Element, TD: Element> GroupedGemm<T, TD> {
         d: &mut dyn DevicePtrMut<TD>,
         workspace: Workspace<'_>,
     ) -> Result<()> {
-        self.launch(stream, inputs, None, d, workspace)
+        self.launch(stream, inputs, None, d, workspace, Mode::Run)
+    }
+
+    /// Everything [`GroupedGemm::run`] does except the launches: the same checks, then the
+    /// kernel's host path (CUTLASS's `can_implement` and its kernel parameters over the
+    /// workspace). Works for a kernel of any architecture on any GPU
+    /// ([`GroupedGemm::plan_any_arch`]); the per-group arguments are built on the device at launch
+    /// only.
+    pub fn prepare(
+        &self,
+        stream: &Arc<CudaStream>,
+        inputs: &GroupedInputs<'_, T, TD>,
+        d: &mut dyn DevicePtrMut<TD>,
+        workspace: Workspace<'_>,
+    ) -> Result<()> {
+        self.launch(stream, inputs, None, d, workspace, Mode::Prepare)
     }
 
     /// Scales the kernel reads, `(A's, B's)`: `ceil(k / 128)` per row of A (the contiguous
@@ -426,14 +460,17 @@ impl<T: Element, TD: Element> GroupedGemm<T, TD> {
         scales: Option<[&dyn DevicePtr<f32>; 2]>,
         d: &mut dyn DevicePtrMut<TD>,
         workspace: Workspace<'_>,
+        mode: Mode,
     ) -> Result<()> {
         let device = self.device.ordinal;
         crate::error::require_stream(stream, device)?;
-        crate::error::require_arch(
-            self.kernel.name,
-            self.kernel.spec.arch,
-            self.device.compute_capability,
-        )?;
+        if mode == Mode::Run {
+            crate::error::require_arch(
+                self.kernel.name,
+                self.kernel.spec.arch,
+                self.device.compute_capability,
+            )?;
+        }
         let p = &self.problem;
         require_device(OperandName::A, inputs.a, device)?;
         require_device(OperandName::B, inputs.b, device)?;
@@ -546,67 +583,12 @@ impl<T: Element, TD: Element> GroupedGemm<T, TD> {
             scale_b: psb.unwrap_or(0),
             problems: 0,
         });
-        // SAFETY: every buffer was checked against the extents the layout reaches (the device-side
-        // builder clamps offsets and counts to them), its device, alignment and aliasing; the
-        // guards keep the buffers' stream ordering until the launches are queued.
-        unsafe {
-            self.kernel
-                .launch_abi(&args, pw, self.workspace_size, stream.cu_stream())
-        }
+        mode.launch(&self.kernel, &args, pw, self.workspace_size, stream)
     }
 
     /// The C arguments over device pointers (0 for none).
     fn args(&self, ptrs: Pointers) -> cutlass_rs_grouped_args {
-        let Pointers {
-            a,
-            b,
-            c,
-            d,
-            group_rows: rows,
-            alphas,
-            scale_a,
-            scale_b,
-            problems,
-        } = ptrs;
-        let p = &self.problem;
-        let (layout, stride) = match p.layout {
-            GroupedLayout::Contiguous { .. } => {
-                (cutlass_gemm_sys::CUTLASS_RS_GROUPED_CONTIGUOUS, 0)
-            }
-            GroupedLayout::Masked { capacity } => {
-                (cutlass_gemm_sys::CUTLASS_RS_GROUPED_MASKED, capacity)
-            }
-        };
-        cutlass_rs_grouped_args {
-            layout,
-            groups: p.groups as i32,
-            rows: p.rows() as i64,
-            n: p.n as i64,
-            k: p.k as i64,
-            a: a as *const _,
-            lda: p.k as i64,
-            batch_stride_a: (stride * p.k) as i64,
-            b: b as *const _,
-            ldb: p.k as i64,
-            batch_stride_b: (p.n * p.k) as i64,
-            c: c as *const _,
-            ldc: p.n as i64,
-            batch_stride_c: (stride * p.n) as i64,
-            d: d as *mut _,
-            ldd: p.n as i64,
-            batch_stride_d: (stride * p.n) as i64,
-            group_rows: rows as *const i32,
-            problems: problems as *const _,
-            scale_a: scale_a as *const f32,
-            scale_b: scale_b as *const f32,
-            alphas: alphas as *const f32,
-            alpha: p.alpha,
-            beta: p.beta,
-            device_id: self.device.ordinal as i32,
-            sm_count: self.device.kernel_sm_count(),
-            launch_flags: 0,
-            reserved: 0,
-        }
+        grouped_args(&self.problem, &self.device, ptrs)
     }
 }
 
@@ -646,7 +628,7 @@ impl<TD: Element> GroupedBlockwiseGemm<TD> {
         kernel: Option<&str>,
     ) -> Result<Self> {
         Ok(GroupedBlockwiseGemm {
-            inner: GroupedGemm::plan_scaled(device, problem, kernel, true)?,
+            inner: GroupedGemm::plan_scaled(device, problem, kernel, true, false)?,
         })
     }
 
@@ -697,8 +679,14 @@ impl<TD: Element> GroupedBlockwiseGemm<TD> {
         d: &mut dyn DevicePtrMut<TD>,
         workspace: Workspace<'_>,
     ) -> Result<()> {
-        self.inner
-            .launch(stream, inputs, Some([scales_a, scales_b]), d, workspace)
+        self.inner.launch(
+            stream,
+            inputs,
+            Some([scales_a, scales_b]),
+            d,
+            workspace,
+            Mode::Run,
+        )
     }
 
     /// Runs on tensors from [`crate::quantize::quantize_fp8_blockwise`] with [`ScaleMajor::K`]
@@ -823,6 +811,7 @@ impl<T: Element, TD: Element> GroupedListGemm<T, TD> {
             expected_rows.max(1),
             (T::DATA_TYPE, TD::DATA_TYPE, false),
             kernel,
+            false,
         )?;
         let mut plan = GroupedListGemm {
             groups,
@@ -1039,18 +1028,127 @@ fn span<T>(len: usize) -> u64 {
     (len * std::mem::size_of::<T>()) as u64
 }
 
-/// The device pointers of one launch of a [`GroupedGemm`] (0 for none).
+/// The C arguments of a contiguous or masked grouped problem over device pointers (0 for none);
+/// leading dimensions and strides in elements (packed ones for sub-byte types).
+pub(crate) fn grouped_args(
+    p: &GroupedProblem,
+    device: &DeviceInfo,
+    ptrs: Pointers,
+) -> cutlass_rs_grouped_args {
+    let Pointers {
+        a,
+        b,
+        c,
+        d,
+        group_rows: rows,
+        alphas,
+        scale_a,
+        scale_b,
+        problems,
+    } = ptrs;
+    let (layout, stride) = match p.layout {
+        GroupedLayout::Contiguous { .. } => (cutlass_gemm_sys::CUTLASS_RS_GROUPED_CONTIGUOUS, 0),
+        GroupedLayout::Masked { capacity } => {
+            (cutlass_gemm_sys::CUTLASS_RS_GROUPED_MASKED, capacity)
+        }
+    };
+    cutlass_rs_grouped_args {
+        layout,
+        groups: p.groups as i32,
+        rows: p.rows() as i64,
+        n: p.n as i64,
+        k: p.k as i64,
+        a: a as *const _,
+        lda: p.k as i64,
+        batch_stride_a: (stride * p.k) as i64,
+        b: b as *const _,
+        ldb: p.k as i64,
+        batch_stride_b: (p.n * p.k) as i64,
+        c: c as *const _,
+        ldc: p.n as i64,
+        batch_stride_c: (stride * p.n) as i64,
+        d: d as *mut _,
+        ldd: p.n as i64,
+        batch_stride_d: (stride * p.n) as i64,
+        group_rows: rows as *const i32,
+        problems: problems as *const _,
+        scale_a: scale_a as *const _,
+        scale_b: scale_b as *const _,
+        alphas: alphas as *const f32,
+        alpha: p.alpha,
+        beta: p.beta,
+        device_id: device.ordinal as i32,
+        sm_count: device.kernel_sm_count(),
+        launch_flags: 0,
+        reserved: 0,
+    }
+}
+
+/// Checks a host list of rows per group against a problem and copies it to the device on
+/// `stream` (which must be the plan's device's).
+pub(crate) fn upload_group_rows(
+    problem: &GroupedProblem,
+    device: &DeviceInfo,
+    stream: &Arc<CudaStream>,
+    group_rows: &[i32],
+) -> Result<CudaSlice<i32>> {
+    problem.check_group_rows(group_rows)?;
+    require_ordinal(
+        OperandName::Stream,
+        stream.context().ordinal(),
+        device.ordinal,
+    )?;
+    Ok(stream.clone_htod(group_rows)?)
+}
+
+/// What a checked call does at its end: launch, or stop after the kernel's host path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Mode {
+    Run,
+    Prepare,
+}
+
+impl Mode {
+    /// Launches (the per-group argument builder, then the kernel) or runs the host path only.
+    pub(crate) fn launch(
+        self,
+        kernel: &GroupedKernel,
+        args: &cutlass_rs_grouped_args,
+        workspace: u64,
+        workspace_bytes: usize,
+        stream: &Arc<CudaStream>,
+    ) -> Result<()> {
+        // SAFETY: the callers checked every buffer against the extents the layout reaches (the
+        // device-side builder clamps offsets and counts to them), its device, alignment and
+        // aliasing, and hold the guards that keep the buffers' stream ordering until the launches
+        // are queued; a kernel of another architecture is never launched (`require_arch`), only
+        // prepared, which encodes the pointers into descriptors without touching them.
+        unsafe {
+            match self {
+                Mode::Run => {
+                    kernel.launch_abi(args, workspace, workspace_bytes, stream.cu_stream())
+                }
+                Mode::Prepare => {
+                    stream.context().bind_to_thread()?;
+                    kernel.prepare_abi(args, workspace, workspace_bytes)
+                }
+            }
+        }
+    }
+}
+
+/// The device pointers of one launch of a grouped plan (0 for none).
 #[derive(Clone, Copy, Default)]
-struct Pointers {
-    a: u64,
-    b: u64,
-    c: u64,
-    d: u64,
-    group_rows: u64,
-    alphas: u64,
-    scale_a: u64,
-    scale_b: u64,
-    problems: u64,
+pub(crate) struct Pointers {
+    pub(crate) a: u64,
+    pub(crate) b: u64,
+    pub(crate) c: u64,
+    pub(crate) d: u64,
+    pub(crate) group_rows: u64,
+    pub(crate) alphas: u64,
+    pub(crate) scale_a: u64,
+    pub(crate) scale_b: u64,
+    pub(crate) problems: u64,
 }
 
 /// The grouped kernel for a plan: the one named, or the rule below among the default set's grouped
@@ -1068,38 +1166,44 @@ fn select(
     rows: usize,
     (a, d, blockwise): (DataType, DataType, bool),
     name: Option<&str>,
+    any_arch: bool,
 ) -> Result<GroupedKernel> {
     let types = |s: &KernelSpec| s.a.ty == a && s.b.ty == a && s.d.ty == d;
-    let serves = |s: &KernelSpec| types(s) && s.blockwise.is_some() == blockwise;
+    let serves =
+        |s: &KernelSpec| types(s) && s.blockwise.is_some() == blockwise && s.block_scale.is_none();
     if let Some(name) = name {
-        return named_in_registry(
-            built_grouped_kernels(),
-            name,
-            device,
-            |s| s.kernel_schedule.is_grouped(),
-            KernelRule::Grouped { kernel: false },
-            |s| {
-                if s.blockwise.is_some() != blockwise {
-                    return Some(if blockwise {
-                        KernelRule::NotBlockwise
-                    } else {
-                        KernelRule::Blockwise
-                    });
+        let kind = |s: &KernelSpec| s.kernel_schedule.is_grouped();
+        let other = KernelRule::Grouped { kernel: false };
+        let mismatch = |s: &KernelSpec| {
+            if s.block_scale.is_some() {
+                return Some(KernelRule::BlockScaled);
+            }
+            if s.blockwise.is_some() != blockwise {
+                return Some(if blockwise {
+                    KernelRule::NotBlockwise
+                } else {
+                    KernelRule::Blockwise
+                });
+            }
+            (!types(s)).then(|| {
+                let (operand, kernel, required) = if s.a.ty != a {
+                    (OperandName::A, s.a.ty, a)
+                } else {
+                    (OperandName::D, s.d.ty, d)
+                };
+                KernelRule::Operand {
+                    operand,
+                    kernel: (kernel, s.a.layout),
+                    required: (required, s.a.layout),
                 }
-                (!types(s)).then(|| {
-                    let (operand, kernel, required) = if s.a.ty != a {
-                        (OperandName::A, s.a.ty, a)
-                    } else {
-                        (OperandName::D, s.d.ty, d)
-                    };
-                    KernelRule::Operand {
-                        operand,
-                        kernel: (kernel, s.a.layout),
-                        required: (required, s.a.layout),
-                    }
-                })
-            },
-        );
+            })
+        };
+        let built = built_grouped_kernels();
+        return if any_arch {
+            named_in_registry_any_arch(built, name, kind, other, mismatch)
+        } else {
+            named_in_registry(built, name, device, kind, other, mismatch)
+        };
     }
     let pool = &registry_pool(
         built_grouped_kernels(),

@@ -11,6 +11,7 @@ pub mod blockwise;
 pub mod epilogue;
 pub mod gemm;
 pub mod grouped;
+pub mod grouped_block_scaled;
 pub mod problem;
 pub(crate) mod staging;
 pub mod weight_only;

@@ -266,6 +266,20 @@ pub(crate) fn named_in_registry<A: RegistryArgs>(
     other: KernelRule,
     mismatch: impl Fn(&KernelSpec) -> Option<KernelRule>,
 ) -> Result<RegistryKernel<A>> {
+    let k = named_in_registry_any_arch(built, name, kind, other, mismatch)?;
+    crate::error::require_arch(name, k.spec.arch, device.compute_capability)?;
+    Ok(k)
+}
+
+/// [`named_in_registry`] for a kernel of any architecture (a plan whose host path alone runs on
+/// this device).
+pub(crate) fn named_in_registry_any_arch<A: RegistryArgs>(
+    built: &[RegistryKernel<A>],
+    name: &str,
+    kind: impl Fn(&KernelSpec) -> bool,
+    other: KernelRule,
+    mismatch: impl Fn(&KernelSpec) -> Option<KernelRule>,
+) -> Result<RegistryKernel<A>> {
     let Some(k) = built.iter().find(|k| k.name == name).copied() else {
         if catalog_entry(name).is_some_and(|spec| !kind(&spec)) {
             return Err(crate::Error::KernelMismatch {
@@ -284,7 +298,6 @@ pub(crate) fn named_in_registry<A: RegistryArgs>(
             reason,
         });
     }
-    crate::error::require_arch(name, k.spec.arch, device.compute_capability)?;
     Ok(k)
 }
 
