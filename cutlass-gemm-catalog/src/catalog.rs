@@ -1031,7 +1031,8 @@ fn mxfp8_of(s: &KernelSpec) -> bool {
 }
 
 /// The fused epilogue ([`Fusion::ScaleBiasActivation`]) on the SM100 and SM120 starter kernels
-/// of the `sm100` and `sm120` families whose epilogue can take it (one CTA per tile).
+/// of the `sm100` and `sm120` families whose epilogue can take it (dense, a plain D; not the
+/// grouped ones).
 pub fn sm1xx_fused(sm1xx: &[KernelSpec]) -> Vec<KernelSpec> {
     use crate::families::{SM100_STARTER, SM120_STARTER};
     sm1xx

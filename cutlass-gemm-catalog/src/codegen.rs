@@ -120,10 +120,12 @@ pub fn extra_headers(spec: &KernelSpec) -> Vec<&'static str> {
 /// sources stay as they were).
 fn fusion_values(spec: &KernelSpec) -> (String, String) {
     match (spec.fusion, spec.output_scale) {
+        // The tree's broadcasts are laid out over one CTA's tile: half the MMA tile's M for
+        // SM100's 2SM MMAs (as CUTLASS's epilogue builder gives its own fusions).
         (Fusion::ScaleBiasActivation { bias }, _) => (
             format!(
                 "using FusionCallbacks = cutlass_rs::ScaleBiasActivation<\n    Shape<_{}, _{}, _{}>, {}, {}, {}>;\n\n",
-                spec.tile[0],
+                spec.tile[0] / u32::from(spec.mma_sms()),
                 spec.tile[1],
                 spec.tile[2],
                 spec.d.ty.cpp_type(),

@@ -296,7 +296,8 @@ mod tests {
         assert!(gpu
             .iter()
             .all(|s| Preset::GpuTests.archs().contains(&s.arch)));
-        // The starter kernels, and the fused twins of the 1SM SM100 ones and the SM120 one.
+        // The starter kernels, and the fused twins of the dense SM100 ones with a plain D (1SM and
+        // 2SM) and of the dense SM120 one.
         let sm1xx: Vec<&&KernelSpec> = gpu.iter().filter(|s| s.arch != Arch::Sm90a).collect();
         let fused = sm1xx.iter().filter(|s| s.fusion.is_fused()).count();
         assert_eq!(
@@ -305,7 +306,7 @@ mod tests {
         );
         assert_eq!(
             fused,
-            3,
+            4,
             "{:?}",
             sm1xx.iter().map(|s| s.name()).collect::<Vec<_>>()
         );

@@ -1190,20 +1190,23 @@ impl KernelSpec {
         let Fusion::ScaleBiasActivation { bias } = self.fusion else {
             return Ok(());
         };
-        // The tree's broadcasts are laid out over the CTA's tile, which is the catalog's tile
-        // except for SM100's 2SM MMAs (two CTAs per tile).
+        // The tree's broadcasts are laid out over the CTA's tile: the catalog's tile, or its
+        // half along M for SM100's 2SM MMAs (two CTAs per tile; codegen gives the CTA's).
         let tma_epilogue = match self.arch {
             Arch::Sm90a => matches!(
                 self.epilogue_schedule,
                 EpilogueSchedule::TmaWarpSpecialized
                     | EpilogueSchedule::TmaWarpSpecializedCooperative
             ),
-            Arch::Sm100a => self.epilogue_schedule == EpilogueSchedule::TmaWarpSpecialized1Sm,
+            Arch::Sm100a => matches!(
+                self.epilogue_schedule,
+                EpilogueSchedule::TmaWarpSpecialized1Sm | EpilogueSchedule::TmaWarpSpecialized2Sm
+            ),
             Arch::Sm120a => self.epilogue_schedule == EpilogueSchedule::Auto,
         };
         if !tma_epilogue || self.op_class.is_sparse() {
             return Err(format!(
-                "{name}: the scale-bias-activation epilogue needs a TMA epilogue over one CTA's tile (SM90, SM100 1SM, SM120), dense"
+                "{name}: the scale-bias-activation epilogue needs a TMA epilogue (SM90, SM100 1SM or 2SM, SM120), dense"
             ));
         }
         if self.output_scale.is_some()
