@@ -110,7 +110,8 @@ pub use plans::grouped::{
     GroupedListProblem, GroupedProblem,
 };
 pub use plans::grouped_block_scaled::{
-    GroupedBlockFormat, GroupedBlockScaledGemm, GroupedBlockScaledInputs, GroupedScaleLayout,
+    GroupedBlockFormat, GroupedBlockScaledGemm, GroupedBlockScaledInputs,
+    GroupedBlockScaledOperand, GroupedScaleLayout,
 };
 pub use plans::problem::{GemmProblem, MatrixLayout, ResolvedMatrix};
 pub use plans::weight_only::{

@@ -41,10 +41,12 @@ use crate::error::{
 };
 use crate::ffi::{DeviceInfo, GroupedKernel};
 use crate::formats::element::Element;
+use crate::formats::numeric::E4M3;
 use crate::plans::gemm::{workspace_ptr, Workspace, POINTER_ALIGNMENT};
 use crate::plans::grouped::{
     grouped_args, upload_group_rows, GroupedLayout, GroupedProblem, Mode, Pointers,
 };
+use crate::quantize::{self, QuantInput};
 use crate::selection::{
     built_grouped_kernels, named_in_registry, named_in_registry_any_arch, registry_pool,
 };
@@ -521,6 +523,122 @@ impl<TD: Element> GroupedBlockScaledGemm<TD> {
     /// The C arguments over device pointers (0 for none).
     fn args(&self, ptrs: Pointers) -> cutlass_rs_grouped_args {
         grouped_args(&self.problem, &self.device, ptrs)
+    }
+}
+
+/// An operand of a grouped block-scaled GEMM quantized group by group
+/// ([`GroupedBlockScaledGemm::quantize_a`], [`GroupedBlockScaledGemm::quantize_weights`]).
+#[derive(Debug)]
+pub struct GroupedBlockScaledOperand {
+    /// Packed elements: A's rows (or the weights, expert after expert) in the plan's layout.
+    pub data: CudaSlice<u8>,
+    /// Scale factors, each group's at [`GroupedScaleLayout`]'s offset; the bytes no group owns
+    /// are zero.
+    pub scales: CudaSlice<u8>,
+    /// Each group's per-tensor scale, to multiply into its alpha: NVFP4's `amax / 2688` of the
+    /// group (1 for an empty one), 1 for MX.
+    pub tensor_scales: Vec<f32>,
+}
+
+impl<TD: Element> GroupedBlockScaledGemm<TD> {
+    /// Quantizes A for this plan from its bf16/f16/f32 values (`rows x k` row-major, the
+    /// contiguous layout's rows or the masked layout's `groups * capacity`), each group as a
+    /// tensor of its own with this crate's GPU quantizer: its elements at its rows, its scale
+    /// factors at [`GroupedScaleLayout::group_a`]. `group_rows` are the plan's offsets or counts,
+    /// on the host ([`GroupedProblem::check_group_rows`]); a group's rows past its count (masked)
+    /// are left zero. One quantizer launch per non-empty group, and for NVFP4 one copy of each
+    /// group's amax to the host.
+    pub fn quantize_a<T: QuantInput>(
+        &self,
+        stream: &Arc<CudaStream>,
+        x: &CudaSlice<T>,
+        group_rows: &[i32],
+    ) -> Result<GroupedBlockScaledOperand> {
+        let p = &self.problem;
+        self.check_group_rows(group_rows)?;
+        require_len(OperandName::A, x.len(), p.a_len())?;
+        let layout = self.scale_layout();
+        let groups: Vec<(usize, usize, usize)> = (0..p.groups)
+            .map(|g| match p.layout {
+                GroupedLayout::Contiguous { .. } => {
+                    let (start, end) = (group_rows[g] as usize, group_rows[g + 1] as usize);
+                    (start, end - start, layout.group_a(g, start))
+                }
+                GroupedLayout::Masked { capacity } => {
+                    (g * capacity, group_rows[g] as usize, layout.group_a(g, 0))
+                }
+            })
+            .collect();
+        self.quantize_groups(stream, x, &groups, layout.lens().0)
+    }
+
+    /// Quantizes the experts' weights (`groups x n x k`, each a row-major `n x k` matrix) for this
+    /// plan, expert by expert: elements expert after expert, scale factors at
+    /// [`GroupedScaleLayout::group_b`]. Done once, at load time.
+    pub fn quantize_weights<T: QuantInput>(
+        &self,
+        stream: &Arc<CudaStream>,
+        w: &CudaSlice<T>,
+    ) -> Result<GroupedBlockScaledOperand> {
+        let p = &self.problem;
+        require_len(OperandName::B, w.len(), p.b_len())?;
+        let layout = self.scale_layout();
+        let groups: Vec<(usize, usize, usize)> = (0..p.groups)
+            .map(|g| (g * p.n, p.n, layout.group_b(g)))
+            .collect();
+        self.quantize_groups(stream, w, &groups, layout.lens().1)
+    }
+
+    /// Quantizes `(first row, rows, scale-factor offset)` per group of a row-major `? x k` matrix.
+    fn quantize_groups<T: QuantInput>(
+        &self,
+        stream: &Arc<CudaStream>,
+        x: &CudaSlice<T>,
+        groups: &[(usize, usize, usize)],
+        scales_len: usize,
+    ) -> Result<GroupedBlockScaledOperand> {
+        let k = self.problem.k;
+        let f = self.format;
+        let mut data = stream.alloc_zeros::<u8>(f.bytes(x.len()))?;
+        let mut scales = stream.alloc_zeros::<u8>(scales_len)?;
+        let mut tensor_scales = Vec::with_capacity(groups.len());
+        for &(first, rows, sf_offset) in groups {
+            if rows == 0 {
+                tensor_scales.push(1.0);
+                continue;
+            }
+            let view = x.slice(first * k..(first + rows) * k);
+            let at = f.bytes(first * k)..f.bytes((first + rows) * k);
+            let sf_at = sf_offset..sf_offset + self.scale_layout().group_len(rows);
+            // Each group's tensor: its elements and scale factors (one byte each) copied into
+            // place; its scale factors are exactly group_len(rows) bytes (ScaleFactorLayout).
+            let tensor_scale = match f {
+                GroupedBlockFormat::Mxfp8 => {
+                    let t = quantize::quantize_mx::<E4M3, T>(stream, &view, rows, k)?;
+                    stream.memcpy_dtod(&t.data, &mut data.slice_mut(at))?;
+                    // SAFETY: ue8m0 scale factors are one byte each.
+                    let sf = unsafe { t.scales.transmute::<u8>(t.scales.len()) }
+                        .expect("a byte view of one-byte scale factors");
+                    stream.memcpy_dtod(&sf, &mut scales.slice_mut(sf_at))?;
+                    1.0
+                }
+                GroupedBlockFormat::Nvfp4 => {
+                    let t = quantize::quantize_nvfp4::<T>(stream, &view, rows, k)?;
+                    stream.memcpy_dtod(&t.data, &mut data.slice_mut(at))?;
+                    // SAFETY: ue4m3 scale factors are one byte each.
+                    let sf = unsafe { t.scales.transmute::<u8>(t.scales.len()) }
+                        .expect("a byte view of one-byte scale factors");
+                    stream.memcpy_dtod(&sf, &mut scales.slice_mut(sf_at))?;
+                    t.global_scale(stream)?
+                }
+            };
+            tensor_scales.push(tensor_scale);
+        }
+        Ok(GroupedBlockScaledOperand {
+            data,
+            scales,
+            tensor_scales,
+        })
     }
 }
 

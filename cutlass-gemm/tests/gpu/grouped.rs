@@ -884,3 +884,183 @@ fn sm1xx_grouped_kernels_run_their_host_path_and_refuse_the_launch() {
         }
     }
 }
+
+/// The bytes of one group quantized as a tensor of its own: `(elements, scale factors, tensor
+/// scale)`, with this crate's GPU quantizers.
+fn quantized_alone(
+    stream: &Arc<CudaStream>,
+    format: cutlass_gemm::GroupedBlockFormat,
+    x: &[bf16],
+    rows: usize,
+    k: usize,
+) -> (Vec<u8>, Vec<u8>, f32) {
+    use cutlass_gemm::quantize;
+    let dx = stream.clone_htod(x).unwrap();
+    match format {
+        cutlass_gemm::GroupedBlockFormat::Mxfp8 => {
+            let t = quantize::quantize_mx::<E4M3, bf16>(stream, &dx, rows, k).unwrap();
+            let sf: Vec<u8> = stream
+                .clone_dtoh(&t.scales)
+                .unwrap()
+                .iter()
+                .map(|s| s.to_bits())
+                .collect();
+            (stream.clone_dtoh(&t.data).unwrap(), sf, 1.0)
+        }
+        _ => {
+            let t = quantize::quantize_nvfp4::<bf16>(stream, &dx, rows, k).unwrap();
+            let sf: Vec<u8> = stream
+                .clone_dtoh(&t.scales)
+                .unwrap()
+                .iter()
+                .map(|s| s.to_bits())
+                .collect();
+            let gs = t.global_scale(stream).unwrap();
+            (stream.clone_dtoh(&t.data).unwrap(), sf, gs)
+        }
+    }
+}
+
+/// The block-scaled grouped operands quantized group by group land where the C ABI says each
+/// group's kernel reads them (cutlass_rs_grouped_abi.h, written out here rather than taken from
+/// GroupedScaleLayout): A's factors of group g from row block start_g / 128 + g (contiguous) or
+/// g * ceil(capacity / 128) (masked), expert g's from g * ceil(n / 128), 128 * cols bytes per
+/// block with cols = 4 * ceil(ceil(k / vec) / 4); each group's bytes equal to quantizing it alone,
+/// every other byte zero. Then the kernels' host path over them. Runs on any GPU (quantizers and
+/// copies only).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn block_scaled_grouped_operands_land_where_the_kernels_read_them() {
+    use cutlass_gemm::{GroupedBlockFormat, GroupedBlockScaledGemm, GroupedBlockScaledInputs};
+    let (ctx, stream) = gemm_device();
+    let info = cutlass_gemm::DeviceInfo::query(&ctx).unwrap();
+    let mut rng = rng();
+    let kernels: Vec<_> = built_grouped_kernels()
+        .iter()
+        .filter(|k| k.spec.block_scale.is_some())
+        .collect();
+    assert!(
+        kernels.len() >= 3,
+        "{} block-scaled grouped kernels built",
+        kernels.len()
+    );
+    let (n, k) = (256usize, 320usize);
+    let cases = [
+        (
+            GroupedProblem::contiguous(4, 700, n, k),
+            vec![0, 1, 1, 300, 700],
+        ),
+        (GroupedProblem::masked(3, 160, n, k), vec![0, 160, 7]),
+    ];
+    for kernel in kernels {
+        for (p, group_rows) in &cases {
+            let plan = GroupedBlockScaledGemm::<bf16>::plan_any_arch(info, p, kernel.name).unwrap();
+            let format = plan.format();
+            let vec = match format {
+                GroupedBlockFormat::Mxfp8 => 32,
+                _ => 16,
+            };
+            let cols = k.div_ceil(vec).div_ceil(4) * 4;
+            let block = 128 * cols;
+            let bytes = |elements: usize| elements * if vec == 16 { 1 } else { 2 } / 2;
+            let x: Vec<bf16> = (0..p.a_len())
+                .map(|_| bf16::from_f32(rng.random_range(-4.0f32..4.0)))
+                .collect();
+            let w: Vec<bf16> = (0..p.b_len())
+                .map(|_| bf16::from_f32(rng.random_range(-1.0f32..1.0)))
+                .collect();
+            let a = plan
+                .quantize_a(&stream, &stream.clone_htod(&x).unwrap(), group_rows)
+                .unwrap();
+            let b = plan
+                .quantize_weights(&stream, &stream.clone_htod(&w).unwrap())
+                .unwrap();
+            let (a_data, a_sf) = (
+                stream.clone_dtoh(&a.data).unwrap(),
+                stream.clone_dtoh(&a.scales).unwrap(),
+            );
+            let (b_data, b_sf) = (
+                stream.clone_dtoh(&b.data).unwrap(),
+                stream.clone_dtoh(&b.scales).unwrap(),
+            );
+            // (first row, rows, first scale block) per group, from the ABI's rules.
+            let a_groups: Vec<(usize, usize, usize)> = (0..p.groups)
+                .map(|g| match p.layout {
+                    cutlass_gemm::GroupedLayout::Contiguous { .. } => {
+                        let (s, e) = (group_rows[g] as usize, group_rows[g + 1] as usize);
+                        (s, e - s, s / 128 + g)
+                    }
+                    cutlass_gemm::GroupedLayout::Masked { capacity } => (
+                        g * capacity,
+                        group_rows[g] as usize,
+                        g * capacity.div_ceil(128),
+                    ),
+                })
+                .collect();
+            let b_groups: Vec<(usize, usize, usize)> = (0..p.groups)
+                .map(|g| (g * n, n, g * n.div_ceil(128)))
+                .collect();
+            for (what, src, groups, data, sf, scales) in [
+                ("A", &x, &a_groups, &a_data, &a_sf, &a.tensor_scales),
+                ("weights", &w, &b_groups, &b_data, &b_sf, &b.tensor_scales),
+            ] {
+                let mut owned = vec![false; sf.len()];
+                for (g, &(first, rows, sf_block)) in groups.iter().enumerate() {
+                    if rows == 0 {
+                        assert_eq!(scales[g], 1.0);
+                        continue;
+                    }
+                    let (d, s, ts) = quantized_alone(
+                        &stream,
+                        format,
+                        &src[first * k..(first + rows) * k],
+                        rows,
+                        k,
+                    );
+                    let at = bytes(first * k);
+                    assert_eq!(
+                        &data[at..at + d.len()],
+                        &d[..],
+                        "{} {what} group {g}: elements",
+                        kernel.name
+                    );
+                    let sf_at = sf_block * block;
+                    assert_eq!(s.len(), rows.div_ceil(128) * block);
+                    assert_eq!(
+                        &sf[sf_at..sf_at + s.len()],
+                        &s[..],
+                        "{} {what} group {g}: scale factors",
+                        kernel.name
+                    );
+                    owned[sf_at..sf_at + s.len()]
+                        .iter_mut()
+                        .for_each(|o| *o = true);
+                    assert_eq!(
+                        scales[g], ts,
+                        "{} {what} group {g}: tensor scale",
+                        kernel.name
+                    );
+                }
+                assert!(
+                    sf.iter().zip(&owned).all(|(&v, &o)| o || v == 0),
+                    "{} {what}: bytes no group owns are zero",
+                    kernel.name
+                );
+            }
+            let rows = plan.upload_group_rows(&stream, group_rows).unwrap();
+            let alphas: Vec<f32> = a
+                .tensor_scales
+                .iter()
+                .zip(&b.tensor_scales)
+                .map(|(x, y)| x * y)
+                .collect();
+            let alphas = stream.clone_htod(&alphas).unwrap();
+            let mut d = stream.alloc_zeros::<bf16>(p.d_len()).unwrap();
+            let inputs =
+                GroupedBlockScaledInputs::new(&a.data, &a.scales, &b.data, &b.scales, &rows)
+                    .with_alphas(&alphas);
+            plan.prepare(&stream, &inputs, &mut d, Workspace::Managed)
+                .unwrap_or_else(|e| panic!("{}: host path: {e}", kernel.name));
+        }
+    }
+}
