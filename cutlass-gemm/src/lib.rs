@@ -15,7 +15,7 @@
 //! | SM90a | grouped (mixture of experts, [`GroupedGemm`]): bf16, f16, e4m3 → bf16, many problems sharing N and K in one launch; e4m3 with 1x128 x 128x128 blockwise scales ([`GroupedBlockwiseGemm`]) | f32 | the input type (bf16 for e4m3) | TN | row-major | GPU tests |
 //! | SM90a | s8 ([`Gemm`] over `i8`) | s32 (f32 epilogue: exact below 2^24) | s32, s8 (rounded, saturated) | TN | row- or column-major | GPU tests |
 //! | SM100a, SM120a | every type row of CUTLASS's Blackwell GEMM tables: MX, NVFP4 and plain FP8/FP6/FP4 ([`BlockScaledGemm`], NVFP4 outputs too; sparse rows compile only) | f32 (s32) | see the catalog | per the tables | row-major | compiled, MMA instruction checked in PTX; host path (checks, `can_implement`, TMA descriptors) run on Hopper up to the launch; not run on a Blackwell GPU |
-//! | SM100a, SM120a | grouped: SM100 bf16, f16, e4m3 ([`GroupedGemm`]); SM100 MXFP8 and NVFP4, SM120 NVFP4 ([`GroupedBlockScaledGemm`]) | f32 | the input type (bf16 for 8- and 4-bit inputs) | TN | row-major | compiled, MMA instruction checked in PTX; host path run on Hopper up to the launch; not run on a Blackwell GPU |
+//! | SM100a, SM120a | grouped: SM100 bf16, f16, e4m3 ([`GroupedGemm`]); SM100 MXFP8 and NVFP4, SM120 NVFP4 ([`GroupedBlockScaledGemm`]) | f32 | the input type (bf16 for 8- and 4-bit inputs) | TN | row-major | compiled, MMA instruction checked in PTX; host path run on Hopper up to the launch (NVFP4: up to the sub-byte TMA descriptors); not run on a Blackwell GPU |
 //!
 //! Modules, by concern:
 //!

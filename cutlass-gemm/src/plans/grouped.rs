@@ -1160,7 +1160,8 @@ pub(crate) struct Pointers {
 /// cost); up to 128, a pingpong tile at least 256 wide where there is one (64x256 for 16-bit
 /// types); beyond, the cooperative tile of the largest area (128x256 for 16-bit types, 128x128 for
 /// e4m3). Fitted on an H100 to Mixtral-8x7B's and DeepSeek-V3's expert layers
-/// (`cutlass-profiler profile --grouped --kernels all`; `docs/performance.md`).
+/// (`cutlass-profiler profile --grouped --kernels all`; `docs/performance.md`). Where the pool has
+/// no pingpong kernel (SM100), up to 128 rows the cooperative tile of the smallest area.
 fn select(
     device: &DeviceInfo,
     rows: usize,
@@ -1223,7 +1224,16 @@ fn select(
     } else {
         None
     }
-    .or_else(|| pool.iter().filter(|k| !pingpong(k)).max_by_key(area))
+    .or_else(|| {
+        // Without pingpong kernels (SM100's pointer-array kernels), the smallest tile up to 128
+        // rows per group (1SM 128x128), as GroupedBlockScaledGemm; not measured on a Blackwell GPU.
+        let cooperative = pool.iter().filter(|k| !pingpong(k));
+        if rows <= 128 && !pool.iter().any(|k| pingpong(&k)) {
+            cooperative.min_by_key(area)
+        } else {
+            cooperative.max_by_key(area)
+        }
+    })
     .or_else(|| pool.iter().max_by_key(area))
     .copied();
     chosen.ok_or_else(|| {

@@ -139,7 +139,9 @@ impl GroupedScaleLayout {
     /// `groups * ceil(n / 128)`.
     pub fn lens(&self) -> (usize, usize) {
         let blocks_a = match self.layout {
-            GroupedLayout::Contiguous { rows } => rows.div_ceil(128) + self.groups - 1,
+            GroupedLayout::Contiguous { rows } => {
+                (rows.div_ceil(128) + self.groups).saturating_sub(1)
+            }
             GroupedLayout::Masked { capacity } => self.groups * capacity.div_ceil(128),
         };
         (
