@@ -1257,8 +1257,27 @@ pub fn sm90() -> Vec<KernelSpec> {
             }
         }
     }
+    // Their fused-epilogue twins (bias, activation, scales): bf16 activations, the decode,
+    // mid-size and prefill tiles of the `weight-only` feature.
+    for format in WEIGHT_ONLY_FORMATS {
+        for t in SM90_TILES_WEIGHT_ONLY
+            .iter()
+            .filter(|t| WEIGHT_ONLY_FUSED_TILES.contains(&t.tile) && t.modes.contains(&format.1))
+        {
+            let spec = weight_only_spec(format, DataType::Bf16, t);
+            out.push(KernelSpec {
+                fusion: Fusion::ScaleBiasActivation { bias: spec.d.ty },
+                ..spec
+            });
+        }
+    }
     out
 }
+
+/// The tiles of [`SM90_TILES_WEIGHT_ONLY`] whose bf16 kernels also come with the fused epilogue
+/// ([`Fusion::ScaleBiasActivation`], in the `weight-only` feature): 128x32 stream-K for decode,
+/// 128x128 stream-K for 65-1024 tokens, 128x256 for prefill.
+pub const WEIGHT_ONLY_FUSED_TILES: &[[u32; 3]] = &[[128, 32, 64], [128, 128, 64], [128, 256, 64]];
 
 /// The kernels built when the user selects none (67): the 128x256x64 cooperative kernel for f16
 /// and bf16 in all four layouts with an output of the input type, plus f32 output in the TN

@@ -115,6 +115,22 @@ pub fn extra_headers(spec: &KernelSpec) -> Vec<&'static str> {
     headers
 }
 
+/// The fusion's placeholders of the SM1xx and weight-only templates: its declaration, the
+/// builder's argument and the include of the fused epilogue's header (all empty without fusion).
+fn push_fusion(values: &mut Vec<(&str, String)>, spec: &KernelSpec) {
+    let (fusion_decl, epilogue_fusion) = fusion_values(spec);
+    values.push(("fusion_decl", fusion_decl));
+    values.push(("epilogue_fusion", epilogue_fusion));
+    values.push((
+        "extra_include",
+        if spec.fusion.is_fused() {
+            format!("\n#include \"{EPILOGUE_HEADER_NAME}\"")
+        } else {
+            String::new()
+        },
+    ));
+}
+
 /// The C++ of a kernel's epilogue fusion: a declaration before the collective epilogue and the
 /// builder's fusion argument (both empty for CUTLASS's default, `LinearCombination`, so those
 /// sources stay as they were).
@@ -266,6 +282,8 @@ pub fn kernel_source(spec: &KernelSpec) -> Result<String, String> {
         }
         Arch::Sm90a if spec.mixed_input.is_some() => {
             values.push(("tile_scheduler", spec.tile_scheduler.cpp_type().into()));
+            // Empty for CUTLASS's epilogue, so those sources (and cached objects) stay as they were.
+            push_fusion(&mut values, spec);
             // The weight's element carries its scale (and zero) types.
             values[2].1 = narrow_element(spec);
             SM90_WEIGHT_ONLY_GEMM_TEMPLATE
@@ -319,17 +337,7 @@ pub fn kernel_source(spec: &KernelSpec) -> Result<String, String> {
                 "cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(\n        sizeof(typename CollectiveEpilogue::SharedStorage))>".to_string()
             };
             values.push(("stage_count", stage_count));
-            let (fusion_decl, epilogue_fusion) = fusion_values(spec);
-            values.push(("fusion_decl", fusion_decl));
-            values.push(("epilogue_fusion", epilogue_fusion));
-            values.push((
-                "extra_include",
-                if spec.fusion.is_fused() {
-                    format!("\n#include \"{EPILOGUE_HEADER_NAME}\"")
-                } else {
-                    String::new()
-                },
-            ));
+            push_fusion(&mut values, spec);
             values.push(("type_table", o.type_table.to_string()));
             values.push(("type_row", o.type_row.to_string()));
             values.push(("tile_table", o.tile_table.to_string()));

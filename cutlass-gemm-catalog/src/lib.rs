@@ -265,14 +265,20 @@ mod tests {
                     s.name()
                 );
                 assert!(src.contains(s.tile_scheduler.cpp_type()));
-                assert_eq!(
-                    codegen::extra_headers(&s),
-                    [
-                        codegen::WEIGHT_ONLY_HEADER_NAME,
-                        codegen::WEIGHT_LAYOUT_HEADER_NAME,
-                        codegen::WEIGHT_ONLY_ABI_HEADER_NAME
-                    ]
-                );
+                let mut headers = vec![
+                    codegen::WEIGHT_ONLY_HEADER_NAME,
+                    codegen::WEIGHT_LAYOUT_HEADER_NAME,
+                    codegen::WEIGHT_ONLY_ABI_HEADER_NAME,
+                ];
+                // The fused twins also include the fused epilogue's header.
+                if s.fusion.is_fused() {
+                    headers.insert(0, codegen::EPILOGUE_HEADER_NAME);
+                    assert!(
+                        src.contains(&format!("#include \"{}\"", codegen::EPILOGUE_HEADER_NAME))
+                    );
+                    assert!(src.contains("FusionCallbacks>::CollectiveOp"));
+                }
+                assert_eq!(codegen::extra_headers(&s), headers);
                 continue;
             }
             let entry = match s.blockwise {

@@ -1276,9 +1276,13 @@ impl KernelSpec {
                 EpilogueSchedule::TmaWarpSpecialized
             )
         );
-        if !schedules || self.fusion.is_fused() || self.blockwise.is_some() {
+        let bias_of_d = match self.fusion {
+            Fusion::ScaleBiasActivation { bias } => bias == self.d.ty,
+            _ => true,
+        };
+        if !schedules || !bias_of_d || self.blockwise.is_some() {
             return Err(format!(
-                "{name}: a mixed-input kernel takes the cooperative or pingpong TMA schedule with its TMA epilogue and CUTLASS's linear combination"
+                "{name}: a mixed-input kernel takes the cooperative or pingpong TMA schedule with its TMA epilogue, and CUTLASS's linear combination or the fused epilogue with a bias of D's type"
             ));
         }
         Ok(())

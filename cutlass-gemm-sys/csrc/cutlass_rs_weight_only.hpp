@@ -64,8 +64,21 @@ typename Gemm::Arguments make_arguments(const cutlass_rs_weight_only_args *a) {
   args.epilogue.dC = make_stride<typename Kernel::StrideC>(a->ldc, a->ldc * a->m);
   args.epilogue.ptr_D = static_cast<decltype(args.epilogue.ptr_D)>(a->d);
   args.epilogue.dD = make_stride<typename Kernel::StrideD>(a->ldd, a->ldd * a->m);
-  args.epilogue.thread.alpha = a->alpha;
-  args.epilogue.thread.beta = a->beta;
+  if constexpr (has_alpha<decltype(args.epilogue.thread)>::value) {
+    args.epilogue.thread.alpha = a->alpha;
+    args.epilogue.thread.beta = a->beta;
+  } else {
+    // The fused epilogue (cutlass_rs_epilogue.hpp), over the same fields of the GEMM ABI.
+    cutlass_rs_gemm_args fused{};
+    fused.alpha = a->alpha;
+    fused.beta = a->beta;
+    fused.row_scale = a->row_scale;
+    fused.col_scale = a->col_scale;
+    fused.row_bias = a->row_bias;
+    fused.col_bias = a->col_bias;
+    fused.activation = a->activation;
+    args.epilogue.thread = fused_arguments<decltype(args.epilogue.thread)>(&fused);
+  }
   args.hw_info.device_id = a->device_id;
   args.hw_info.sm_count = a->sm_count;
   if constexpr (has_splits<decltype(args.scheduler)>::value) {
@@ -135,7 +148,7 @@ WeightOnlyState<Gemm> &state(int device) {
   return *slot;
 }
 
-static_assert(offsetof(cutlass_rs_weight_only_args, reserved) + sizeof(int32_t) ==
+static_assert(offsetof(cutlass_rs_weight_only_args, activation) + sizeof(int32_t) ==
                   sizeof(cutlass_rs_weight_only_args),
               "no trailing padding: compared bytewise");
 

@@ -51,14 +51,23 @@ typedef struct cutlass_rs_weight_only_args {
   int64_t ldc;
   void *d;
   int64_t ldd;
+  /* Kernels with the fused epilogue (_evt_scale_bias{type}_act; the others ignore these), in the
+   * kernel's orientation (rows: W's n, columns: the m tokens):
+   *   Y^T = act(alpha * row_scale[n] * col_scale[m] * acc + beta * C^T + row_bias[n] + col_bias[m])
+   * f32 scales, biases of Y's type; a null vector reads as 1 (scales) or 0 (biases). */
+  const float *row_scale;
+  const float *col_scale;
+  const void *row_bias;
+  const void *col_bias;
   float alpha;
   float beta;
   int32_t device_id;
   int32_t sm_count;
   /* Stream-K kernels: a split-K factor (> 1 replaces the stream-K decomposition); 0 otherwise. */
   int32_t splits;
-  /* Zero; keeps the struct free of padding: launches compare it bytewise. */
-  int32_t reserved;
+  /* CUTLASS_RS_ACTIVATION_* (fused kernels). Also keeps the struct free of padding: launches
+   * compare it bytewise. */
+  int32_t activation;
 } cutlass_rs_weight_only_args;
 
 typedef int (*cutlass_rs_weight_only_can_implement_fn)(const cutlass_rs_weight_only_args *args);

@@ -420,17 +420,21 @@ pub struct cutlass_rs_weight_only_args {
     pub ldc: i64,
     pub d: *mut ::std::os::raw::c_void,
     pub ldd: i64,
+    pub row_scale: *const f32,
+    pub col_scale: *const f32,
+    pub row_bias: *const ::std::os::raw::c_void,
+    pub col_bias: *const ::std::os::raw::c_void,
     pub alpha: f32,
     pub beta: f32,
     pub device_id: i32,
     pub sm_count: i32,
     pub splits: i32,
-    pub reserved: i32,
+    pub activation: i32,
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
     ["Size of cutlass_rs_weight_only_args"]
-        [::std::mem::size_of::<cutlass_rs_weight_only_args>() - 128usize];
+        [::std::mem::size_of::<cutlass_rs_weight_only_args>() - 160usize];
     ["Alignment of cutlass_rs_weight_only_args"]
         [::std::mem::align_of::<cutlass_rs_weight_only_args>() - 8usize];
     ["Offset of field: cutlass_rs_weight_only_args::m"]
@@ -459,18 +463,26 @@ const _: () = {
         [::std::mem::offset_of!(cutlass_rs_weight_only_args, d) - 88usize];
     ["Offset of field: cutlass_rs_weight_only_args::ldd"]
         [::std::mem::offset_of!(cutlass_rs_weight_only_args, ldd) - 96usize];
+    ["Offset of field: cutlass_rs_weight_only_args::row_scale"]
+        [::std::mem::offset_of!(cutlass_rs_weight_only_args, row_scale) - 104usize];
+    ["Offset of field: cutlass_rs_weight_only_args::col_scale"]
+        [::std::mem::offset_of!(cutlass_rs_weight_only_args, col_scale) - 112usize];
+    ["Offset of field: cutlass_rs_weight_only_args::row_bias"]
+        [::std::mem::offset_of!(cutlass_rs_weight_only_args, row_bias) - 120usize];
+    ["Offset of field: cutlass_rs_weight_only_args::col_bias"]
+        [::std::mem::offset_of!(cutlass_rs_weight_only_args, col_bias) - 128usize];
     ["Offset of field: cutlass_rs_weight_only_args::alpha"]
-        [::std::mem::offset_of!(cutlass_rs_weight_only_args, alpha) - 104usize];
+        [::std::mem::offset_of!(cutlass_rs_weight_only_args, alpha) - 136usize];
     ["Offset of field: cutlass_rs_weight_only_args::beta"]
-        [::std::mem::offset_of!(cutlass_rs_weight_only_args, beta) - 108usize];
+        [::std::mem::offset_of!(cutlass_rs_weight_only_args, beta) - 140usize];
     ["Offset of field: cutlass_rs_weight_only_args::device_id"]
-        [::std::mem::offset_of!(cutlass_rs_weight_only_args, device_id) - 112usize];
+        [::std::mem::offset_of!(cutlass_rs_weight_only_args, device_id) - 144usize];
     ["Offset of field: cutlass_rs_weight_only_args::sm_count"]
-        [::std::mem::offset_of!(cutlass_rs_weight_only_args, sm_count) - 116usize];
+        [::std::mem::offset_of!(cutlass_rs_weight_only_args, sm_count) - 148usize];
     ["Offset of field: cutlass_rs_weight_only_args::splits"]
-        [::std::mem::offset_of!(cutlass_rs_weight_only_args, splits) - 120usize];
-    ["Offset of field: cutlass_rs_weight_only_args::reserved"]
-        [::std::mem::offset_of!(cutlass_rs_weight_only_args, reserved) - 124usize];
+        [::std::mem::offset_of!(cutlass_rs_weight_only_args, splits) - 152usize];
+    ["Offset of field: cutlass_rs_weight_only_args::activation"]
+        [::std::mem::offset_of!(cutlass_rs_weight_only_args, activation) - 156usize];
 };
 pub type cutlass_rs_weight_only_can_implement_fn = ::std::option::Option<
     unsafe extern "C" fn(args: *const cutlass_rs_weight_only_args) -> ::std::os::raw::c_int,

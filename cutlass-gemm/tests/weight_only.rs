@@ -273,25 +273,34 @@ fn kernels_of_other_registries_are_refused() {
 }
 
 #[test]
-fn the_feature_builds_eighteen_kernels() {
+fn the_feature_builds_twenty_four_kernels() {
     use cutlass_gemm_catalog::catalog;
     let family: Vec<_> = catalog::all()
         .into_iter()
         .filter(|s| Family::WeightOnly.contains(s))
         .collect();
-    assert_eq!(family.len(), 18);
-    // Per activation type: five tiles with scales only, four with zero points.
+    assert_eq!(family.len(), 24);
+    // Per activation type: five tiles with scales only, four with zero points; bf16 also three
+    // of them with the fused epilogue per weight format.
     for (weight, n) in [
         (cutlass_gemm::DataType::S4, 5),
         (cutlass_gemm::DataType::U4, 4),
     ] {
         for wide in [cutlass_gemm::DataType::Bf16, cutlass_gemm::DataType::F16] {
-            assert_eq!(
+            let of = |fused: bool| {
                 family
                     .iter()
-                    .filter(|s| (s.a.ty, s.b.ty) == (weight, wide))
-                    .count(),
-                n
+                    .filter(|s| (s.a.ty, s.b.ty) == (weight, wide) && s.fusion.is_fused() == fused)
+                    .count()
+            };
+            assert_eq!(of(false), n);
+            assert_eq!(
+                of(true),
+                if wide == cutlass_gemm::DataType::Bf16 {
+                    3
+                } else {
+                    0
+                }
             );
         }
     }

@@ -18,8 +18,11 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
 
-use crate::error::{require_device, require_len, Error, OperandName, ProblemRule, Result};
+use crate::error::{
+    require_device, require_len, Error, OperandName, ProblemRule, Quantity, Result,
+};
 use crate::formats::element::Element;
+use crate::plans::gemm::POINTER_ALIGNMENT;
 
 /// An activation applied to the epilogue's f32 value before D is rounded.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -297,6 +300,57 @@ pub fn apply_unfused<TD: Element>(
         )
     };
     crate::ffi::check_status("cutlass_rs_bias_activation", status)
+}
+
+/// Checks a fused epilogue's vectors (bias, row scales, column scales: pointer and length) for a
+/// D of `m x n` at `d` (address, bytes) against `e`: each it names is given, long enough, 16-byte
+/// aligned and clear of D; none it does not name is given. `bias_size` is the bias element's
+/// size. Typed errors naming the vector.
+pub(crate) fn check_operands(
+    e: &Epilogue,
+    (m, n): (usize, usize),
+    bias_size: usize,
+    vectors: [Option<(u64, usize)>; 3],
+    d: (u64, u64),
+) -> Result<()> {
+    let wanted = [
+        (
+            OperandName::Bias,
+            e.bias.map(|axis| match axis {
+                BiasAxis::PerColumn => n,
+                BiasAxis::PerRow => m,
+            }),
+            bias_size,
+        ),
+        (OperandName::RowScales, e.row_scales.then_some(m), 4),
+        (OperandName::ColScales, e.col_scales.then_some(n), 4),
+    ];
+    for ((operand, need, size), given) in wanted.into_iter().zip(vectors) {
+        match (need, given) {
+            (None, None) => {}
+            (Some(_), None) => {
+                return Err(Error::InvalidProblem {
+                    reason: ProblemRule::EpilogueOperandMissing { operand },
+                })
+            }
+            (None, Some(_)) => {
+                return Err(Error::InvalidProblem {
+                    reason: ProblemRule::EpilogueOperandNotTaken { operand },
+                })
+            }
+            (Some(need), Some((p, len))) => {
+                require_len(operand, len, need)?;
+                crate::error::require_aligned(operand, Quantity::Pointer, p, POINTER_ALIGNMENT)?;
+                if crate::error::overlaps((p, (need * size) as u64), d) {
+                    return Err(Error::Aliasing {
+                        output: OperandName::D,
+                        input: operand,
+                    });
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -1090,56 +1090,17 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
         require_len(OperandName::ScalesB, b, rb)
     }
 
-    /// Checks the fused epilogue's vectors (bias, row scales, column scales: pointer and length)
-    /// against the plan's [`Epilogue`]: each it names is given, long enough, 16-byte aligned and
-    /// clear of D; none it does not name is given.
+    /// Checks the fused epilogue's vectors against the plan's [`Epilogue`]
+    /// ([`crate::plans::epilogue::check_operands`]).
     fn check_epilogue_operands(&self, vectors: [Option<(u64, usize)>; 3], d: u64) -> Result<()> {
-        let e = self.epilogue;
-        let (m, n) = (self.problem.m, self.problem.n);
-        let wanted = [
-            (
-                OperandName::Bias,
-                e.bias.map(|axis| match axis {
-                    BiasAxis::PerColumn => n,
-                    BiasAxis::PerRow => m,
-                }),
-                std::mem::size_of::<TD>(),
-            ),
-            (OperandName::RowScales, e.row_scales.then_some(m), 4),
-            (OperandName::ColScales, e.col_scales.then_some(n), 4),
-        ];
         let d_bytes = (self.user[3].required_len() * std::mem::size_of::<TD>()) as u64;
-        for ((operand, need, size), given) in wanted.into_iter().zip(vectors) {
-            match (need, given) {
-                (None, None) => {}
-                (Some(_), None) => {
-                    return Err(Error::InvalidProblem {
-                        reason: ProblemRule::EpilogueOperandMissing { operand },
-                    })
-                }
-                (None, Some(_)) => {
-                    return Err(Error::InvalidProblem {
-                        reason: ProblemRule::EpilogueOperandNotTaken { operand },
-                    })
-                }
-                (Some(need), Some((p, len))) => {
-                    require_len(operand, len, need)?;
-                    crate::error::require_aligned(
-                        operand,
-                        Quantity::Pointer,
-                        p,
-                        POINTER_ALIGNMENT,
-                    )?;
-                    if crate::error::overlaps((p, (need * size) as u64), (d, d_bytes)) {
-                        return Err(Error::Aliasing {
-                            output: OperandName::D,
-                            input: operand,
-                        });
-                    }
-                }
-            }
-        }
-        Ok(())
+        crate::plans::epilogue::check_operands(
+            &self.epilogue,
+            (self.problem.m, self.problem.n),
+            std::mem::size_of::<TD>(),
+            vectors,
+            (d, d_bytes),
+        )
     }
 
     fn check_scale_pointers(&self, (sa, sb): (u64, u64)) -> Result<()> {

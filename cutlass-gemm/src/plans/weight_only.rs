@@ -36,6 +36,7 @@ use crate::error::{
     ProblemRule, Quantity, Result, Scalar, WeightRule,
 };
 use crate::ffi::{check_status, DeviceInfo, WeightOnlyKernel};
+use crate::plans::epilogue::{BiasAxis, Epilogue, EpilogueOperands};
 use crate::plans::gemm::{workspace_ptr, Workspace, POINTER_ALIGNMENT};
 use crate::plans::problem::MAX_EXTENT;
 use crate::quantize::QuantInput;
@@ -599,6 +600,10 @@ pub struct WeightOnlyGemm<T: WeightOnlyInput> {
     kernel: WeightOnlyKernel,
     splits: u16,
     workspace_size: usize,
+    /// The fused epilogue ([`WeightOnlyGemm::with_epilogue`]), in `y`'s orientation.
+    epilogue: Epilogue,
+    /// Whether the caller named the kernel.
+    pinned: bool,
     _types: std::marker::PhantomData<T>,
 }
 
@@ -623,9 +628,18 @@ impl<T: WeightOnlyInput> WeightOnlyGemm<T> {
         problem: &WeightOnlyProblem,
         kernel: Option<&str>,
     ) -> Result<Self> {
+        Self::plan_with(device, problem, kernel, Epilogue::NONE)
+    }
+
+    fn plan_with(
+        device: DeviceInfo,
+        problem: &WeightOnlyProblem,
+        kernel: Option<&str>,
+        epilogue: Epilogue,
+    ) -> Result<Self> {
         problem.check()?;
         let named = kernel.is_some();
-        let kernel = select(&device, problem, T::DATA_TYPE, kernel)?;
+        let kernel = select(&device, problem, T::DATA_TYPE, kernel, !epilogue.is_none())?;
         let mut plan = WeightOnlyGemm {
             problem: *problem,
             device,
@@ -636,10 +650,34 @@ impl<T: WeightOnlyInput> WeightOnlyGemm<T> {
             },
             kernel,
             workspace_size: 0,
+            epilogue,
+            pinned: named,
             _types: std::marker::PhantomData,
         };
-        plan.workspace_size = kernel.workspace_size_of(&plan.args([0; 6]))?;
+        plan.workspace_size = kernel.workspace_size_of(&plan.args([0; 6], [0; 4]))?;
         Ok(plan)
+    }
+
+    /// The plan with a fused epilogue: `y = act(alpha · row_scale[m] · col_scale[n] · (x ·
+    /// dequant(w)ᵀ) + beta · c + bias)` computed in the kernel's epilogue (a Linear layer's bias
+    /// per output feature, [`BiasAxis::PerColumn`], or per token; the activations; f32 scales per
+    /// token and per output channel); launch it with [`WeightOnlyGemm::run_fused`]. A plan whose
+    /// kernel has the fusion keeps it; otherwise the problem is planned again among the kernels
+    /// with it (the `weight-only` feature's bf16 128x32, 128x128 and 128x256 ones) by the same
+    /// rule, split-K factor included. A kernel named by the caller is kept, or refused
+    /// ([`KernelRule::NoFusedEpilogue`]).
+    pub fn with_epilogue(self, epilogue: Epilogue) -> Result<Self> {
+        if self.kernel.spec.fusion.is_fused() || epilogue.is_none() {
+            return Ok(WeightOnlyGemm { epilogue, ..self });
+        }
+        let kernel = self.pinned.then_some(self.kernel.name);
+        Self::plan_with(self.device, &self.problem, kernel, epilogue)
+    }
+
+    /// The plan's fused epilogue ([`Epilogue::NONE`] unless [`WeightOnlyGemm::with_epilogue`]
+    /// set one).
+    pub fn epilogue(&self) -> Epilogue {
+        self.epilogue
     }
 
     /// With a split-K factor for a stream-K kernel (`splits > 1` replaces CUTLASS's stream-K
@@ -653,7 +691,7 @@ impl<T: WeightOnlyInput> WeightOnlyGemm<T> {
             });
         }
         self.splits = splits;
-        self.workspace_size = self.kernel.workspace_size_of(&self.args([0; 6]))?;
+        self.workspace_size = self.kernel.workspace_size_of(&self.args([0; 6], [0; 4]))?;
         Ok(self)
     }
 
@@ -689,7 +727,7 @@ impl<T: WeightOnlyInput> WeightOnlyGemm<T> {
         } else {
             0
         };
-        let args = self.args([fake, fake, fake, zeros, fake, fake]);
+        let args = self.args([fake, fake, fake, zeros, fake, fake], [0; 4]);
         let workspace = if self.workspace_size > 0 { fake } else { 0 };
         // SAFETY: prepare encodes the addresses into TMA descriptors and never dereferences them.
         unsafe {
@@ -702,7 +740,9 @@ impl<T: WeightOnlyInput> WeightOnlyGemm<T> {
     /// checked first, each a typed error naming the operand: the weight's extents and format the
     /// plan's ([`WeightRule::Extents`], [`WeightRule::Format`]); every buffer and the stream on
     /// the plan's device; x holding `m x k`, c and y `m x n`; 16-byte aligned x, c, y and
-    /// workspace; y overlapping no input but c; c given when beta is not 0.
+    /// workspace; y overlapping no input but c; c given when beta is not 0. A plan with a fused
+    /// epilogue that needs vectors refuses it ([`ProblemRule::EpilogueOperandMissing`]: use
+    /// [`WeightOnlyGemm::run_fused`]).
     pub fn run(
         &self,
         stream: &Arc<CudaStream>,
@@ -710,6 +750,25 @@ impl<T: WeightOnlyInput> WeightOnlyGemm<T> {
         w: &QuantizedWeight<T>,
         c: Option<&dyn DevicePtr<T>>,
         y: &mut dyn DevicePtrMut<T>,
+        workspace: Workspace<'_>,
+    ) -> Result<()> {
+        self.run_fused(stream, x, w, c, y, &EpilogueOperands::default(), workspace)
+    }
+
+    /// [`WeightOnlyGemm::run`] with the fused epilogue's vectors ([`EpilogueOperands`], in `y`'s
+    /// orientation: a bias per column is per output feature, `n` values of `T`; row scales per
+    /// token, `m` f32; column scales per output channel, `n` f32): exactly those the plan's
+    /// [`Epilogue`] names, each long enough, 16-byte aligned, on the plan's device and clear of
+    /// `y` (typed errors naming `Bias`, `RowScales` or `ColScales`).
+    #[allow(clippy::too_many_arguments)]
+    pub fn run_fused(
+        &self,
+        stream: &Arc<CudaStream>,
+        x: &dyn DevicePtr<T>,
+        w: &QuantizedWeight<T>,
+        c: Option<&dyn DevicePtr<T>>,
+        y: &mut dyn DevicePtrMut<T>,
+        operands: &EpilogueOperands<'_, T>,
         workspace: Workspace<'_>,
     ) -> Result<()> {
         let p = &self.problem;
@@ -796,10 +855,43 @@ impl<T: WeightOnlyInput> WeightOnlyGemm<T> {
                 });
             }
         }
+        // The epilogue's vectors: devices, then lengths, alignment and aliasing against y.
+        if let Some(v) = operands.bias {
+            require_device(OperandName::Bias, v, device)?;
+        }
+        for (operand, v) in [
+            (OperandName::RowScales, operands.row_scales),
+            (OperandName::ColScales, operands.col_scales),
+        ] {
+            if let Some(v) = v {
+                require_device(operand, v, device)?;
+            }
+        }
+        let bias = operands.bias.map(|v| (v.device_ptr(stream), v.len()));
+        let row_scales = operands.row_scales.map(|v| (v.device_ptr(stream), v.len()));
+        let col_scales = operands.col_scales.map(|v| (v.device_ptr(stream), v.len()));
+        let vectors =
+            [&bias, &row_scales, &col_scales].map(|v| v.as_ref().map(|((p, _), l)| (*p, *l)));
+        crate::plans::epilogue::check_operands(
+            &self.epilogue,
+            (p.m, p.n),
+            std::mem::size_of::<T>(),
+            vectors,
+            y_range,
+        )?;
+        // The kernel computes yᵀ: y's columns (output features) are its rows.
+        let [pb, prs, pcs] = vectors.map(|v| v.map_or(0, |(p, _)| p));
+        let (row_bias, col_bias) = match self.epilogue.bias {
+            Some(BiasAxis::PerRow) => (0, pb),
+            _ => (pb, 0),
+        };
         let mut managed = None;
         let (pwk, _gwk) =
             workspace_ptr(stream, workspace, self.workspace_size, &mut managed, false)?;
-        let args = self.args([px, pw, ps, pz.unwrap_or(0), pc.unwrap_or(py), py]);
+        let args = self.args(
+            [px, pw, ps, pz.unwrap_or(0), pc.unwrap_or(py), py],
+            [pcs, prs, row_bias, col_bias],
+        );
         // SAFETY: x, c and y were checked against the extents, devices, alignment and aliasing;
         // the weight's buffers were allocated by QuantizedWeight for its extents, which equal the
         // plan's; the guards keep the buffers' stream ordering until the launch is queued.
@@ -810,8 +902,13 @@ impl<T: WeightOnlyInput> WeightOnlyGemm<T> {
     }
 
     /// The C arguments over device pointers: x, the packed weight, scales, zeros (0 for none), c,
-    /// y.
-    fn args(&self, [x, w, s, z, c, y]: [u64; 6]) -> cutlass_rs_weight_only_args {
+    /// y; and the fused epilogue's vectors in the kernel's orientation (0 for none): row scales
+    /// (y's column scales), column scales (y's row scales), row bias, column bias.
+    fn args(
+        &self,
+        [x, w, s, z, c, y]: [u64; 6],
+        [row_scale, col_scale, row_bias, col_bias]: [u64; 4],
+    ) -> cutlass_rs_weight_only_args {
         let p = &self.problem;
         cutlass_rs_weight_only_args {
             m: p.m as i64,
@@ -832,7 +929,11 @@ impl<T: WeightOnlyInput> WeightOnlyGemm<T> {
             device_id: self.device.ordinal as i32,
             sm_count: self.device.kernel_sm_count(),
             splits: i32::from(self.splits),
-            reserved: 0,
+            row_scale: row_scale as *const f32,
+            col_scale: col_scale as *const f32,
+            row_bias: row_bias as *const _,
+            col_bias: col_bias as *const _,
+            activation: self.epilogue.activation.code(),
         }
     }
 }
@@ -868,11 +969,15 @@ fn select(
     problem: &WeightOnlyProblem,
     wide: DataType,
     name: Option<&str>,
+    fused: bool,
 ) -> Result<WeightOnlyKernel> {
     let (weight, mode) = problem.format.catalog();
-    let serves = |s: &KernelSpec| {
+    let types = |s: &KernelSpec| {
         s.b.ty == wide && s.a.ty == weight && s.mixed_input.map(|x| x.mode) == Some(mode)
     };
+    // A plan with a fused epilogue takes the kernels with it, a plain one those without (a
+    // fused kernel named for a plain plan runs with null vectors: the plain GEMM).
+    let serves = |s: &KernelSpec| types(s) && s.fusion.is_fused() == fused;
     if let Some(name) = name {
         return named_in_registry(
             built_weight_only_kernels(),
@@ -881,7 +986,10 @@ fn select(
             |s| s.mixed_input.is_some(),
             KernelRule::WeightOnly { kernel: false },
             |s| {
-                (!serves(s)).then(|| {
+                if fused && !s.fusion.is_fused() {
+                    return Some(KernelRule::NoFusedEpilogue);
+                }
+                (!types(s)).then(|| {
                     let (operand, kernel, required) = if s.b.ty != wide {
                         (OperandName::A, s.b.ty, wide)
                     } else {
@@ -924,11 +1032,16 @@ fn select(
             .iter()
             .copied()
             .filter(|s| {
-                s.mixed_input.map(|x| x.mode) == Some(mode) && (s.a.ty, s.b.ty) == (weight, wide)
+                s.mixed_input.map(|x| x.mode) == Some(mode)
+                    && (s.a.ty, s.b.ty) == (weight, wide)
+                    && s.fusion.is_fused() == fused
             })
             .min_by_key(|s| !cutlass_gemm_catalog::catalog::is_default_weight_only(s));
         Error::NoKernel {
-            request: format!("weight-only GEMM {wide} x {weight} ({mode:?})"),
+            request: format!(
+                "weight-only GEMM {wide} x {weight} ({mode:?}){}",
+                if fused { " with a fused epilogue" } else { "" }
+            ),
             nearest: built_weight_only_kernels()
                 .iter()
                 .take(3)

@@ -521,3 +521,184 @@ fn weight_only_refusals_name_the_rule() {
         }
     }
 }
+
+/// The fused epilogue on every weight-only kernel that has it (bias per output feature or per
+/// token, activations, per-token and per-channel scales, C), element by element against the f64
+/// reference of the same epilogue over the dequantized weight; the library's choice with an
+/// epilogue; and the refusals (a pinned kernel without the fusion, vectors missing or not
+/// taken).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn fused_epilogues_on_weight_only_kernels() {
+    use cutlass_gemm::reference::{HostEpilogue, Strided};
+    use cutlass_gemm::{Activation, BiasAxis, Epilogue, EpilogueOperands, KernelRule, OperandName};
+    let (ctx, stream) = device();
+    let mut rng = rng();
+    let fused: Vec<&'static str> = built_weight_only_kernels()
+        .iter()
+        .filter(|k| k.spec.fusion.is_fused())
+        .map(|k| k.name)
+        .collect();
+    assert!(
+        !fused.is_empty(),
+        "no weight-only kernel with the fused epilogue in this build (feature weight-only)"
+    );
+    let epilogues = [
+        Epilogue::bias().with_activation(Activation::GeluTanh),
+        Epilogue::NONE
+            .with_bias(BiasAxis::PerRow)
+            .with_activation(Activation::Relu),
+        Epilogue::rowwise().with_activation(Activation::Silu),
+        Epilogue::bias(),
+    ];
+    let (n, k, g) = (272, 512, 128);
+    for zp in [false, true] {
+        let w = HostWeight::<bf16>::random(&mut rng, n, k, g, zp);
+        let qw = w.upload(&stream);
+        let dequantized = w.dequantized();
+        let kernels: Vec<&str> = fused
+            .iter()
+            .copied()
+            .filter(|name| kernels_for(DataType::Bf16, zp).contains(name))
+            .collect();
+        for name in kernels.iter().map(|k| Some(*k)).chain([None]) {
+            for (i, e) in epilogues.iter().enumerate() {
+                let m = [1, 17, 200][i % 3];
+                let beta = if i == 1 { 0.5 } else { 0.0 };
+                let p = WeightOnlyProblem::for_weight(m, &qw).with_scalars(1.5, beta);
+                let plan = match name {
+                    Some(name) => WeightOnlyGemm::<bf16>::with_kernel(&ctx, &p, name),
+                    None => WeightOnlyGemm::<bf16>::new(&ctx, &p),
+                }
+                .unwrap()
+                .with_epilogue(*e)
+                .unwrap();
+                assert!(
+                    plan.kernel_name().contains("_evt_"),
+                    "{}: {}",
+                    e.describe(),
+                    plan.kernel_name()
+                );
+                let x: Vec<bf16> = integers(&mut rng, m * k, 2);
+                let c: Vec<bf16> = integers(&mut rng, m * n, 3);
+                let bias_len = match e.bias {
+                    Some(BiasAxis::PerRow) => m,
+                    _ => n,
+                };
+                let bias: Vec<bf16> = integers(&mut rng, bias_len, 4);
+                let rows: Vec<f32> = (0..m).map(|i| 0.5 + (i % 4) as f32 * 0.25).collect();
+                let cols: Vec<f32> = (0..n).map(|j| 1.0 + (j % 3) as f32 * 0.5).collect();
+                let (dx, dc, db) = (
+                    stream.clone_htod(&x).unwrap(),
+                    stream.clone_htod(&c).unwrap(),
+                    stream.clone_htod(&bias).unwrap(),
+                );
+                let (drs, dcs) = (
+                    stream.clone_htod(&rows).unwrap(),
+                    stream.clone_htod(&cols).unwrap(),
+                );
+                let operands = EpilogueOperands {
+                    bias: e.bias.map(|_| &db as &dyn cudarc::driver::DevicePtr<bf16>),
+                    row_scales: e
+                        .row_scales
+                        .then_some(&drs as &dyn cudarc::driver::DevicePtr<f32>),
+                    col_scales: e
+                        .col_scales
+                        .then_some(&dcs as &dyn cudarc::driver::DevicePtr<f32>),
+                };
+                let mut dy = stream.clone_htod(&vec![bf16::POISON; m * n]).unwrap();
+                let cin = (beta != 0.0).then_some(&dc as &dyn cudarc::driver::DevicePtr<bf16>);
+                plan.run_fused(
+                    &stream,
+                    &dx,
+                    &qw,
+                    cin,
+                    &mut dy,
+                    &operands,
+                    Workspace::Managed,
+                )
+                .unwrap();
+                let y = stream.clone_dtoh(&dy).unwrap();
+                let gp = cutlass_gemm::GemmProblem::new(m, n, k).with_scalars(1.5, beta);
+                let resolve = |op| gp.resolve(op).unwrap();
+                let sa = Strided::new(&x, resolve(OperandName::A), OperandName::A).unwrap();
+                let sb =
+                    Strided::new(&dequantized, resolve(OperandName::B), OperandName::B).unwrap();
+                let sc = Strided::new(&c, resolve(OperandName::C), OperandName::C).unwrap();
+                let bias64: Vec<f64> = bias.iter().map(|v| v.to_f64()).collect();
+                let host = HostEpilogue {
+                    activation: e.activation,
+                    bias: e.bias.map(|axis| (axis, &bias64[..])),
+                    row_scales: e.row_scales.then_some(&rows[..]),
+                    col_scales: e.col_scales.then_some(&cols[..]),
+                };
+                let want = reference::fused(
+                    &gp,
+                    &sa,
+                    &sb,
+                    (beta != 0.0).then_some(&sc as &dyn reference::HostMatrix),
+                    &host,
+                )
+                .unwrap();
+                let cmp = reference::compare(&y, &resolve(OperandName::D), &want);
+                assert!(
+                    cmp.passed(),
+                    "{} {} m={m}: {cmp:?}",
+                    plan.kernel_name(),
+                    e.describe()
+                );
+            }
+        }
+        println!(
+            "{} fused weight-only kernels (zp {zp}) as the reference",
+            kernels.len()
+        );
+        // Refusals.
+        let p = WeightOnlyProblem::for_weight(4, &qw);
+        let plain = kernels_for(DataType::Bf16, zp)
+            .into_iter()
+            .find(|k| !k.contains("_evt_"))
+            .unwrap();
+        match WeightOnlyGemm::<bf16>::with_kernel(&ctx, &p, plain)
+            .unwrap()
+            .with_epilogue(Epilogue::bias())
+            .unwrap_err()
+        {
+            Error::KernelMismatch {
+                reason: KernelRule::NoFusedEpilogue,
+                ..
+            } => {}
+            other => panic!("{other:?}"),
+        }
+        let plan = WeightOnlyGemm::<bf16>::new(&ctx, &p)
+            .unwrap()
+            .with_epilogue(Epilogue::bias())
+            .unwrap();
+        let dx = stream.clone_htod(&vec![bf16::ZERO; 4 * k]).unwrap();
+        let mut dy = stream.clone_htod(&vec![bf16::ZERO; 4 * n]).unwrap();
+        match plan
+            .run(&stream, &dx, &qw, None, &mut dy, Workspace::Managed)
+            .unwrap_err()
+        {
+            Error::InvalidProblem {
+                reason: ProblemRule::EpilogueOperandMissing { operand },
+            } => assert_eq!(operand, OperandName::Bias),
+            other => panic!("{other:?}"),
+        }
+        let scales = stream.clone_htod(&vec![1.0f32; 4]).unwrap();
+        let extra = EpilogueOperands {
+            bias: Some(&dx as &dyn cudarc::driver::DevicePtr<bf16>),
+            row_scales: Some(&scales as &dyn cudarc::driver::DevicePtr<f32>),
+            col_scales: None,
+        };
+        match plan
+            .run_fused(&stream, &dx, &qw, None, &mut dy, &extra, Workspace::Managed)
+            .unwrap_err()
+        {
+            Error::InvalidProblem {
+                reason: ProblemRule::EpilogueOperandNotTaken { operand },
+            } => assert_eq!(operand, OperandName::RowScales),
+            other => panic!("{other:?}"),
+        }
+    }
+}
