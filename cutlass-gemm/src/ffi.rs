@@ -60,6 +60,10 @@ pub struct DeviceInfo {
     pub sm_count: i32,
 }
 
+/// The fewest SMs a kernel is sized for ([`DeviceInfo::kernel_sm_count`]): the largest cluster
+/// of the catalog (4x4 CTAs).
+pub(crate) const MIN_KERNEL_SM_COUNT: i32 = 16;
+
 impl DeviceInfo {
     /// Queries a context's device.
     pub fn query(ctx: &CudaContext) -> Result<DeviceInfo> {
@@ -71,11 +75,13 @@ impl DeviceInfo {
         })
     }
 
-    /// The SM count the kernels are sized and launched for: `sm_count`, at least 1, as the
-    /// kernel choice counts it. (CUTLASS reads a count below 1 as "query the device", which
-    /// without one sizes stream-K work by 0 SMs: a division by zero in its host code.)
+    /// The SM count the kernels are sized and launched for: `sm_count`, at least
+    /// [`MIN_KERNEL_SM_COUNT`]. CUTLASS reads a count below 1 as "query the device", which
+    /// without one sizes stream-K work by 0 SMs, and a count below the kernel's cluster size
+    /// leaves its stream-K scheduler a wave without a whole cluster: both divide by zero in its
+    /// host code. Every GPU these kernels run on has more SMs.
     pub(crate) fn kernel_sm_count(&self) -> i32 {
-        self.sm_count.max(1)
+        self.sm_count.max(MIN_KERNEL_SM_COUNT)
     }
 }
 
