@@ -88,7 +88,7 @@ fn main() {
     if !config.docs_rs {
         build_library(&gen_dir, &objects, toolchain.as_ref());
     }
-    export_paths(&gen_dir, &out, toolchain.as_ref());
+    export_paths(&gen_dir, &out, &config, toolchain.as_ref());
     write_build_report(&out, &config, &specs, toolchain.as_ref());
 }
 
@@ -725,14 +725,35 @@ fn compile_kernels(
         .collect(),
         flags: nvcc_flags(config, &config.archs),
     });
-    for (name, file) in [
-        ("cutlass_rs_staging", codegen::STAGING_SOURCE_NAME),
-        ("cutlass_rs_elementwise", codegen::ELEMENTWISE_SOURCE_NAME),
+    jobs.push(Job {
+        name: "cutlass_rs_weight_gemv".into(),
+        file: codegen::WEIGHT_GEMV_SOURCE_NAME.into(),
+        // The hash covers the headers it includes besides the shared ones.
+        source: [
+            codegen::WEIGHT_GEMV_SOURCE_NAME,
+            codegen::WEIGHT_LAYOUT_HEADER_NAME,
+            codegen::WEIGHT_ONLY_ABI_HEADER_NAME,
+            codegen::ACTIVATION_HEADER_NAME,
+        ]
+        .iter()
+        .map(|f| csrc(config, f))
+        .collect(),
+        flags: nvcc_flags(config, &config.archs),
+    });
+    for (name, files) in [
+        ("cutlass_rs_staging", &[codegen::STAGING_SOURCE_NAME][..]),
+        (
+            "cutlass_rs_elementwise",
+            &[
+                codegen::ELEMENTWISE_SOURCE_NAME,
+                codegen::ACTIVATION_HEADER_NAME,
+            ][..],
+        ),
     ] {
         jobs.push(Job {
             name: name.into(),
-            file: file.into(),
-            source: csrc(config, file),
+            file: files[0].into(),
+            source: files.iter().map(|f| csrc(config, f)).collect(),
             flags: nvcc_flags(config, &config.archs),
         });
     }
@@ -846,8 +867,14 @@ fn build_library(gen_dir: &Path, objects: &[PathBuf], tc: Option<&Toolchain>) {
 /// Step 5: where the C header, the static library and the toolchain are, for callers in other
 /// languages and for tests (`cutlass_gemm_sys::{INCLUDE_DIR, LIB_DIR, CUDA_INCLUDE_DIR,
 /// CUDA_LIB_DIR, NVCC, CUTLASS_INCLUDE_DIR}`).
-fn export_paths(gen_dir: &Path, out: &Path, tc: Option<&Toolchain>) {
+fn export_paths(gen_dir: &Path, out: &Path, config: &Config, tc: Option<&Toolchain>) {
     let show = |p: &Path| p.display().to_string();
+    // The architectures the hand-written kernels were compiled for (none without a toolchain).
+    let built: Vec<&str> = match tc {
+        Some(_) if !config.docs_rs => config.archs.iter().map(|a| a.tag()).collect(),
+        _ => Vec::new(),
+    };
+    println!("cargo:rustc-env=CUTLASS_RS_BUILT_ARCHS={}", built.join(","));
     println!("cargo:rustc-env=CUTLASS_RS_INCLUDE_DIR={}", show(gen_dir));
     println!("cargo:rustc-env=CUTLASS_RS_LIB_DIR={}", show(out));
     let (cuda_inc, cuda_lib, nvcc, cutlass_inc) = tc.map_or(Default::default(), |t| {

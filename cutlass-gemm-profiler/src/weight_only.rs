@@ -16,9 +16,10 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use cudarc::cublas::{CudaBlas, Gemm as _};
 use cudarc::driver::CudaSlice;
+use cutlass_gemm::plans::weight_only::GEMV_MAX_TOKENS;
 use cutlass_gemm::{
     built_weight_only_kernels, DataType, Gemm, GemmProblem, QuantizedWeight, TileScheduler,
-    WeightFormat, WeightOnlyGemm, WeightOnlyProblem, Workspace,
+    WeightFormat, WeightOnlyGemm, WeightOnlyProblem, Workspace, WEIGHT_ONLY_GEMV,
 };
 use half::bf16;
 
@@ -232,7 +233,7 @@ fn label(f: WeightFormat) -> &'static str {
 
 /// The plans timed for one problem: the library's choice, or the candidates `--kernels` names
 /// (with `all`, every weight-only kernel of the build for the format, the stream-K ones also with
-/// split-K 2 and 4).
+/// split-K 2 and 4, and the decode GEMV up to the tokens it takes).
 fn candidates(
     dev: &Device,
     p: &WeightOnlyProblem,
@@ -265,6 +266,19 @@ fn candidates(
                 out.push((plan.clone().with_splits(splits)?, false));
             }
         }
+    }
+    // The decode GEMV, where it takes the tokens and the mode names it.
+    let gemv = match mode {
+        KernelMode::All => true,
+        KernelMode::Pinned(n) => n == WEIGHT_ONLY_GEMV,
+        KernelMode::Matching(f) => f.matches(WEIGHT_ONLY_GEMV),
+        _ => false,
+    };
+    if gemv && name != WEIGHT_ONLY_GEMV && p.m <= GEMV_MAX_TOKENS {
+        out.push((
+            WeightOnlyGemm::<bf16>::plan(dev.info, p, Some(WEIGHT_ONLY_GEMV))?,
+            false,
+        ));
     }
     Ok(out)
 }

@@ -4,7 +4,7 @@
 // pass over D), and what `cutlass-profiler profile --epilogue` compares the fused GEMM with.
 //
 // D is `rows` lines of `cols` contiguous elements (bf16 or f16), line r at element r * ld. The
-// arithmetic is the fused epilogue's: f32, the same activations (cutlass_rs_epilogue.hpp).
+// arithmetic is the fused epilogue's: f32, the same activations (cutlass_rs_activation.cuh).
 
 #include <cstdint>
 
@@ -13,28 +13,11 @@
 #include <cuda_runtime_api.h>
 
 #include "cutlass_rs_abi.h"
+#include "cutlass_rs_activation.cuh"
 
 namespace {
 
 constexpr int kThreads = 256;
-
-__device__ float activate(float x, int kind) {
-  switch (kind) {
-    case CUTLASS_RS_ACTIVATION_RELU:
-      return fmaxf(x, 0.0f);
-    case CUTLASS_RS_ACTIVATION_GELU_TANH: {
-      float t;
-      asm("tanh.approx.f32 %0, %1;" : "=f"(t) : "f"(0.7978845608028654f * x * (1.0f + 0.044715f * x * x)));
-      return 0.5f * x * (1.0f + t);
-    }
-    case CUTLASS_RS_ACTIVATION_GELU_ERF:
-      return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
-    case CUTLASS_RS_ACTIVATION_SILU:
-      return x / (1.0f + __expf(-x));
-    default:
-      return x;
-  }
-}
 
 template <class T>
 __device__ float load(T v);
@@ -60,7 +43,7 @@ __global__ void bias_activation_kernel(T *__restrict__ d, int64_t rows, int64_t 
       for (int64_t j = c; j < c + 2 && j < cols; ++j) {
         float v = load(line[j]);
         if (bias != nullptr) v += load(bias[j]);
-        line[j] = store<T>(activate(v, kind));
+        line[j] = store<T>(cutlass_rs::activate(v, kind));
       }
     }
   }

@@ -43,6 +43,7 @@ pub const CUTLASS_RS_WEIGHT_PACK_COLS: i32 = 16;
 pub const CUTLASS_RS_WEIGHT_FORMAT_PLAIN: i32 = 0;
 pub const CUTLASS_RS_WEIGHT_FORMAT_GPTQ: i32 = 1;
 pub const CUTLASS_RS_WEIGHT_FORMAT_AWQ: i32 = 2;
+pub const CUTLASS_RS_WEIGHT_GEMV_MAX_TOKENS: i32 = 32;
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct cutlass_rs_gemm_args {
@@ -570,6 +571,15 @@ unsafe extern "C" {
         q: *mut ::std::os::raw::c_void,
         scales: *mut ::std::os::raw::c_void,
         zp: *mut ::std::os::raw::c_void,
+        stream: *mut ::std::os::raw::c_void,
+    ) -> ::std::os::raw::c_int;
+}
+unsafe extern "C" {
+    pub fn cutlass_rs_weight_gemv(
+        args: *const cutlass_rs_weight_only_args,
+        dtype: i32,
+        zero_points: i32,
+        launch: i32,
         stream: *mut ::std::os::raw::c_void,
     ) -> ::std::os::raw::c_int;
 }

@@ -34,6 +34,10 @@ pub const CUDA_LIB_DIR: &str = env!("CUTLASS_RS_CUDA_LIB_DIR");
 pub const NVCC: &str = env!("CUTLASS_RS_NVCC");
 /// The CUTLASS `include` directory this build used (empty when it used none).
 pub const CUTLASS_INCLUDE_DIR: &str = env!("CUTLASS_RS_CUTLASS_INCLUDE_DIR");
+/// The architectures (`90a`, `100a`, `120a`, comma-separated) this build compiled its hand-written
+/// kernels for: the quantizers, the weight packing and the weight-only decode GEMV
+/// ([`cutlass_rs_weight_gemv`]). Empty for a build without a toolchain.
+pub const BUILT_ARCHS: &str = env!("CUTLASS_RS_BUILT_ARCHS");
 /// The hand-written C++/CUDA sources of this crate (`csrc/`).
 pub const CSRC_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/csrc");
 

@@ -347,6 +347,45 @@ pub fn launch_state_builds() -> u64 {
     unsafe { cutlass_gemm_sys::cutlass_rs_launch_state_builds() }
 }
 
+/// The name of the weight-only decode GEMV (`csrc/cutlass_rs_weight_gemv.cu`, its C entry point):
+/// hand-written, not a catalog kernel, so not in any registry. [`crate::WeightOnlyGemm`] takes it
+/// for a few tokens, and [`crate::WeightOnlyGemm::with_kernel`] names it.
+pub const WEIGHT_ONLY_GEMV: &str = "cutlass_rs_weight_gemv";
+
+/// Whether this build compiled its hand-written kernels (the quantizers, the weight packing, the
+/// decode GEMV) for a device of compute capability `cc` ([`cutlass_gemm_sys::BUILT_ARCHS`]).
+pub(crate) fn hand_written_runs_on(cc: (i32, i32)) -> bool {
+    cutlass_gemm_sys::BUILT_ARCHS
+        .split(',')
+        .filter_map(cutlass_gemm_catalog::Arch::parse)
+        .any(|a| a.runs_on(cc))
+}
+
+/// The weight-only decode GEMV over C arguments: its checks only (`stream` `None`), or the checks
+/// and the launch on `stream`.
+///
+/// # Safety
+/// When launching, as [`RegistryKernel::launch_abi`] for the pointers of `abi`.
+pub(crate) unsafe fn weight_gemv(
+    abi: &cutlass_gemm_sys::cutlass_rs_weight_only_args,
+    dtype: i32,
+    zero_points: bool,
+    stream: Option<sys::CUstream>,
+) -> Result<()> {
+    let launch = stream.map_or(std::ptr::null_mut(), |s| s as *mut std::ffi::c_void);
+    let status = cutlass_gemm_sys::cutlass_rs_weight_gemv(
+        abi,
+        dtype,
+        i32::from(zero_points),
+        i32::from(stream.is_some()),
+        launch,
+    );
+    match stream {
+        Some(_) => run_status(WEIGHT_ONLY_GEMV, status, abi.device_id),
+        None => check_status(WEIGHT_ONLY_GEMV, status),
+    }
+}
+
 /// A C status as a `Result`: [`crate::Error::Cutlass`] naming `what` (a kernel or an entry point)
 /// unless it is `CUTLASS_RS_OK`. The one place statuses become errors.
 /// A `run` entry point's status: a launch refused for the thread's current device is the device

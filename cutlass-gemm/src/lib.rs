@@ -95,7 +95,7 @@ pub use error::{
 };
 pub use ffi::{
     DeviceInfo, GroupedKernel, Kernel, RawArgs, RegistryArgs, RegistryKernel, ScheduleHints,
-    WeightOnlyKernel,
+    WeightOnlyKernel, WEIGHT_ONLY_GEMV,
 };
 pub use formats::element::{Element, Fp8};
 pub use formats::numeric;

@@ -360,6 +360,9 @@ pub enum BuildHint {
     /// The catalog entry asked for is one CUTLASS 4.2 refuses to compile (its assertion and
     /// where CUTLASS makes it).
     CutlassLimit(cutlass_gemm_catalog::CutlassLimit),
+    /// Build for this architecture too (`CUTLASS_RS_ARCHS`): the hand-written kernels are compiled
+    /// for the build's architectures only.
+    Architecture(cutlass_gemm_catalog::Arch),
 }
 
 impl fmt::Display for BuildHint {
@@ -374,6 +377,11 @@ impl fmt::Display for BuildHint {
             }
             BuildHint::NotInCatalog => write!(f, "no kernel of the catalog serves it"),
             BuildHint::CutlassLimit(limit) => write!(f, "{limit}"),
+            BuildHint::Architecture(arch) => write!(
+                f,
+                "build for it with CUTLASS_RS_ARCHS including {} (with the build's other architectures)",
+                arch.tag()
+            ),
         }
     }
 }

@@ -1012,6 +1012,13 @@ pub enum KernelRule {
         /// Whether the kernel is weight-only.
         kernel: bool,
     },
+    /// The weight-only decode GEMV named for more tokens than it takes.
+    GemvTokens {
+        /// The plan's tokens.
+        m: usize,
+        /// The most it takes.
+        max: usize,
+    },
     /// Split-K over a kernel whose tile scheduler is not stream-K.
     SplitKNeedsStreamK {
         /// The splits asked for.
@@ -1087,6 +1094,10 @@ impl fmt::Display for KernelRule {
             KernelRule::WeightOnly { kernel: false } => write!(
                 f,
                 "the kernel is not a weight-only kernel (their names end in _scl_shfl or _sclzr_shfl before the tile)"
+            ),
+            KernelRule::GemvTokens { m, max } => write!(
+                f,
+                "the decode GEMV takes at most {max} tokens, the plan has {m}: plan it with a CUTLASS weight-only kernel"
             ),
             KernelRule::SplitKNeedsStreamK { splits } => {
                 write!(f, "split-K ({splits} splits) needs a stream-K kernel")

@@ -23,6 +23,11 @@
 //!   load per thread and k-block, nibbles placed for a fast conversion), and turns zero points into
 //!   the kernels' additive zeros `z = -s · zp`, rounded once to the activations' type.
 //!
+//! At a few tokens ([`GEMV_TOKENS`]) a plan takes the decode GEMV ([`WEIGHT_ONLY_GEMV`]) rather
+//! than a CUTLASS kernel: a hand-written kernel that reads the same packed weight with
+//! `mma.sync` (the packed 16 x 16 block is exactly a warp's A operand), dequantizes the same way
+//! and computes every fused epilogue, in one launch without a workspace.
+//!
 //! [`crate::reference::weight_only`] dequantizes exactly as the kernels do.
 
 use std::sync::Arc;
@@ -35,7 +40,9 @@ use crate::error::{
     overlaps, require_device, require_len, BuildHint, Error, Extent, KernelRule, OperandName,
     ProblemRule, Quantity, Result, Scalar, WeightRule,
 };
-use crate::ffi::{check_status, DeviceInfo, WeightOnlyKernel};
+use crate::ffi::{
+    check_status, hand_written_runs_on, weight_gemv, DeviceInfo, WeightOnlyKernel, WEIGHT_ONLY_GEMV,
+};
 use crate::plans::epilogue::{BiasAxis, Epilogue, EpilogueOperands};
 use crate::plans::gemm::{workspace_ptr, Workspace, POINTER_ALIGNMENT};
 use crate::plans::problem::MAX_EXTENT;
@@ -592,12 +599,40 @@ impl WeightOnlyProblem {
     }
 }
 
+/// Tokens up to which the library's choice is the decode GEMV ([`WEIGHT_ONLY_GEMV`]) rather than
+/// a CUTLASS kernel, where this build has it for the device; up to [`GEMV_TOKENS_SMALL_WEIGHT`]
+/// for weights of at most [`GEMV_SMALL_WEIGHT`] elements. Fitted on an H200 to Llama-3-8B's and
+/// -70B's layers (`docs/performance.md` scores other families): up to 8 tokens the GEMV ran
+/// 1.05–2.1x the best CUTLASS tile on every layer; at 16 it won on weights up to 59M elements
+/// (1.1–1.9x) and lost up to 15 % on the largest, where two token groups double its MMAs.
+pub const GEMV_TOKENS: usize = 8;
+
+/// Tokens up to which the library's choice is the decode GEMV for a weight of at most
+/// [`GEMV_SMALL_WEIGHT`] elements.
+pub const GEMV_TOKENS_SMALL_WEIGHT: usize = 16;
+
+/// Weight elements (n · k) up to which the decode GEMV serves up to [`GEMV_TOKENS_SMALL_WEIGHT`]
+/// tokens.
+pub const GEMV_SMALL_WEIGHT: usize = 1 << 26;
+
+/// The most tokens the decode GEMV takes when named.
+pub const GEMV_MAX_TOKENS: usize = cutlass_gemm_sys::CUTLASS_RS_WEIGHT_GEMV_MAX_TOKENS as usize;
+
+/// What a weight-only plan launches.
+#[derive(Debug, Clone, Copy)]
+enum Engine {
+    /// A CUTLASS mixed-input kernel of the registry.
+    Kernel(WeightOnlyKernel),
+    /// The hand-written decode GEMV ([`WEIGHT_ONLY_GEMV`]).
+    Gemv,
+}
+
 /// A planned weight-only GEMM: activations, C and Y of `T` (bf16 or f16), a 4-bit weight.
 #[derive(Debug, Clone)]
 pub struct WeightOnlyGemm<T: WeightOnlyInput> {
     problem: WeightOnlyProblem,
     device: DeviceInfo,
-    kernel: WeightOnlyKernel,
+    engine: Engine,
     splits: u16,
     workspace_size: usize,
     /// The fused epilogue ([`WeightOnlyGemm::with_epilogue`]), in `y`'s orientation.
@@ -618,11 +653,15 @@ impl<T: WeightOnlyInput> WeightOnlyGemm<T> {
         Self::plan(DeviceInfo::query(ctx)?, problem, Some(name))
     }
 
-    /// Plans for a described device without touching it (the library's choice also takes a split-K
-    /// factor where the output tiles are few: [`WeightOnlyGemm::splits`]). Rules, each a typed error: the
-    /// problem's ([`WeightOnlyProblem::check`]); a weight-only kernel of this build for `T` and
-    /// the weight's format that the device can run ([`Error::NoKernel`], naming the `weight-only`
-    /// feature, otherwise; [`KernelRule::WeightOnly`] for a named kernel that is not one).
+    /// Plans for a described device without touching it. Up to [`GEMV_TOKENS`] tokens (16 for
+    /// weights of up to 64M elements) the library's choice is the decode GEMV ([`WEIGHT_ONLY_GEMV`], built for every architecture of
+    /// the build, no workspace), beyond a CUTLASS kernel of the `weight-only` feature (with a
+    /// split-K factor where the output tiles are few: [`WeightOnlyGemm::splits`]). The GEMV can
+    /// also be named, up to [`GEMV_MAX_TOKENS`] tokens. Rules, each a typed error: the problem's
+    /// ([`WeightOnlyProblem::check`]); a weight-only kernel of this build for `T` and the weight's
+    /// format that the device can run ([`Error::NoKernel`], naming the `weight-only` feature,
+    /// otherwise; [`KernelRule::WeightOnly`] for a named kernel that is not one;
+    /// [`KernelRule::GemvTokens`] for the GEMV named for more tokens than it takes).
     pub fn plan(
         device: DeviceInfo,
         problem: &WeightOnlyProblem,
@@ -639,23 +678,55 @@ impl<T: WeightOnlyInput> WeightOnlyGemm<T> {
     ) -> Result<Self> {
         problem.check()?;
         let named = kernel.is_some();
-        let kernel = select(&device, problem, T::DATA_TYPE, kernel, !epilogue.is_none())?;
+        let gemv_built = hand_written_runs_on(device.compute_capability);
+        let engine = match kernel {
+            Some(WEIGHT_ONLY_GEMV) => {
+                if problem.m > GEMV_MAX_TOKENS {
+                    return Err(Error::KernelMismatch {
+                        name: WEIGHT_ONLY_GEMV.into(),
+                        reason: KernelRule::GemvTokens {
+                            m: problem.m,
+                            max: GEMV_MAX_TOKENS,
+                        },
+                    });
+                }
+                if !gemv_built {
+                    return Err(gemv_not_built(&device));
+                }
+                Engine::Gemv
+            }
+            None if gemv_built && gemv_serves(problem) => Engine::Gemv,
+            _ => Engine::Kernel(select(
+                &device,
+                problem,
+                T::DATA_TYPE,
+                kernel,
+                !epilogue.is_none(),
+            )?),
+        };
         let mut plan = WeightOnlyGemm {
             problem: *problem,
             device,
-            splits: if named {
-                0
-            } else {
-                default_splits(&kernel.spec, problem, device.sm_count)
+            splits: match engine {
+                Engine::Kernel(k) if !named => default_splits(&k.spec, problem, device.sm_count),
+                _ => 0,
             },
-            kernel,
+            engine,
             workspace_size: 0,
             epilogue,
             pinned: named,
             _types: std::marker::PhantomData,
         };
-        plan.workspace_size = kernel.workspace_size_of(&plan.args([0; 6], [0; 4]))?;
+        plan.workspace_size = plan.workspace_of()?;
         Ok(plan)
+    }
+
+    /// The workspace the plan's kernel needs (none for the GEMV).
+    fn workspace_of(&self) -> Result<usize> {
+        match self.engine {
+            Engine::Kernel(k) => k.workspace_size_of(&self.args([0; 6], [0; 4])),
+            Engine::Gemv => Ok(0),
+        }
     }
 
     /// The plan with a fused epilogue: `y = act(alpha · row_scale[m] · col_scale[n] · (x ·
@@ -664,13 +735,17 @@ impl<T: WeightOnlyInput> WeightOnlyGemm<T> {
     /// token and per output channel); launch it with [`WeightOnlyGemm::run_fused`]. A plan whose
     /// kernel has the fusion keeps it; otherwise the problem is planned again among the kernels
     /// with it (the `weight-only` feature's bf16 128x32, 128x128 and 128x256 ones) by the same
-    /// rule, split-K factor included. A kernel named by the caller is kept, or refused
-    /// ([`KernelRule::NoFusedEpilogue`]).
+    /// rule, split-K factor included. The decode GEMV computes every epilogue. A kernel named by
+    /// the caller is kept, or refused ([`KernelRule::NoFusedEpilogue`]).
     pub fn with_epilogue(self, epilogue: Epilogue) -> Result<Self> {
-        if self.kernel.spec.fusion.is_fused() || epilogue.is_none() {
+        let fused = match self.engine {
+            Engine::Kernel(k) => k.spec.fusion.is_fused(),
+            Engine::Gemv => true,
+        };
+        if fused || epilogue.is_none() {
             return Ok(WeightOnlyGemm { epilogue, ..self });
         }
-        let kernel = self.pinned.then_some(self.kernel.name);
+        let kernel = self.pinned.then_some(self.kernel_name());
         Self::plan_with(self.device, &self.problem, kernel, epilogue)
     }
 
@@ -681,23 +756,36 @@ impl<T: WeightOnlyInput> WeightOnlyGemm<T> {
     }
 
     /// With a split-K factor for a stream-K kernel (`splits > 1` replaces CUTLASS's stream-K
-    /// decomposition; 0 or 1 restores it). A kernel of another scheduler refuses it
-    /// ([`KernelRule::SplitKNeedsStreamK`]).
+    /// decomposition; 0 or 1 restores it). A kernel of another scheduler, and the decode GEMV,
+    /// refuse it ([`KernelRule::SplitKNeedsStreamK`]).
     pub fn with_splits(mut self, splits: u16) -> Result<Self> {
-        if splits > 1 && self.kernel.spec.tile_scheduler != TileScheduler::StreamK {
+        let stream_k = match self.engine {
+            Engine::Kernel(k) => k.spec.tile_scheduler == TileScheduler::StreamK,
+            Engine::Gemv => false,
+        };
+        if splits > 1 && !stream_k {
             return Err(Error::KernelMismatch {
-                name: self.kernel.name.into(),
+                name: self.kernel_name().into(),
                 reason: KernelRule::SplitKNeedsStreamK { splits },
             });
         }
         self.splits = splits;
-        self.workspace_size = self.kernel.workspace_size_of(&self.args([0; 6], [0; 4]))?;
+        self.workspace_size = self.workspace_of()?;
         Ok(self)
     }
 
-    /// The chosen kernel's name.
+    /// The chosen kernel's name: a catalog entry's, or [`WEIGHT_ONLY_GEMV`].
     pub fn kernel_name(&self) -> &'static str {
-        self.kernel.name
+        match self.engine {
+            Engine::Kernel(k) => k.name,
+            Engine::Gemv => WEIGHT_ONLY_GEMV,
+        }
+    }
+
+    /// Whether the plan launches the decode GEMV ([`WEIGHT_ONLY_GEMV`]) rather than a CUTLASS
+    /// kernel.
+    pub fn is_gemv(&self) -> bool {
+        matches!(self.engine, Engine::Gemv)
     }
 
     /// The split-K factor ([`WeightOnlyGemm::with_splits`]; 0 for the kernel's own decomposition).
@@ -716,8 +804,8 @@ impl<T: WeightOnlyInput> WeightOnlyGemm<T> {
     }
 
     /// Runs the kernel's host path up to the launch (CUTLASS's checks and kernel parameters, TMA
-    /// descriptors included) over placeholder pointers: what a device that cannot run the kernel
-    /// still proves.
+    /// descriptors included; the GEMV's argument checks) over placeholder pointers: what a device
+    /// that cannot run the kernel still proves.
     pub fn prepare(&self) -> Result<()> {
         // Placeholder device addresses, 256-byte aligned, never dereferenced.
         let fake = 1u64 << 40;
@@ -729,10 +817,14 @@ impl<T: WeightOnlyInput> WeightOnlyGemm<T> {
         };
         let args = self.args([fake, fake, fake, zeros, fake, fake], [0; 4]);
         let workspace = if self.workspace_size > 0 { fake } else { 0 };
-        // SAFETY: prepare encodes the addresses into TMA descriptors and never dereferences them.
-        unsafe {
-            self.kernel
-                .prepare_abi(&args, workspace, self.workspace_size)
+        match self.engine {
+            // SAFETY: prepare encodes the addresses into TMA descriptors and never dereferences
+            // them.
+            Engine::Kernel(k) => unsafe { k.prepare_abi(&args, workspace, self.workspace_size) },
+            // SAFETY: without a stream the GEMV only checks its arguments.
+            Engine::Gemv => unsafe {
+                weight_gemv(&args, T::DTYPE, self.problem.format.has_zeros(), None)
+            },
         }
     }
 
@@ -794,11 +886,9 @@ impl<T: WeightOnlyInput> WeightOnlyGemm<T> {
         }
         let device = self.device.ordinal;
         crate::error::require_stream(stream, device)?;
-        crate::error::require_arch(
-            self.kernel.name,
-            self.kernel.spec.arch,
-            self.device.compute_capability,
-        )?;
+        if let Engine::Kernel(k) = self.engine {
+            crate::error::require_arch(k.name, k.spec.arch, self.device.compute_capability)?;
+        }
         require_device(OperandName::A, x, device)?;
         require_device(OperandName::B, &w.packed, device)?;
         require_device(OperandName::Scales, &w.scales, device)?;
@@ -895,9 +985,18 @@ impl<T: WeightOnlyInput> WeightOnlyGemm<T> {
         // SAFETY: x, c and y were checked against the extents, devices, alignment and aliasing;
         // the weight's buffers were allocated by QuantizedWeight for its extents, which equal the
         // plan's; the guards keep the buffers' stream ordering until the launch is queued.
-        unsafe {
-            self.kernel
-                .launch_abi(&args, pwk, self.workspace_size, stream.cu_stream())
+        match self.engine {
+            Engine::Kernel(k) => unsafe {
+                k.launch_abi(&args, pwk, self.workspace_size, stream.cu_stream())
+            },
+            Engine::Gemv => unsafe {
+                weight_gemv(
+                    &args,
+                    T::DTYPE,
+                    p.format.has_zeros(),
+                    Some(stream.cu_stream()),
+                )
+            },
         }
     }
 
@@ -935,6 +1034,31 @@ impl<T: WeightOnlyInput> WeightOnlyGemm<T> {
             col_bias: col_bias as *const _,
             activation: self.epilogue.activation.code(),
         }
+    }
+}
+
+/// Whether the library's choice for this problem is the decode GEMV ([`GEMV_TOKENS`]).
+fn gemv_serves(p: &WeightOnlyProblem) -> bool {
+    p.m <= GEMV_TOKENS
+        || (p.m <= GEMV_TOKENS_SMALL_WEIGHT && p.n.saturating_mul(p.k) <= GEMV_SMALL_WEIGHT)
+}
+
+/// The decode GEMV is not compiled for this device's architecture.
+fn gemv_not_built(device: &DeviceInfo) -> Error {
+    let arch = cutlass_gemm_catalog::Arch::ALL
+        .iter()
+        .copied()
+        .find(|a| a.runs_on(device.compute_capability));
+    Error::NoKernel {
+        request: format!(
+            "the weight-only decode GEMV for compute capability {}.{}",
+            device.compute_capability.0, device.compute_capability.1
+        ),
+        nearest: Vec::new(),
+        build_with: match arch {
+            Some(arch) => BuildHint::Architecture(arch),
+            None => BuildHint::NotInCatalog,
+        },
     }
 }
 

@@ -7,10 +7,12 @@
 use std::sync::Arc;
 
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream};
+use cutlass_gemm::plans::weight_only::{GEMV_MAX_TOKENS, GEMV_TOKENS, GEMV_TOKENS_SMALL_WEIGHT};
 use cutlass_gemm::reference;
 use cutlass_gemm::{
     built_weight_only_kernels, DataType, Element, Error, ProblemRule, QuantizedWeight,
     WeightFormat, WeightOnlyGemm, WeightOnlyInput, WeightOnlyProblem, WeightRule, Workspace,
+    WEIGHT_ONLY_GEMV,
 };
 use half::{bf16, f16};
 use rand::rngs::StdRng;
@@ -246,10 +248,11 @@ fn every_kernel<T: WeightOnlyInput>() {
         if filtered {
             continue;
         }
-        // Few output tiles over a long k: the library's choice takes split-K 4.
+        // Few output tiles over a long k: past the GEMV's tokens the library's choice takes
+        // split-K 4.
         let w = HostWeight::<T>::random(&mut rng, 512, 2048, 128, zp);
         let qw = w.upload(&stream);
-        for m in [1, 16, 64] {
+        for m in [GEMV_TOKENS_SMALL_WEIGHT + 1, 32, 64] {
             let p = WeightOnlyProblem::for_weight(m, &qw);
             assert_eq!(WeightOnlyGemm::<T>::new(&ctx, &p).unwrap().splits(), 4);
             check(&ctx, &stream, &mut rng, &w, &qw, m, 0.5, None);
@@ -561,9 +564,16 @@ fn fused_epilogues_on_weight_only_kernels() {
             .copied()
             .filter(|name| kernels_for(DataType::Bf16, zp).contains(name))
             .collect();
-        for name in kernels.iter().map(|k| Some(*k)).chain([None]) {
+        let named = kernels.iter().chain([&WEIGHT_ONLY_GEMV]).map(|k| Some(*k));
+        for name in named.chain([None]) {
             for (i, e) in epilogues.iter().enumerate() {
                 let m = [1, 17, 200][i % 3];
+                // The GEMV takes up to GEMV_MAX_TOKENS.
+                let m = if name == Some(WEIGHT_ONLY_GEMV) {
+                    m.min(GEMV_MAX_TOKENS)
+                } else {
+                    m
+                };
                 let beta = if i == 1 { 0.5 } else { 0.0 };
                 let p = WeightOnlyProblem::for_weight(m, &qw).with_scalars(1.5, beta);
                 let plan = match name {
@@ -573,8 +583,11 @@ fn fused_epilogues_on_weight_only_kernels() {
                 .unwrap()
                 .with_epilogue(*e)
                 .unwrap();
+                // The library's choice: the GEMV up to its tokens, a fused kernel beyond.
+                let gemv = name == Some(WEIGHT_ONLY_GEMV) || (name.is_none() && m <= GEMV_TOKENS);
+                assert_eq!(plan.is_gemv(), gemv, "{}", e.describe());
                 assert!(
-                    plan.kernel_name().contains("_evt_"),
+                    gemv || plan.kernel_name().contains("_evt_"),
                     "{}: {}",
                     e.describe(),
                     plan.kernel_name()
@@ -650,7 +663,7 @@ fn fused_epilogues_on_weight_only_kernels() {
             }
         }
         println!(
-            "{} fused weight-only kernels (zp {zp}) as the reference",
+            "{} fused weight-only kernels and the GEMV (zp {zp}) as the reference",
             kernels.len()
         );
         // Refusals.
@@ -701,4 +714,114 @@ fn fused_epilogues_on_weight_only_kernels() {
             other => panic!("{other:?}"),
         }
     }
+}
+
+/// The decode GEMV on every token count it takes, both activation types, both weight formats,
+/// group sizes 64, 128 and k, rows that are not a multiple of 64, alpha, beta and C; against the
+/// reference, and bit for bit the same on a second launch (its sums are in a fixed order).
+fn gemv_on<T: WeightOnlyInput>() {
+    let (ctx, stream) = device();
+    let mut rng = rng();
+    let tokens: &[usize] = if quick() {
+        &[1, 9, 32]
+    } else {
+        &[1, 2, 3, 7, 8, 9, 15, 16, 17, 24, 31, 32]
+    };
+    // n = 272: 17 slices of 16 rows; 4096 x 4096 in 32 groups: every warp of a block has groups.
+    let problems = [
+        (272, 512, 64),
+        (256, 1024, 128),
+        (128, 384, 384),
+        (4096, 4096, 128),
+    ];
+    for zp in [false, true] {
+        for &(n, k, g) in &problems {
+            let w = HostWeight::<T>::random(&mut rng, n, k, g, zp);
+            let qw = w.upload(&stream);
+            for &m in tokens {
+                if n * k > 1 << 20 && ![1, 16, 32].contains(&m) {
+                    continue;
+                }
+                let beta = if m % 2 == 1 { 0.5 } else { 0.0 };
+                let name = check(
+                    &ctx,
+                    &stream,
+                    &mut rng,
+                    &w,
+                    &qw,
+                    m,
+                    beta,
+                    Some(WEIGHT_ONLY_GEMV),
+                );
+                assert_eq!(name, WEIGHT_ONLY_GEMV);
+            }
+            // The library's choice is the GEMV up to its tokens (more for small weights).
+            for m in [
+                1,
+                GEMV_TOKENS,
+                GEMV_TOKENS_SMALL_WEIGHT,
+                GEMV_TOKENS_SMALL_WEIGHT + 1,
+            ] {
+                let p = WeightOnlyProblem::for_weight(m, &qw);
+                let gemv = m <= GEMV_TOKENS || (m <= GEMV_TOKENS_SMALL_WEIGHT && n * k <= 1 << 26);
+                assert_eq!(WeightOnlyGemm::<T>::new(&ctx, &p).unwrap().is_gemv(), gemv);
+            }
+            // Twice the same launch: the same bits.
+            let m = 13;
+            let p = WeightOnlyProblem::for_weight(m, &qw);
+            let plan = WeightOnlyGemm::<T>::with_kernel(&ctx, &p, WEIGHT_ONLY_GEMV).unwrap();
+            let x: Vec<T> = (0..m * k)
+                .map(|_| T::from_f64(rng.random_range(-1.0..1.0)))
+                .collect();
+            let dx = stream.clone_htod(&x).unwrap();
+            let mut runs = Vec::new();
+            for _ in 0..2 {
+                let mut dy = stream.clone_htod(&vec![T::POISON; m * n]).unwrap();
+                plan.run(&stream, &dx, &qw, None, &mut dy, Workspace::Managed)
+                    .unwrap();
+                runs.push(stream.clone_dtoh(&dy).unwrap());
+            }
+            let bits = |v: &[T]| v.iter().map(|e| e.to_f64().to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&runs[0]), bits(&runs[1]), "the GEMV run twice");
+        }
+        println!(
+            "GEMV {} zp {zp}: {} problems as the reference",
+            T::DATA_TYPE,
+            problems.len()
+        );
+    }
+    // Refusals: more tokens than it takes, split-K.
+    let w = HostWeight::<T>::random(&mut rng, 128, 256, 64, false);
+    let qw = w.upload(&stream);
+    let p = WeightOnlyProblem::for_weight(GEMV_MAX_TOKENS + 1, &qw);
+    match WeightOnlyGemm::<T>::with_kernel(&ctx, &p, WEIGHT_ONLY_GEMV).unwrap_err() {
+        Error::KernelMismatch {
+            reason: cutlass_gemm::KernelRule::GemvTokens { m, max },
+            ..
+        } => assert_eq!((m, max), (GEMV_MAX_TOKENS + 1, GEMV_MAX_TOKENS)),
+        other => panic!("{other:?}"),
+    }
+    let p = WeightOnlyProblem::for_weight(4, &qw);
+    let plan = WeightOnlyGemm::<T>::with_kernel(&ctx, &p, WEIGHT_ONLY_GEMV).unwrap();
+    assert_eq!(plan.workspace_size(), 0);
+    plan.prepare().unwrap();
+    match plan.with_splits(4).unwrap_err() {
+        Error::KernelMismatch {
+            reason: cutlass_gemm::KernelRule::SplitKNeedsStreamK { splits: 4 },
+            ..
+        } => {}
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn bf16_decode_gemv_matches_the_reference() {
+    gemv_on::<bf16>();
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn f16_decode_gemv_matches_the_reference() {
+    gemv_on::<f16>();
 }
