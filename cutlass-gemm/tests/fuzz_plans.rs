@@ -1523,6 +1523,33 @@ fn check_weight_only<T: WeightOnlyInput>(
     };
     prop_assert!(own.is_ok());
     prop_assert_eq!(g.problem(), p);
+    if g.is_gemv() {
+        // The decode GEMV: a few tokens, no workspace, no split-K.
+        prop_assert_eq!(g.kernel_name(), cutlass_gemm::WEIGHT_ONLY_GEMV);
+        prop_assert!(
+            p.m <= cutlass_gemm::plans::weight_only::GEMV_TOKENS_SMALL_WEIGHT
+                || name == Some(cutlass_gemm::WEIGHT_ONLY_GEMV)
+        );
+        prop_assert_eq!((g.splits(), g.workspace_size()), (0, 0));
+        match g.with_splits(splits) {
+            Ok(s) => prop_assert!(splits <= 1 && s.splits() == splits),
+            Err(e) => {
+                typed(&e)?;
+                prop_assert!(
+                    splits > 1
+                        && matches!(
+                            e,
+                            Error::KernelMismatch {
+                                reason: KernelRule::SplitKNeedsStreamK { .. },
+                                ..
+                            }
+                        ),
+                    "{splits} splits: {e}"
+                );
+            }
+        }
+        return Ok(true);
+    }
     let kernel = cutlass_gemm::built_weight_only_kernels()
         .iter()
         .find(|k| k.name == g.kernel_name());

@@ -125,8 +125,8 @@ fn group_index_refuses_a_group_size_of_zero() {
 #[test]
 fn a_device_described_without_sms_plans_as_one_sm() {
     for format in [WeightFormat::Symmetric, WeightFormat::ZeroPoint] {
-        // One token: a stream-K kernel.
-        let p = WeightOnlyProblem::new(1, 4096, 4096, 128, format);
+        // 17 tokens: a stream-K kernel (fewer take the decode GEMV).
+        let p = WeightOnlyProblem::new(17, 4096, 4096, 128, format);
         let with =
             |sm_count| WeightOnlyGemm::<bf16>::plan(DeviceInfo { sm_count, ..H100 }, &p, None);
         let one = match with(1) {
@@ -150,7 +150,16 @@ fn a_device_described_without_sms_plans_as_one_sm() {
 fn the_choice_follows_the_tokens_or_names_the_feature() {
     let p = |m| WeightOnlyProblem::new(m, 4096, 4096, 128, WeightFormat::ZeroPoint);
     if built_weight_only_kernels().is_empty() {
-        // A build without the `weight-only` feature: the error says how to get the kernels.
+        // A build without the `weight-only` feature: the error says how to get the kernels, the
+        // decode GEMV's included.
+        match WeightOnlyGemm::<bf16>::plan(H100, &p(1), Some(cutlass_gemm::WEIGHT_ONLY_GEMV))
+            .unwrap_err()
+        {
+            Error::NoKernel { build_with, .. } => {
+                assert_eq!(build_with, BuildHint::Feature(Family::WeightOnly))
+            }
+            other => panic!("{other}"),
+        }
         for ty in [0, 1] {
             let err = if ty == 0 {
                 WeightOnlyGemm::<bf16>::plan(H100, &p(1), None).unwrap_err()
@@ -166,6 +175,33 @@ fn the_choice_follows_the_tokens_or_names_the_feature() {
         }
         return;
     }
+    // The decode GEMV up to 8 tokens, and up to 16 on weights of at most 64M elements.
+    let gemv = |m, n| {
+        WeightOnlyGemm::<bf16>::plan(
+            H100,
+            &WeightOnlyProblem::new(m, n, 4096, 128, WeightFormat::ZeroPoint),
+            None,
+        )
+        .unwrap()
+        .is_gemv()
+    };
+    for (m, n, want) in [
+        (1, 4096, true),
+        (8, 28672, true),
+        (9, 28672, false),
+        (16, 4096, true),
+        (16, 16384, true),
+        (16, 16400, false),
+        (17, 4096, false),
+    ] {
+        assert_eq!(gemv(m, n), want, "{m} tokens, n = {n}");
+    }
+    assert_eq!(
+        WeightOnlyGemm::<bf16>::plan(H100, &p(1), None)
+            .unwrap()
+            .kernel_name(),
+        cutlass_gemm::WEIGHT_ONLY_GEMV
+    );
     let tile = |m| {
         let plan = WeightOnlyGemm::<bf16>::plan(H100, &p(m), None).unwrap();
         let spec = cutlass_gemm_catalog::catalog::find(plan.kernel_name()).unwrap();
@@ -173,9 +209,9 @@ fn the_choice_follows_the_tokens_or_names_the_feature() {
         assert!(plan.kernel_name().contains("_sclzr_shfl_"));
         (spec.tile[0], spec.tile[1])
     };
-    // Zero points: 128x32 from one token (their 128x16 tile is slower), then 128x64, 128x128
+    // Past the GEMV, zero points: 128x32 (their 128x16 tile is slower), then 128x64, 128x128
     // stream-K up to 1024 tokens, 128x256 persistent beyond.
-    assert_eq!(tile(1), (128, 32));
+    assert_eq!(tile(17), (128, 32));
     assert_eq!(tile(32), (128, 32));
     assert_eq!(tile(33), (128, 64));
     assert_eq!(tile(64), (128, 64));
@@ -183,18 +219,19 @@ fn the_choice_follows_the_tokens_or_names_the_feature() {
     assert_eq!(tile(1024), (128, 128));
     assert_eq!(tile(1025), (128, 256));
     assert_eq!(tile(8192), (128, 256));
-    // Symmetric weights take the s4 kernels, 128x16 up to 16 tokens.
-    let s = |m| {
+    // Symmetric weights take the s4 kernels, 128x16 up to 16 tokens (past the GEMV: a large
+    // weight).
+    let s = |m, n| {
         WeightOnlyGemm::<f16>::plan(
             H100,
-            &WeightOnlyProblem::new(m, 4096, 4096, 128, WeightFormat::Symmetric),
+            &WeightOnlyProblem::new(m, n, 4096, 128, WeightFormat::Symmetric),
             None,
         )
         .unwrap()
         .kernel_name()
     };
-    assert!(s(1).contains("_s4_f16_f32_f16_f16_scl_shfl_128x16x64_"));
-    assert!(s(17).contains("_s4_f16_f32_f16_f16_scl_shfl_128x32x64_"));
+    assert!(s(9, 28672).contains("_s4_f16_f32_f16_f16_scl_shfl_128x16x64_"));
+    assert!(s(17, 4096).contains("_s4_f16_f32_f16_f16_scl_shfl_128x32x64_"));
     // Split-K 4 where the output tiles fill at most a quarter of the SMs over a long k (4096
     // rows at decode: 32 tiles for 132 SMs), none where they are many or k is short.
     let splits = |m, n, k| {
@@ -206,10 +243,10 @@ fn the_choice_follows_the_tokens_or_names_the_feature() {
         .unwrap()
         .splits()
     };
-    assert_eq!(splits(1, 4096, 4096), 4);
+    assert_eq!(splits(17, 4096, 4096), 4);
     assert_eq!(splits(64, 4096, 14336), 4);
-    assert_eq!(splits(1, 6144, 4096), 0);
-    assert_eq!(splits(1, 768, 768), 0);
+    assert_eq!(splits(17, 6144, 4096), 0);
+    assert_eq!(splits(17, 768, 768), 0);
     assert_eq!(splits(4096, 4096, 4096), 0);
     // Split-K on a persistent kernel is refused; on a stream-K one taken.
     let persistent = WeightOnlyGemm::<bf16>::plan(H100, &p(4096), None).unwrap();
@@ -220,10 +257,43 @@ fn the_choice_follows_the_tokens_or_names_the_feature() {
             ..
         }
     ));
-    WeightOnlyGemm::<bf16>::plan(H100, &p(1), None)
+    WeightOnlyGemm::<bf16>::plan(H100, &p(17), None)
         .unwrap()
         .with_splits(4)
         .unwrap();
+    // The GEMV has no split-K, and takes at most 32 tokens when named.
+    let named = |m| WeightOnlyGemm::<bf16>::plan(H100, &p(m), Some(cutlass_gemm::WEIGHT_ONLY_GEMV));
+    assert!(matches!(
+        named(1).unwrap().with_splits(4).unwrap_err(),
+        Error::KernelMismatch {
+            reason: KernelRule::SplitKNeedsStreamK { splits: 4 },
+            ..
+        }
+    ));
+    assert_eq!(named(32).unwrap().workspace_size(), 0);
+    assert!(matches!(
+        named(33).unwrap_err(),
+        Error::KernelMismatch {
+            reason: KernelRule::GemvTokens { m: 33, max: 32 },
+            ..
+        }
+    ));
+    // Compiled for the build's architectures only: an SM120 device in this SM90 build.
+    let sm120 = DeviceInfo {
+        compute_capability: (12, 0),
+        ..H100
+    };
+    if !cutlass_gemm::sys::BUILT_ARCHS.contains("120a") {
+        match WeightOnlyGemm::<bf16>::plan(sm120, &p(1), Some(cutlass_gemm::WEIGHT_ONLY_GEMV))
+            .unwrap_err()
+        {
+            Error::NoKernel { build_with, .. } => assert_eq!(
+                build_with,
+                BuildHint::Architecture(cutlass_gemm_catalog::Arch::Sm120a)
+            ),
+            other => panic!("{other}"),
+        }
+    }
 }
 
 #[test]

@@ -654,8 +654,8 @@ impl<T: WeightOnlyInput> WeightOnlyGemm<T> {
     }
 
     /// Plans for a described device without touching it. Up to [`GEMV_TOKENS`] tokens (16 for
-    /// weights of up to 64M elements) the library's choice is the decode GEMV ([`WEIGHT_ONLY_GEMV`], built for every architecture of
-    /// the build, no workspace), beyond a CUTLASS kernel of the `weight-only` feature (with a
+    /// weights of up to 64M elements) the library's choice is the decode GEMV ([`WEIGHT_ONLY_GEMV`],
+    /// part of the `weight-only` feature, built for every architecture of the build, no workspace), beyond a CUTLASS kernel of the `weight-only` feature (with a
     /// split-K factor where the output tiles are few: [`WeightOnlyGemm::splits`]). The GEMV can
     /// also be named, up to [`GEMV_MAX_TOKENS`] tokens. Rules, each a typed error: the problem's
     /// ([`WeightOnlyProblem::check`]); a weight-only kernel of this build for `T` and the weight's
@@ -678,7 +678,10 @@ impl<T: WeightOnlyInput> WeightOnlyGemm<T> {
     ) -> Result<Self> {
         problem.check()?;
         let named = kernel.is_some();
-        let gemv_built = hand_written_runs_on(device.compute_capability);
+        // The GEMV belongs to the `weight-only` feature (a build without its kernels names the
+        // feature) and runs where the build compiled its hand-written kernels.
+        let gemv_built = !built_weight_only_kernels().is_empty()
+            && hand_written_runs_on(device.compute_capability);
         let engine = match kernel {
             Some(WEIGHT_ONLY_GEMV) => {
                 if problem.m > GEMV_MAX_TOKENS {
@@ -691,7 +694,7 @@ impl<T: WeightOnlyInput> WeightOnlyGemm<T> {
                     });
                 }
                 if !gemv_built {
-                    return Err(gemv_not_built(&device));
+                    return Err(gemv_not_built(&device, T::DATA_TYPE));
                 }
                 Engine::Gemv
             }
@@ -1043,19 +1046,23 @@ fn gemv_serves(p: &WeightOnlyProblem) -> bool {
         || (p.m <= GEMV_TOKENS_SMALL_WEIGHT && p.n.saturating_mul(p.k) <= GEMV_SMALL_WEIGHT)
 }
 
-/// The decode GEMV is not compiled for this device's architecture.
-fn gemv_not_built(device: &DeviceInfo) -> Error {
+/// The decode GEMV is not in this build (no `weight-only` feature) or not compiled for this
+/// device's architecture.
+fn gemv_not_built(device: &DeviceInfo, wide: DataType) -> Error {
     let arch = cutlass_gemm_catalog::Arch::ALL
         .iter()
         .copied()
         .find(|a| a.runs_on(device.compute_capability));
     Error::NoKernel {
         request: format!(
-            "the weight-only decode GEMV for compute capability {}.{}",
+            "the weight-only decode GEMV ({wide} activations) for compute capability {}.{}",
             device.compute_capability.0, device.compute_capability.1
         ),
         nearest: Vec::new(),
         build_with: match arch {
+            _ if built_weight_only_kernels().is_empty() => {
+                BuildHint::Feature(cutlass_gemm_catalog::Family::WeightOnly)
+            }
             Some(arch) => BuildHint::Architecture(arch),
             None => BuildHint::NotInCatalog,
         },
