@@ -88,7 +88,7 @@ fn main() {
     if !config.docs_rs {
         build_library(&gen_dir, &objects, toolchain.as_ref());
     }
-    export_paths(&gen_dir, &out, &config, toolchain.as_ref());
+    export_paths(&gen_dir, &out, &config, &specs, toolchain.as_ref());
     write_build_report(&out, &config, &specs, toolchain.as_ref());
 }
 
@@ -867,14 +867,30 @@ fn build_library(gen_dir: &Path, objects: &[PathBuf], tc: Option<&Toolchain>) {
 /// Step 5: where the C header, the static library and the toolchain are, for callers in other
 /// languages and for tests (`cutlass_gemm_sys::{INCLUDE_DIR, LIB_DIR, CUDA_INCLUDE_DIR,
 /// CUDA_LIB_DIR, NVCC, CUTLASS_INCLUDE_DIR}`).
-fn export_paths(gen_dir: &Path, out: &Path, config: &Config, tc: Option<&Toolchain>) {
+fn export_paths(
+    gen_dir: &Path,
+    out: &Path,
+    config: &Config,
+    specs: &[KernelSpec],
+    tc: Option<&Toolchain>,
+) {
     let show = |p: &Path| p.display().to_string();
     // The architectures the hand-written kernels were compiled for (none without a toolchain).
     let built: Vec<&str> = match tc {
-        Some(_) if !config.docs_rs => config.archs.iter().map(|a| a.tag()).collect(),
-        _ => Vec::new(),
+        Some(_) => config.archs.iter().map(|a| a.tag()).collect(),
+        None => Vec::new(),
     };
     println!("cargo:rustc-env=CUTLASS_RS_BUILT_ARCHS={}", built.join(","));
+    // The decode GEMV serves the `weight-only` feature (whose CUTLASS kernels are SM90's: a build
+    // for Blackwell alone has the feature without them) and selections with weight-only kernels.
+    let weight_only = match &config.selection {
+        Selection::Families(f) => f.contains(&Family::WeightOnly),
+        Selection::Filter(_) => false,
+    } || specs.iter().any(|s| s.mixed_input.is_some());
+    println!(
+        "cargo:rustc-env=CUTLASS_RS_WEIGHT_GEMV={}",
+        u8::from(tc.is_some() && weight_only)
+    );
     println!("cargo:rustc-env=CUTLASS_RS_INCLUDE_DIR={}", show(gen_dir));
     println!("cargo:rustc-env=CUTLASS_RS_LIB_DIR={}", show(out));
     let (cuda_inc, cuda_lib, nvcc, cutlass_inc) = tc.map_or(Default::default(), |t| {

@@ -360,9 +360,11 @@ int check(const cutlass_rs_weight_only_args *a, int32_t dtype, int32_t zero_poin
       (zero_points && a->zeros == nullptr) || (a->beta != 0.f && a->c == nullptr))
     return CUTLASS_RS_ERROR_NULL_ARGUMENT;
   if (!zero_points && a->zeros != nullptr) return CUTLASS_RS_ERROR_INVALID;
+  // n * k below 2^31: the packed layout's index (and its strides, computed on the host) are int.
   if (a->m < 1 || a->m > CUTLASS_RS_WEIGHT_GEMV_MAX_TOKENS || a->n < 16 || a->n % 16 != 0 || a->k < 64 ||
-      a->k % 64 != 0 || a->n > INT32_MAX || a->k > INT32_MAX || a->group_size < 64 || a->group_size % 64 != 0 ||
-      a->k % a->group_size != 0 || a->ldx < a->k || a->ldd < a->n || (a->c != nullptr && a->ldc < a->n))
+      a->k % 64 != 0 || a->n > INT32_MAX || a->k > INT32_MAX || a->n * a->k > INT32_MAX || a->group_size < 64 ||
+      a->group_size % 64 != 0 || a->k % a->group_size != 0 || a->ldx < a->k || a->ldd < a->n ||
+      (a->c != nullptr && a->ldc < a->n))
     return CUTLASS_RS_ERROR_INVALID_PROBLEM;
   if (a->activation < CUTLASS_RS_ACTIVATION_IDENTITY || a->activation > CUTLASS_RS_ACTIVATION_SILU)
     return CUTLASS_RS_ERROR_INVALID;

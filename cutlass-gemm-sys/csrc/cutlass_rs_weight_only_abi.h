@@ -131,8 +131,8 @@ int cutlass_rs_weight_quantize(const void *w, int64_t ldw, int32_t dtype, int64_
  * (csrc/cutlass_rs_weight_gemv.cu), built for every architecture of the build. dtype: X's type
  * (CUTLASS_RS_DTYPE_BF16 or CUTLASS_RS_DTYPE_F16); zero_points: 0 for signed values with scales
  * only (zeros null), 1 for unsigned values with zeros. Rules: n a multiple of 16, k and group_size
- * multiples of 64, group_size dividing k, ldx >= k and a multiple of 8, X 16-byte and W 4-byte
- * aligned, ldc, ldd >= n;
+ * multiples of 64, group_size dividing k, n * k below 2^31, ldx >= k and a multiple of 8, X and W
+ * 16-byte aligned, ldc, ldd >= n;
  * args->device_id the current device. With launch 0 it checks the arguments only. Uses
  * args->sm_count to size its blocks and ignores splits. */
 #define CUTLASS_RS_WEIGHT_GEMV_MAX_TOKENS 32

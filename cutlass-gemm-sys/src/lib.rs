@@ -38,6 +38,9 @@ pub const CUTLASS_INCLUDE_DIR: &str = env!("CUTLASS_RS_CUTLASS_INCLUDE_DIR");
 /// kernels for: the quantizers, the weight packing and the weight-only decode GEMV
 /// ([`cutlass_rs_weight_gemv`]). Empty for a build without a toolchain.
 pub const BUILT_ARCHS: &str = env!("CUTLASS_RS_BUILT_ARCHS");
+/// Whether this build holds the weight-only decode GEMV ([`cutlass_rs_weight_gemv`]): the
+/// `weight-only` feature, or a kernel selection with weight-only kernels.
+pub const WEIGHT_GEMV_BUILT: bool = matches!(env!("CUTLASS_RS_WEIGHT_GEMV").as_bytes(), b"1");
 /// The hand-written C++/CUDA sources of this crate (`csrc/`).
 pub const CSRC_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/csrc");
 

@@ -1445,6 +1445,11 @@ fn weight_extents_rule(n: usize, k: usize, g: usize) -> Option<ProblemRule> {
         WeightRule::Columns { k, multiple: 64 }
     } else if g == 0 || g % 64 != 0 || k % g != 0 {
         WeightRule::GroupSize { group_size: g, k }
+    } else if n as u128 * k as u128 > MAX_EXTENT as u128 {
+        WeightRule::Values {
+            values: n.saturating_mul(k),
+            max: MAX_EXTENT,
+        }
     } else {
         return None;
     };

@@ -580,6 +580,13 @@ pub enum WeightRule {
         /// k.
         k: usize,
     },
+    /// The weight's n · k values exceed what the packed order's 32-bit index reaches.
+    Values {
+        /// n · k.
+        values: usize,
+        /// The most it takes.
+        max: usize,
+    },
     /// GPTQ's act-order: `g_idx` maps column `column` to group `group`, not `column / group_size`
     /// (the kernels read one scale per run of `group_size` columns; reorder the checkpoint's
     /// columns, and the activations' with them, first).
@@ -619,6 +626,10 @@ impl fmt::Display for WeightRule {
             WeightRule::GroupSize { group_size, k } => write!(
                 f,
                 "group size {group_size} is not a multiple of 64 that divides k = {k}"
+            ),
+            WeightRule::Values { values, max } => write!(
+                f,
+                "the weight's n x k = {values} values exceed {max}, the packed order's 32-bit index"
             ),
             WeightRule::ActOrder { column, group } => write!(
                 f,

@@ -85,7 +85,7 @@ impl WeightFormat {
 
 /// Checks the extents of a quantized weight: n a multiple of [`WEIGHT_ROWS_MULTIPLE`], k of
 /// [`WEIGHT_K_MULTIPLE`], the group size a multiple of [`WEIGHT_K_MULTIPLE`] that divides k, all
-/// within `i32::MAX`.
+/// within `i32::MAX`, and n · k too (the packed order's index is 32-bit).
 pub fn check_weight_extents(n: usize, k: usize, group_size: usize) -> Result<()> {
     for (extent, v) in [(Extent::N, n), (Extent::K, k)] {
         let reason = if v == 0 {
@@ -109,6 +109,11 @@ pub fn check_weight_extents(n: usize, k: usize, group_size: usize) -> Result<()>
         })
     } else if group_size == 0 || group_size % WEIGHT_K_MULTIPLE != 0 || k % group_size != 0 {
         Some(WeightRule::GroupSize { group_size, k })
+    } else if n.saturating_mul(k) > MAX_EXTENT {
+        Some(WeightRule::Values {
+            values: n.saturating_mul(k),
+            max: MAX_EXTENT,
+        })
     } else {
         None
     };
@@ -601,17 +606,17 @@ impl WeightOnlyProblem {
 
 /// Tokens up to which the library's choice is the decode GEMV ([`WEIGHT_ONLY_GEMV`]) rather than
 /// a CUTLASS kernel, where this build has it for the device; up to [`GEMV_TOKENS_SMALL_WEIGHT`]
-/// for weights of at most [`GEMV_SMALL_WEIGHT`] elements. Fitted on an H200 to Llama-3-8B's and
-/// -70B's layers (`docs/performance.md` scores other families): up to 8 tokens the GEMV ran
+/// for weights of fewer than [`GEMV_SMALL_WEIGHT`] elements. Fitted on an H200 to Llama-3-8B's
+/// and -70B's layers (`docs/performance.md` scores other families): up to 8 tokens the GEMV ran
 /// 1.05–2.1x the best CUTLASS tile on every layer; at 16 it won on weights up to 59M elements
-/// (1.1–1.9x) and lost up to 15 % on the largest, where two token groups double its MMAs.
+/// (1.1–1.9x) and ran 0.85–1.12x on the larger ones, where two token groups double its MMAs.
 pub const GEMV_TOKENS: usize = 8;
 
-/// Tokens up to which the library's choice is the decode GEMV for a weight of at most
+/// Tokens up to which the library's choice is the decode GEMV for a weight of fewer than
 /// [`GEMV_SMALL_WEIGHT`] elements.
 pub const GEMV_TOKENS_SMALL_WEIGHT: usize = 16;
 
-/// Weight elements (n · k) up to which the decode GEMV serves up to [`GEMV_TOKENS_SMALL_WEIGHT`]
+/// Weight elements (n · k) below which the decode GEMV serves up to [`GEMV_TOKENS_SMALL_WEIGHT`]
 /// tokens.
 pub const GEMV_SMALL_WEIGHT: usize = 1 << 26;
 
@@ -654,7 +659,7 @@ impl<T: WeightOnlyInput> WeightOnlyGemm<T> {
     }
 
     /// Plans for a described device without touching it. Up to [`GEMV_TOKENS`] tokens (16 for
-    /// weights of up to 64M elements) the library's choice is the decode GEMV ([`WEIGHT_ONLY_GEMV`],
+    /// weights of fewer than 64M elements) the library's choice is the decode GEMV ([`WEIGHT_ONLY_GEMV`],
     /// part of the `weight-only` feature, built for every architecture of the build, no workspace), beyond a CUTLASS kernel of the `weight-only` feature (with a
     /// split-K factor where the output tiles are few: [`WeightOnlyGemm::splits`]). The GEMV can
     /// also be named, up to [`GEMV_MAX_TOKENS`] tokens. Rules, each a typed error: the problem's
@@ -678,10 +683,10 @@ impl<T: WeightOnlyInput> WeightOnlyGemm<T> {
     ) -> Result<Self> {
         problem.check()?;
         let named = kernel.is_some();
-        // The GEMV belongs to the `weight-only` feature (a build without its kernels names the
-        // feature) and runs where the build compiled its hand-written kernels.
-        let gemv_built = !built_weight_only_kernels().is_empty()
-            && hand_written_runs_on(device.compute_capability);
+        // The GEMV belongs to the `weight-only` feature (a build without it names the feature)
+        // and runs where the build compiled its hand-written kernels.
+        let gemv_built =
+            cutlass_gemm_sys::WEIGHT_GEMV_BUILT && hand_written_runs_on(device.compute_capability);
         let engine = match kernel {
             Some(WEIGHT_ONLY_GEMV) => {
                 if problem.m > GEMV_MAX_TOKENS {
@@ -1043,7 +1048,7 @@ impl<T: WeightOnlyInput> WeightOnlyGemm<T> {
 /// Whether the library's choice for this problem is the decode GEMV ([`GEMV_TOKENS`]).
 fn gemv_serves(p: &WeightOnlyProblem) -> bool {
     p.m <= GEMV_TOKENS
-        || (p.m <= GEMV_TOKENS_SMALL_WEIGHT && p.n.saturating_mul(p.k) <= GEMV_SMALL_WEIGHT)
+        || (p.m <= GEMV_TOKENS_SMALL_WEIGHT && p.n.saturating_mul(p.k) < GEMV_SMALL_WEIGHT)
 }
 
 /// The decode GEMV is not in this build (no `weight-only` feature) or not compiled for this
@@ -1060,7 +1065,7 @@ fn gemv_not_built(device: &DeviceInfo, wide: DataType) -> Error {
         ),
         nearest: Vec::new(),
         build_with: match arch {
-            _ if built_weight_only_kernels().is_empty() => {
+            _ if !cutlass_gemm_sys::WEIGHT_GEMV_BUILT => {
                 BuildHint::Feature(cutlass_gemm_catalog::Family::WeightOnly)
             }
             Some(arch) => BuildHint::Architecture(arch),

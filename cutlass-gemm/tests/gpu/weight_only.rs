@@ -763,7 +763,7 @@ fn gemv_on<T: WeightOnlyInput>() {
                 GEMV_TOKENS_SMALL_WEIGHT + 1,
             ] {
                 let p = WeightOnlyProblem::for_weight(m, &qw);
-                let gemv = m <= GEMV_TOKENS || (m <= GEMV_TOKENS_SMALL_WEIGHT && n * k <= 1 << 26);
+                let gemv = m <= GEMV_TOKENS || (m <= GEMV_TOKENS_SMALL_WEIGHT && n * k < 1 << 26);
                 assert_eq!(WeightOnlyGemm::<T>::new(&ctx, &p).unwrap().is_gemv(), gemv);
             }
             // Twice the same launch: the same bits.
