@@ -700,56 +700,40 @@ fn compile_kernels(
             flags: nvcc_flags(config, &[s.arch]),
         })
         .collect();
-    jobs.push(Job {
-        name: "cutlass_rs_quantize".into(),
-        file: codegen::QUANTIZE_SOURCE_NAME.into(),
-        // The hash covers the header it includes besides the shared ones.
-        source: format!(
-            "{}{}",
-            csrc(config, codegen::QUANTIZE_SOURCE_NAME),
-            csrc(config, codegen::ENCODE_HEADER_NAME)
+    // The hand-written kernels, for every architecture of the build: the source, then the headers
+    // it includes besides the shared ones (the hash covers them).
+    let hand_written: [(&str, &[&str]); 5] = [
+        (
+            "cutlass_rs_quantize",
+            &[codegen::QUANTIZE_SOURCE_NAME, codegen::ENCODE_HEADER_NAME],
         ),
-        flags: nvcc_flags(config, &config.archs),
-    });
-    jobs.push(Job {
-        name: "cutlass_rs_weight_pack".into(),
-        file: codegen::WEIGHT_PACK_SOURCE_NAME.into(),
-        // The hash covers the headers it includes besides the shared ones.
-        source: [
-            codegen::WEIGHT_PACK_SOURCE_NAME,
-            codegen::WEIGHT_LAYOUT_HEADER_NAME,
-            codegen::WEIGHT_ONLY_ABI_HEADER_NAME,
-        ]
-        .iter()
-        .map(|f| csrc(config, f))
-        .collect(),
-        flags: nvcc_flags(config, &config.archs),
-    });
-    jobs.push(Job {
-        name: "cutlass_rs_weight_gemv".into(),
-        file: codegen::WEIGHT_GEMV_SOURCE_NAME.into(),
-        // The hash covers the headers it includes besides the shared ones.
-        source: [
-            codegen::WEIGHT_GEMV_SOURCE_NAME,
-            codegen::WEIGHT_LAYOUT_HEADER_NAME,
-            codegen::WEIGHT_ONLY_ABI_HEADER_NAME,
-            codegen::ACTIVATION_HEADER_NAME,
-        ]
-        .iter()
-        .map(|f| csrc(config, f))
-        .collect(),
-        flags: nvcc_flags(config, &config.archs),
-    });
-    for (name, files) in [
-        ("cutlass_rs_staging", &[codegen::STAGING_SOURCE_NAME][..]),
+        (
+            "cutlass_rs_weight_pack",
+            &[
+                codegen::WEIGHT_PACK_SOURCE_NAME,
+                codegen::WEIGHT_LAYOUT_HEADER_NAME,
+                codegen::WEIGHT_ONLY_ABI_HEADER_NAME,
+            ],
+        ),
+        (
+            "cutlass_rs_weight_gemv",
+            &[
+                codegen::WEIGHT_GEMV_SOURCE_NAME,
+                codegen::WEIGHT_LAYOUT_HEADER_NAME,
+                codegen::WEIGHT_ONLY_ABI_HEADER_NAME,
+                codegen::ACTIVATION_HEADER_NAME,
+            ],
+        ),
+        ("cutlass_rs_staging", &[codegen::STAGING_SOURCE_NAME]),
         (
             "cutlass_rs_elementwise",
             &[
                 codegen::ELEMENTWISE_SOURCE_NAME,
                 codegen::ACTIVATION_HEADER_NAME,
-            ][..],
+            ],
         ),
-    ] {
+    ];
+    for (name, files) in hand_written {
         jobs.push(Job {
             name: name.into(),
             file: files[0].into(),
