@@ -244,6 +244,10 @@ pub struct ProfileArgs {
     /// `--types` (bf16, f16, e4m3, fp8bw), `--rounds` and `--csv`.
     #[arg(long, conflicts_with = "epilogue")]
     pub grouped: bool,
+    /// With `--grouped`: the tokens per step to measure, comma-separated (default 1, 8, 64, 512,
+    /// 2048 and 8192).
+    #[arg(long, value_name = "LIST", value_delimiter = ',', requires = "grouped")]
+    pub tokens: Vec<usize>,
     /// Measure the weight-only GEMM instead (a build with the `weight-only` feature): 4-bit
     /// weights (w4a16 and w4a16-zp, groups of 128) with bf16 activations on Llama-3-8B's and
     /// -70B's linear layers at 1 to 8192 tokens (or `--shapes`' whose weights the kernels take),

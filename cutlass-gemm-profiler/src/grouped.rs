@@ -73,8 +73,17 @@ pub const MODELS: [MoeModel; 3] = [
     },
 ];
 
-/// Tokens per step: decode (1 to 64) and prefill (2048, 8192).
+/// Tokens per step: decode (1 to 64) and prefill (2048, 8192); `--tokens` picks others.
 pub const TOKENS: [usize; 6] = [1, 8, 64, 512, 2048, 8192];
+
+/// The tokens per step a run measures: `--tokens`, else [`TOKENS`].
+pub(crate) fn tokens(args: &ProfileArgs) -> Vec<usize> {
+    if args.tokens.is_empty() {
+        TOKENS.to_vec()
+    } else {
+        args.tokens.clone()
+    }
+}
 
 /// How tokens pick their experts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -180,6 +189,7 @@ pub fn run(args: &ProfileArgs) -> Result<ExitCode> {
         "x cbg",
         "diff"
     );
+    let steps = tokens(args);
     let mut rows: Vec<Row> = Vec::new();
     for model in MODELS {
         for (gemm, n, k) in [
@@ -198,6 +208,7 @@ pub fn run(args: &ProfileArgs) -> Result<ExitCode> {
                         kind,
                         rounds,
                         &args.kernels,
+                        &steps,
                     )?,
                     Kind::F16 => case_16bit::<f16>(
                         &dev,
@@ -209,8 +220,11 @@ pub fn run(args: &ProfileArgs) -> Result<ExitCode> {
                         kind,
                         rounds,
                         &args.kernels,
+                        &steps,
                     )?,
-                    Kind::E4m3 => case_e4m3(&dev, &model, gemm, n, k, rounds, &args.kernels)?,
+                    Kind::E4m3 => {
+                        case_e4m3(&dev, &model, gemm, (n, k), rounds, &args.kernels, &steps)?
+                    }
                     Kind::Fp8Blockwise => crate::grouped_blockwise::model_cases(
                         &dev,
                         &model,
@@ -218,6 +232,7 @@ pub fn run(args: &ProfileArgs) -> Result<ExitCode> {
                         (n, k),
                         rounds,
                         &args.kernels,
+                        &steps,
                     )?,
                     other => {
                         eprintln!("--grouped: {other:?} has no grouped kernel; skipped");
@@ -450,6 +465,7 @@ fn case_16bit<T: Element + DeviceRepr + cudarc::driver::ValidAsZeroBits>(
     kind: Kind,
     rounds: usize,
     mode: &KernelMode,
+    steps: &[usize],
 ) -> Result<Vec<Row>>
 where
     CudaBlas: cudarc::cublas::Gemm<T>,
@@ -463,7 +479,7 @@ where
     };
     let mut out = Measured { rows: Vec::new() };
     for routing in [Routing::Uniform, Routing::Skewed] {
-        for tokens in TOKENS {
+        for &tokens in steps {
             let per_expert = route(model, tokens, routing, 17 + tokens as u64);
             let rows: usize = per_expert.iter().sum();
             let a: CudaSlice<T> = fill(stream, rows * k, 11)?;
@@ -639,10 +655,10 @@ fn case_e4m3(
     dev: &Device,
     model: &MoeModel,
     gemm: &'static str,
-    n: usize,
-    k: usize,
+    (n, k): (usize, usize),
     rounds: usize,
     mode: &KernelMode,
+    steps: &[usize],
 ) -> Result<Vec<Row>> {
     let stream = &dev.stream;
     let weights: CudaSlice<E4M3> = fill(stream, model.experts * n * k, 7)?;
@@ -650,7 +666,7 @@ fn case_e4m3(
     let mut lts: HashMap<usize, LtMatmul> = HashMap::new();
     let mut out = Measured { rows: Vec::new() };
     for routing in [Routing::Uniform, Routing::Skewed] {
-        for tokens in TOKENS {
+        for &tokens in steps {
             let per_expert = route(model, tokens, routing, 17 + tokens as u64);
             let rows: usize = per_expert.iter().sum();
             let a: CudaSlice<E4M3> = fill(stream, rows * k, 11)?;

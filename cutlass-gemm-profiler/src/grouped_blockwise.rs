@@ -26,7 +26,7 @@ use crate::args::KernelMode;
 use crate::cublas::{LtEpilogue, LtMatmul, LtScales};
 use crate::device::Device;
 use crate::grouped::{
-    candidates, duel, fill, offsets, route, to_pair, Measured, MoeModel, Routing, Row, TOKENS,
+    candidates, duel, fill, offsets, route, to_pair, Measured, MoeModel, Routing, Row,
 };
 use crate::kind::Kind;
 use crate::timing::rel_diff;
@@ -54,11 +54,12 @@ pub fn model_cases(
     (n, k): (usize, usize),
     rounds: usize,
     mode: &KernelMode,
+    steps: &[usize],
 ) -> Result<Vec<Row>> {
     let mut out = Measured { rows: Vec::new() };
     let mut bench = Bench::new(dev, model.experts, n, k)?;
     for routing in [Routing::Uniform, Routing::Skewed] {
-        for tokens in TOKENS {
+        for &tokens in steps {
             let per_expert = route(model, tokens, routing, 17 + tokens as u64);
             let case = Case {
                 model: model.name,
