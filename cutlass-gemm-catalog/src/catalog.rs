@@ -138,6 +138,30 @@ pub const SM90_TILES_GROUPED_16BIT_EXTRA: &[Sm90Tile] = &[
     sm90_tile([128, 128, 64], [1, 1, 1], GROUPED_COOP, GROUPED_COOP_EPI),
 ];
 
+/// SM90 grouped tiles for 16-bit inputs with a column-major D, in the default set: each group's
+/// `Dᵀ = W·Xᵀ`, the operand swap of [`Sm90MenuTile::output`], so that a weight's rows fill the
+/// tile's M side and the group's few rows its 16-wide N side (mixture-of-experts decode, where every
+/// expert sees a handful of tokens and reading the weights is the whole cost). The pointer-array
+/// builder swaps each group's operands on the device (`cutlass_rs_grouped.hpp`); the caller's
+/// layouts stay as they are. Chosen on an H200 among it, the 64x128 pingpong tile and the swapped
+/// 64x8x64, 64x16x64, 64x32x64 pingpong and 128x16x64 cooperative tiles
+/// (`cutlass-profiler profile --grouped --tokens 1,8,64`, `docs/performance.md`).
+pub const SM90_TILES_GROUPED_16BIT_SWAPPED: &[Sm90Tile] = &[sm90_tile(
+    [64, 16, 128],
+    [1, 1, 1],
+    GROUPED_PINGPONG,
+    GROUPED_PINGPONG_EPI,
+)];
+
+/// More swapped SM90 grouped tiles, not in the default set: the runner-up of
+/// [`SM90_TILES_GROUPED_16BIT_SWAPPED`]'s measurement, for `--kernels all` to weigh.
+pub const SM90_TILES_GROUPED_16BIT_SWAPPED_EXTRA: &[Sm90Tile] = &[sm90_tile(
+    [128, 16, 64],
+    [1, 1, 1],
+    GROUPED_COOP,
+    GROUPED_COOP_EPI,
+)];
+
 /// More SM90 grouped e4m3 tiles, not in the default set (see
 /// [`SM90_TILES_GROUPED_16BIT_EXTRA`]).
 pub const SM90_TILES_GROUPED_FP8_EXTRA: &[Sm90Tile] = &[
@@ -1210,6 +1234,15 @@ pub fn sm90() -> Vec<KernelSpec> {
                 None,
             ));
         }
+        for t in SM90_TILES_GROUPED_16BIT_SWAPPED
+            .iter()
+            .chain(SM90_TILES_GROUPED_16BIT_SWAPPED_EXTRA)
+        {
+            let mut s = sm90_spec((input, input), input, DataType::F32, tn[0], t, None);
+            s.c.layout = Layout::ColumnMajor;
+            s.d.layout = Layout::ColumnMajor;
+            out.push(s);
+        }
     }
     for t in SM90_TILES_GROUPED_FP8
         .iter()
@@ -1279,12 +1312,13 @@ pub fn sm90() -> Vec<KernelSpec> {
 /// 128x128 stream-K for 65-1024 tokens, 128x256 for prefill.
 pub const WEIGHT_ONLY_FUSED_TILES: &[[u32; 3]] = &[[128, 32, 64], [128, 128, 64], [128, 256, 64]];
 
-/// The kernels built when the user selects none (67): the 128x256x64 cooperative kernel for f16
+/// The kernels built when the user selects none (71): the 128x256x64 cooperative kernel for f16
 /// and bf16 in all four layouts with an output of the input type, plus f32 output in the TN
 /// layout; ten small- and odd-shape TN kernels and two for outputs of any alignment per 16-bit
 /// type; and the e4m3 x e4m3 -> bf16 FP8 kernels with the overlapped promotion, ten tensor-wise
-/// and one blockwise; the eight grouped kernels ([`SM90_TILES_GROUPED_16BIT`] for bf16 and f16,
-/// [`SM90_TILES_GROUPED_FP8`]). Chosen by coverage per compile-minute on `bench/shapes-broad.tsv`. All with
+/// and one blockwise; the twelve grouped kernels ([`SM90_TILES_GROUPED_16BIT`] and
+/// [`SM90_TILES_GROUPED_16BIT_SWAPPED`] for bf16 and f16, [`SM90_TILES_GROUPED_FP8`],
+/// [`SM90_TILES_GROUPED_FP8_BLOCKWISE`]). Chosen by coverage per compile-minute on `bench/shapes-broad.tsv`. All with
 /// CUTLASS's `LinearCombination` epilogue; and fourteen of them also with the fused epilogue
 /// ([`Fusion::ScaleBiasActivation`], [`is_default_fused`]) for GEMMs with a bias, an activation
 /// or row and column scales. (With the fused epilogue on every kernel, plain GEMMs whose
@@ -1305,11 +1339,15 @@ pub fn is_default(spec: &KernelSpec) -> bool {
     }
 }
 
-/// The grouped kernels of the default set: [`SM90_TILES_GROUPED_16BIT`] for bf16 and f16,
+/// The grouped kernels of the default set: [`SM90_TILES_GROUPED_16BIT`] for bf16 and f16 (with
+/// [`SM90_TILES_GROUPED_16BIT_SWAPPED`] for those with a column-major D),
 /// [`SM90_TILES_GROUPED_FP8`] for e4m3, [`SM90_TILES_GROUPED_FP8_BLOCKWISE`] for e4m3 with
 /// blockwise scales and a bf16 output.
 fn is_default_grouped(spec: &KernelSpec) -> bool {
     let tiles = match spec.a.ty {
+        DataType::Bf16 | DataType::F16 if spec.d.layout == Layout::ColumnMajor => {
+            SM90_TILES_GROUPED_16BIT_SWAPPED
+        }
         DataType::Bf16 | DataType::F16 => SM90_TILES_GROUPED_16BIT,
         _ if spec.blockwise.is_some() && spec.d.ty == DataType::Bf16 => {
             SM90_TILES_GROUPED_FP8_BLOCKWISE

@@ -110,6 +110,11 @@ struct GroupArrays {
   using StrideC = StrideC_;
   using StrideD = StrideD_;
   using Shape = Shape_;
+  // A column-major D (the catalog's swapped grouped kernels): the kernel computes each group's
+  // Dᵀ = Bᵀ·Aᵀ, the weights (the caller's B) as its A and the group's rows as its N.
+  static constexpr bool swapped =
+      cute::is_static<cute::remove_cvref_t<decltype(cute::get<0>(StrideD_{}))>>::value;
+  static_assert(!(swapped && Scales::enabled), "swapped grouped kernels take no scales");
 
   Shape *shapes;
   const ElementA **a;
@@ -247,13 +252,23 @@ __global__ void build_groups(cutlass_rs_grouped_args a, A out) {
     ldc = p.ldc;
     ldd = p.ldd;
   }
-  out.shapes[g] = cute::make_shape(static_cast<int>(m), static_cast<int>(n), static_cast<int>(k));
-  out.a[g] = advance<const typename A::ElementA>(pa, off_a);
-  out.b[g] = advance<const typename A::ElementB>(pb, off_b);
+  if constexpr (A::swapped) {
+    // Dᵀ (n x m, column-major, leading dimension ldd) = B (n x k) · Aᵀ: the kernel's A is the
+    // caller's B and its B the caller's A.
+    out.shapes[g] = cute::make_shape(static_cast<int>(n), static_cast<int>(m), static_cast<int>(k));
+    out.a[g] = advance<const typename A::ElementA>(pb, off_b);
+    out.b[g] = advance<const typename A::ElementB>(pa, off_a);
+    out.da[g] = leading<typename A::StrideA>(ldb);
+    out.db[g] = leading<typename A::StrideB>(lda);
+  } else {
+    out.shapes[g] = cute::make_shape(static_cast<int>(m), static_cast<int>(n), static_cast<int>(k));
+    out.a[g] = advance<const typename A::ElementA>(pa, off_a);
+    out.b[g] = advance<const typename A::ElementB>(pb, off_b);
+    out.da[g] = leading<typename A::StrideA>(lda);
+    out.db[g] = leading<typename A::StrideB>(ldb);
+  }
   out.c[g] = advance<const typename A::ElementC>(pc, off_c);
   out.d[g] = advance<typename A::ElementD>(pd, off_d);
-  out.da[g] = leading<typename A::StrideA>(lda);
-  out.db[g] = leading<typename A::StrideB>(ldb);
   out.dc[g] = leading<typename A::StrideC>(ldc);
   out.dd[g] = leading<typename A::StrideD>(ldd);
   out.alpha[g] = a.alphas != nullptr ? a.alpha * a.alphas[g] : a.alpha;

@@ -3,6 +3,7 @@
 //! problem small enough to work out by hand.
 
 use cutlass_gemm::numeric::E4M3;
+use cutlass_gemm::plans::grouped::SWAPPED_ROWS;
 use cutlass_gemm::reference;
 use cutlass_gemm::{
     DeviceInfo, Error, Extent, GroupRowsRule, GroupedGemm, GroupedProblem, KernelRule, OperandName,
@@ -34,9 +35,31 @@ fn the_choice_follows_the_rows_per_group() {
         let t = tile(g.kernel_name());
         (t[0], t[1], g.kernel_name().contains("pingpong"))
     };
-    // Decode: a few rows per expert, the 64x128 pingpong tile.
+    // Decode: up to SWAPPED_ROWS rows per expert, the swapped 64x16x128 pingpong kernel (a
+    // column-major D: each group's rows on its N side); up to 64, the 64x128 pingpong tile.
+    let swapped = |p: GroupedProblem| {
+        let g = GroupedGemm::<bf16, bf16>::plan(H100, &p, None).unwrap();
+        let spec = cutlass_gemm_catalog::catalog::find(g.kernel_name()).unwrap();
+        spec.d.layout == cutlass_gemm::Layout::ColumnMajor
+    };
+    assert_eq!(SWAPPED_ROWS, 8);
+    for (groups, rows, expected) in [(256, 64 * 8, 2), (8, 64, 8), (128, 1, 1), (8, 8 * 8 + 1, 9)] {
+        let p = GroupedProblem::contiguous(groups, rows, 2048, 7168);
+        assert_eq!(p.rows_per_group(), expected);
+        assert_eq!(
+            swapped(p),
+            expected <= SWAPPED_ROWS,
+            "{expected} rows per group"
+        );
+        let want = if expected <= SWAPPED_ROWS {
+            (64, 16, true)
+        } else {
+            (64, 128, true)
+        };
+        assert_eq!(pick(p), want, "{expected} rows per group");
+    }
     assert_eq!(
-        pick(GroupedProblem::contiguous(256, 64 * 8, 2048, 7168)),
+        pick(GroupedProblem::contiguous(8, 8 * 64, 2048, 7168)),
         (64, 128, true)
     );
     // 65 to 128 rows: 64x256 pingpong; more: 128x256 cooperative.
@@ -56,6 +79,7 @@ fn the_choice_follows_the_rows_per_group() {
     let masked = GroupedProblem::masked(128, 4096, 768, 2048);
     assert_eq!(pick(masked), (128, 256, false));
     assert_eq!(pick(masked.with_expected_rows(16)), (64, 128, true));
+    assert_eq!(pick(masked.with_expected_rows(4)), (64, 16, true));
     // f16 the same; e4m3 has no 64x256 tile: 128x128 cooperative (cluster 1x2x1) past 64 rows.
     let g = GroupedGemm::<f16, f16>::plan(
         H100,

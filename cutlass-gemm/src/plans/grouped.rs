@@ -38,7 +38,7 @@
 use std::sync::Arc;
 
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
-use cutlass_gemm_catalog::{DataType, KernelSpec};
+use cutlass_gemm_catalog::{DataType, KernelSpec, Layout};
 use cutlass_gemm_sys::{cutlass_rs_grouped_args, cutlass_rs_grouped_problem};
 
 use crate::error::{
@@ -1151,17 +1151,25 @@ pub(crate) struct Pointers {
     pub(crate) problems: u64,
 }
 
+/// Rows a group is expected to hold up to which a plan takes a swapped grouped kernel (half its
+/// 16-wide N tile, so that a group of twice the expected rows still reads its weight once).
+pub const SWAPPED_ROWS: usize = 8;
+
 /// The grouped kernel for a plan: the one named, or the rule below among the default set's grouped
 /// kernels of this build for the types that the device can run (all of this build's when it has
 /// none of those).
 ///
-/// The rule, by the rows a group is expected to hold (`rows`, `r` below): up to 64, the pingpong tile with the
-/// narrowest N (64x128: decode, where each expert sees a few tokens and the weights are the whole
-/// cost); up to 128, a pingpong tile at least 256 wide where there is one (64x256 for 16-bit
-/// types); beyond, the cooperative tile of the largest area (128x256 for 16-bit types, 128x128 for
-/// e4m3). Fitted on an H100 to Mixtral-8x7B's and DeepSeek-V3's expert layers
-/// (`cutlass-profiler profile --grouped --kernels all`; `docs/performance.md`). Where the pool has
-/// no pingpong kernel (SM100), up to 128 rows the cooperative tile of the smallest area.
+/// The rule, by the rows a group is expected to hold (`rows`): up to [`SWAPPED_ROWS`], the
+/// swapped kernel (column-major D, each group's `Dᵀ = W·Xᵀ`) with the narrowest N where there is
+/// one (64x16x128 for 16-bit types: the weights on the tile's M side, a group's few rows on its
+/// N side); up to 64, the row-major pingpong tile with the narrowest N (64x128: decode, where each
+/// expert sees a few tokens and the weights are the whole cost); up to 128, a pingpong tile at
+/// least 256 wide where there is one (64x256 for 16-bit types); beyond, the cooperative tile of
+/// the largest area (128x256 for 16-bit types, 128x128 for e4m3). Fitted to Mixtral-8x7B's and
+/// DeepSeek-V3's expert layers, on an H100 (`cutlass-profiler profile --grouped --kernels all`)
+/// and for the swapped band on an H200 (`--tokens 1,8,64`), Qwen3-30B-A3B held out
+/// (`docs/performance.md`). Where the pool has no pingpong kernel (SM100), up to 128 rows the
+/// cooperative tile of the smallest area.
 fn select(
     device: &DeviceInfo,
     rows: usize,
@@ -1212,9 +1220,21 @@ fn select(
         serves,
         cutlass_gemm_catalog::catalog::is_default,
     );
+    // The swapped kernels serve the first band only; the others take row-major ones.
+    let (swapped, pool): (Vec<GroupedKernel>, Vec<GroupedKernel>) = pool
+        .iter()
+        .copied()
+        .partition(|k| k.spec.d.layout == Layout::ColumnMajor);
     let pingpong = |k: &&GroupedKernel| k.spec.kernel_schedule.is_pingpong();
     let area = |k: &&GroupedKernel| k.spec.tile[0] * k.spec.tile[1];
-    let chosen = if rows <= 64 {
+    let narrow_swapped = || {
+        swapped
+            .iter()
+            .min_by_key(|k| (k.spec.tile[1], !k.spec.kernel_schedule.is_pingpong()))
+    };
+    let chosen = if rows <= SWAPPED_ROWS && narrow_swapped().is_some() {
+        narrow_swapped()
+    } else if rows <= 64 {
         pool.iter().filter(pingpong).min_by_key(|k| k.spec.tile[1])
     } else if rows <= 128 {
         pool.iter()
@@ -1235,6 +1255,7 @@ fn select(
         }
     })
     .or_else(|| pool.iter().max_by_key(area))
+    .or_else(narrow_swapped)
     .copied();
     chosen.ok_or_else(|| {
         // A catalog entry that would serve: the feature or filter that builds it.
