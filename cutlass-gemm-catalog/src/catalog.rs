@@ -1219,7 +1219,9 @@ pub fn sm90() -> Vec<KernelSpec> {
         })
         .collect();
     out.extend(fused);
-    // Grouped (pointer-array) kernels, TN with a row-major D of the input type (bf16 for e4m3).
+    // Grouped (pointer-array) kernels, TN with a D of the input type (bf16 for e4m3): row-major,
+    // and for 16-bit inputs also column-major (the swapped decode tiles, whose callers still pass a
+    // row-major D: the argument builder swaps the operands).
     for input in [DataType::Bf16, DataType::F16] {
         for t in SM90_TILES_GROUPED_16BIT
             .iter()

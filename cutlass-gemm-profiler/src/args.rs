@@ -246,7 +246,13 @@ pub struct ProfileArgs {
     pub grouped: bool,
     /// With `--grouped`: the tokens per step to measure, comma-separated (default 1, 8, 64, 512,
     /// 2048 and 8192).
-    #[arg(long, value_name = "LIST", value_delimiter = ',', requires = "grouped")]
+    #[arg(
+        long,
+        value_name = "LIST",
+        value_delimiter = ',',
+        requires = "grouped",
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..)
+    )]
     pub tokens: Vec<usize>,
     /// Measure the weight-only GEMM instead (a build with the `weight-only` feature): 4-bit
     /// weights (w4a16 and w4a16-zp, groups of 128) with bf16 activations on Llama-3-8B's and

@@ -299,8 +299,8 @@ fn summary(rows: &[Row]) {
     for kind in kinds {
         for (label, lo, hi) in [
             ("decode (1-64 tokens)", 1, 64),
-            ("512 tokens", 512, 512),
-            ("prefill (2048-8192 tokens)", 2048, usize::MAX),
+            ("65-2047 tokens", 65, 2047),
+            ("prefill (2048+ tokens)", 2048, usize::MAX),
         ] {
             let sel: Vec<&Row> = rows
                 .iter()

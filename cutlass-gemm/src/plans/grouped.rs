@@ -1214,17 +1214,18 @@ fn select(
             named_in_registry(built, name, device, kind, other, mismatch)
         };
     }
-    let pool = &registry_pool(
-        built_grouped_kernels(),
-        device,
-        serves,
-        cutlass_gemm_catalog::catalog::is_default,
-    );
-    // The swapped kernels serve the first band only; the others take row-major ones.
-    let (swapped, pool): (Vec<GroupedKernel>, Vec<GroupedKernel>) = pool
-        .iter()
-        .copied()
-        .partition(|k| k.spec.d.layout == Layout::ColumnMajor);
+    // The swapped kernels (a column-major D) serve the first band only, the row-major ones the
+    // others; each pool prefers the default set's kernels on its own, so that a build with a
+    // default swapped kernel and other row-major ones keeps the latter for large groups.
+    let pool_of = |column_major: bool| {
+        registry_pool(
+            built_grouped_kernels(),
+            device,
+            |s| serves(s) && (s.d.layout == Layout::ColumnMajor) == column_major,
+            cutlass_gemm_catalog::catalog::is_default,
+        )
+    };
+    let (swapped, pool) = (pool_of(true), pool_of(false));
     let pingpong = |k: &&GroupedKernel| k.spec.kernel_schedule.is_pingpong();
     let area = |k: &&GroupedKernel| k.spec.tile[0] * k.spec.tile[1];
     let narrow_swapped = || {

@@ -408,10 +408,6 @@ fn a_list_of_problems_of_any_extents_in_one_launch() {
         (1, 1024, 256),
         (64, 8, 8),
     ];
-    let plan = GroupedListGemm::<bf16, bf16>::new(&ctx, shapes.len(), 64)
-        .unwrap()
-        .with_alpha(0.5)
-        .unwrap();
     let host: Vec<(Vec<bf16>, Vec<bf16>)> = shapes
         .iter()
         .map(|&(m, n, k)| (integers(&mut rng, m * k, 2), integers(&mut rng, n * k, 2)))
@@ -432,45 +428,72 @@ fn a_list_of_problems_of_any_extents_in_one_launch() {
             )
         })
         .collect();
-    let mut outs: Vec<_> = shapes
-        .iter()
-        .map(|&(m, n, _)| {
-            stream
-                .clone_htod(&vec![<bf16 as Element>::POISON; (m * n).max(8)])
-                .unwrap()
-        })
-        .collect();
-    let problems: Vec<GroupedListProblem<'_, bf16>> = shapes
-        .iter()
-        .zip(&dev)
-        .map(|(&(m, n, k), (a, b))| GroupedListProblem { m, n, k, a, b })
-        .collect();
-    {
-        let mut refs: Vec<&mut dyn cudarc::driver::DevicePtrMut<bf16>> = outs
-            .iter_mut()
-            .map(|d| d as &mut dyn cudarc::driver::DevicePtrMut<bf16>)
-            .collect();
-        plan.run(&stream, &problems, &mut refs, Workspace::Managed)
+    // Expecting 64 rows per problem takes a row-major kernel, 1 row the swapped one (each
+    // problem's Dᵀ = Bᵀ·Aᵀ); both serve every problem of the list.
+    let mut layouts = Vec::new();
+    for expected in [64, 1] {
+        let plan = GroupedListGemm::<bf16, bf16>::new(&ctx, shapes.len(), expected)
+            .unwrap()
+            .with_alpha(0.5)
             .unwrap();
-    }
-    for (i, (&(m, n, k), (a, b))) in shapes.iter().zip(&host).enumerate() {
-        let d = stream.clone_dtoh(&outs[i]).unwrap();
-        if m == 0 {
-            assert!(d
-                .iter()
-                .all(|x| x.to_bits() == <bf16 as Element>::POISON.to_bits()));
-            continue;
+        let spec = cutlass_gemm_catalog::catalog::find(plan.kernel_name()).unwrap();
+        layouts.push(spec.d.layout);
+        let mut outs: Vec<_> = shapes
+            .iter()
+            .map(|&(m, n, _)| {
+                stream
+                    .clone_htod(&vec![<bf16 as Element>::POISON; (m * n).max(8)])
+                    .unwrap()
+            })
+            .collect();
+        let problems: Vec<GroupedListProblem<'_, bf16>> = shapes
+            .iter()
+            .zip(&dev)
+            .map(|(&(m, n, k), (a, b))| GroupedListProblem { m, n, k, a, b })
+            .collect();
+        {
+            let mut refs: Vec<&mut dyn cudarc::driver::DevicePtrMut<bf16>> = outs
+                .iter_mut()
+                .map(|d| d as &mut dyn cudarc::driver::DevicePtrMut<bf16>)
+                .collect();
+            plan.run(&stream, &problems, &mut refs, Workspace::Managed)
+                .unwrap();
         }
-        let p = GemmProblem::new(m, n, k).with_scalars(0.5, 0.0);
-        let r = reference::gemm(&p, a, b, None::<&[bf16]>).unwrap();
-        let cmp = reference::compare(&d, &p.resolve(cutlass_gemm::OperandName::D).unwrap(), &r);
-        assert!(cmp.passed(), "problem {i} ({m}x{n}x{k}): {cmp:?}");
-        println!(
-            "{}: problem {i} {m}x{n}x{k}, worst error / bound {:.3}",
-            plan.kernel_name(),
-            cmp.max_error_ratio
+        for (i, (&(m, n, k), (a, b))) in shapes.iter().zip(&host).enumerate() {
+            let d = stream.clone_dtoh(&outs[i]).unwrap();
+            if m == 0 {
+                assert!(d
+                    .iter()
+                    .all(|x| x.to_bits() == <bf16 as Element>::POISON.to_bits()));
+                continue;
+            }
+            let p = GemmProblem::new(m, n, k).with_scalars(0.5, 0.0);
+            let r = reference::gemm(&p, a, b, None::<&[bf16]>).unwrap();
+            let cmp = reference::compare(&d, &p.resolve(cutlass_gemm::OperandName::D).unwrap(), &r);
+            assert!(cmp.passed(), "problem {i} ({m}x{n}x{k}): {cmp:?}");
+            println!(
+                "{}: problem {i} {m}x{n}x{k}, worst error / bound {:.3}",
+                plan.kernel_name(),
+                cmp.max_error_ratio
+            );
+        }
+    }
+    if cutlass_gemm::built_grouped_kernels()
+        .iter()
+        .any(|k| k.spec.d.layout == cutlass_gemm::Layout::ColumnMajor)
+    {
+        assert_eq!(
+            layouts,
+            [
+                cutlass_gemm::Layout::RowMajor,
+                cutlass_gemm::Layout::ColumnMajor
+            ]
         );
     }
+    let plan = GroupedListGemm::<bf16, bf16>::new(&ctx, shapes.len(), 64)
+        .unwrap()
+        .with_alpha(0.5)
+        .unwrap();
     // k = 100 is off bf16's 8-element alignment: refused, nothing launched.
     let bad = [GroupedListProblem {
         m: 4,
