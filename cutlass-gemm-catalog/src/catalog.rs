@@ -92,6 +92,26 @@ pub const SM90_TILES_GROUPED_FP8: &[Sm90Tile] = &[
     ),
 ];
 
+/// The SM90 grouped e4m3 tile with a column-major D (the operand swap of
+/// [`SM90_TILES_GROUPED_16BIT_SWAPPED`]), in the default set, for decode: 128x16x128 cooperative,
+/// chosen on an H200 against the 64x128x128 pingpong tile and the swapped 64x16x128 pingpong one
+/// (`docs/performance.md`).
+pub const SM90_TILES_GROUPED_FP8_SWAPPED: &[Sm90Tile] = &[sm90_tile(
+    [128, 16, 128],
+    [1, 1, 1],
+    GROUPED_COOP,
+    GROUPED_COOP_EPI,
+)];
+
+/// More swapped SM90 grouped e4m3 tiles, not in the default set: the runner-up of
+/// [`SM90_TILES_GROUPED_FP8_SWAPPED`]'s measurement.
+pub const SM90_TILES_GROUPED_FP8_SWAPPED_EXTRA: &[Sm90Tile] = &[sm90_tile(
+    [64, 16, 128],
+    [1, 1, 1],
+    GROUPED_PINGPONG,
+    GROUPED_PINGPONG_EPI,
+)];
+
 /// The SM90 grouped FP8 blockwise tiles (scales [`SM90_BLOCKWISE_GROUPED`]), in the default set:
 /// the 128x128x128 cooperative tile of the dense blockwise kernel (cluster 1x2x1) for prefill and
 /// the 64x128x128 pingpong tile for groups of a few rows, both with this crate's overlapped
@@ -1220,7 +1240,7 @@ pub fn sm90() -> Vec<KernelSpec> {
         .collect();
     out.extend(fused);
     // Grouped (pointer-array) kernels, TN with a D of the input type (bf16 for e4m3): row-major,
-    // and for 16-bit inputs also column-major (the swapped decode tiles, whose callers still pass a
+    // and without scales also column-major (the swapped decode tiles, whose callers still pass a
     // row-major D: the argument builder swaps the operands).
     for input in [DataType::Bf16, DataType::F16] {
         for t in SM90_TILES_GROUPED_16BIT
@@ -1259,6 +1279,16 @@ pub fn sm90() -> Vec<KernelSpec> {
             t,
             None,
         ));
+    }
+    for t in SM90_TILES_GROUPED_FP8_SWAPPED
+        .iter()
+        .chain(SM90_TILES_GROUPED_FP8_SWAPPED_EXTRA)
+    {
+        let pair = (DataType::E4M3, DataType::E4M3);
+        let mut s = sm90_spec(pair, DataType::Bf16, DataType::F32, tn[0], t, None);
+        s.c.layout = Layout::ColumnMajor;
+        s.d.layout = Layout::ColumnMajor;
+        out.push(s);
     }
     for output in [DataType::Bf16, DataType::F16] {
         for t in SM90_TILES_GROUPED_FP8_BLOCKWISE
@@ -1314,13 +1344,13 @@ pub fn sm90() -> Vec<KernelSpec> {
 /// 128x128 stream-K for 65-1024 tokens, 128x256 for prefill.
 pub const WEIGHT_ONLY_FUSED_TILES: &[[u32; 3]] = &[[128, 32, 64], [128, 128, 64], [128, 256, 64]];
 
-/// The kernels built when the user selects none (71): the 128x256x64 cooperative kernel for f16
+/// The kernels built when the user selects none (72): the 128x256x64 cooperative kernel for f16
 /// and bf16 in all four layouts with an output of the input type, plus f32 output in the TN
 /// layout; ten small- and odd-shape TN kernels and two for outputs of any alignment per 16-bit
 /// type; and the e4m3 x e4m3 -> bf16 FP8 kernels with the overlapped promotion, ten tensor-wise
-/// and one blockwise; the twelve grouped kernels ([`SM90_TILES_GROUPED_16BIT`] and
-/// [`SM90_TILES_GROUPED_16BIT_SWAPPED`] for bf16 and f16, [`SM90_TILES_GROUPED_FP8`],
-/// [`SM90_TILES_GROUPED_FP8_BLOCKWISE`]). Chosen by coverage per compile-minute on `bench/shapes-broad.tsv`. All with
+/// and one blockwise; the thirteen grouped kernels ([`SM90_TILES_GROUPED_16BIT`] and
+/// [`SM90_TILES_GROUPED_16BIT_SWAPPED`] for bf16 and f16, [`SM90_TILES_GROUPED_FP8`] and
+/// [`SM90_TILES_GROUPED_FP8_SWAPPED`], [`SM90_TILES_GROUPED_FP8_BLOCKWISE`]). Chosen by coverage per compile-minute on `bench/shapes-broad.tsv`. All with
 /// CUTLASS's `LinearCombination` epilogue; and fourteen of them also with the fused epilogue
 /// ([`Fusion::ScaleBiasActivation`], [`is_default_fused`]) for GEMMs with a bias, an activation
 /// or row and column scales. (With the fused epilogue on every kernel, plain GEMMs whose
@@ -1343,7 +1373,7 @@ pub fn is_default(spec: &KernelSpec) -> bool {
 
 /// The grouped kernels of the default set: [`SM90_TILES_GROUPED_16BIT`] for bf16 and f16 (with
 /// [`SM90_TILES_GROUPED_16BIT_SWAPPED`] for those with a column-major D),
-/// [`SM90_TILES_GROUPED_FP8`] for e4m3, [`SM90_TILES_GROUPED_FP8_BLOCKWISE`] for e4m3 with
+/// [`SM90_TILES_GROUPED_FP8`] for e4m3 (and [`SM90_TILES_GROUPED_FP8_SWAPPED`]), [`SM90_TILES_GROUPED_FP8_BLOCKWISE`] for e4m3 with
 /// blockwise scales and a bf16 output.
 fn is_default_grouped(spec: &KernelSpec) -> bool {
     let tiles = match spec.a.ty {
@@ -1355,6 +1385,7 @@ fn is_default_grouped(spec: &KernelSpec) -> bool {
             SM90_TILES_GROUPED_FP8_BLOCKWISE
         }
         _ if spec.blockwise.is_some() => &[],
+        _ if spec.d.layout == Layout::ColumnMajor => SM90_TILES_GROUPED_FP8_SWAPPED,
         _ => SM90_TILES_GROUPED_FP8,
     };
     spec.kernel_schedule.is_grouped()

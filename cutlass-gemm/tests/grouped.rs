@@ -103,6 +103,16 @@ fn the_choice_follows_the_rows_per_group() {
     )
     .unwrap();
     assert_eq!(tile(g.kernel_name())[..2], [64, 128]);
+    // e4m3 at decode: its swapped tile, 128x16x128 cooperative.
+    let g = GroupedGemm::<E4M3, bf16>::plan(
+        H100,
+        &GroupedProblem::contiguous(8, 8 * 2, 4096, 4096),
+        None,
+    )
+    .unwrap();
+    let spec = cutlass_gemm_catalog::catalog::find(g.kernel_name()).unwrap();
+    assert_eq!(spec.tile, [128, 16, 128]);
+    assert_eq!(spec.d.layout, cutlass_gemm::Layout::ColumnMajor);
 }
 
 #[test]

@@ -1161,8 +1161,8 @@ pub const SWAPPED_ROWS: usize = 8;
 ///
 /// The rule, by the rows a group is expected to hold (`rows`): up to [`SWAPPED_ROWS`], the
 /// swapped kernel (column-major D, each group's `Dᵀ = W·Xᵀ`) with the narrowest N where there is
-/// one (64x16x128 for 16-bit types: the weights on the tile's M side, a group's few rows on its
-/// N side); up to 64, the row-major pingpong tile with the narrowest N (64x128: decode, where each
+/// one (64x16x128 for 16-bit types, 128x16x128 for e4m3: the weights on the tile's M side, a
+/// group's few rows on its N side); up to 64, the row-major pingpong tile with the narrowest N (64x128: decode, where each
 /// expert sees a few tokens and the weights are the whole cost); up to 128, a pingpong tile at
 /// least 256 wide where there is one (64x256 for 16-bit types); beyond, the cooperative tile of
 /// the largest area (128x256 for 16-bit types, 128x128 for e4m3). Fitted to Mixtral-8x7B's and
