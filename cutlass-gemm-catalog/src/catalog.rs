@@ -496,6 +496,14 @@ pub const SM90_MENU_16BIT: &[Sm90MenuTile] = &[
     // cuBLAS there; faster than 1x2x1 at every M = 128 shape of the suite, which replaced it in
     // the default set).
     menu_pingpong([64, 96, 64], [2, 1, 1]),
+    // The tile cuBLAS runs on an H200 where M·N falls just short of whole waves of the wider
+    // tiles (`tools/cublas_kernels.py` on the broad set's slowest shapes; docs/performance.md): its
+    // 144x128 tile with a 1x2 cluster in its column-major view, here 128x144 with 2x1x1 (576 =
+    // 4 x 144 at 4096 tokens, 4608 = 32 x 144 at 512: one wave of 128 tiles). On the H200 against
+    // the 176-wide tile: 4096 x 576 x 7168 0.65x -> 0.98x cuBLAS, 512 x 4608 x 3584 0.75x -> 0.93x,
+    // 2048 x 2304 x 768 0.69x -> 0.84x. (Its 168x128 tile has no twin: CUTLASS's epilogue refuses
+    // a 168-wide tile, a static divisibility assertion.)
+    menu([128, 144, 64], [2, 1, 1], PERSISTENT, Layout::RowMajor),
     // Decode-size M through the operand swap (the tokens on the kernel's N side), the tiles
     // cuBLAS runs at M = 16 (`tools/cublas_kernels.py`): 64x8 with a 1x2x1 cluster, whose two
     // CTAs share the weights' panel (16 x 4096 x 4096: 0.88x -> 1.04x cuBLAS; 16 x 4096 x 14336
@@ -1344,9 +1352,9 @@ pub fn sm90() -> Vec<KernelSpec> {
 /// 128x128 stream-K for 65-1024 tokens, 128x256 for prefill.
 pub const WEIGHT_ONLY_FUSED_TILES: &[[u32; 3]] = &[[128, 32, 64], [128, 128, 64], [128, 256, 64]];
 
-/// The kernels built when the user selects none (72): the 128x256x64 cooperative kernel for f16
+/// The kernels built when the user selects none (74): the 128x256x64 cooperative kernel for f16
 /// and bf16 in all four layouts with an output of the input type, plus f32 output in the TN
-/// layout; ten small- and odd-shape TN kernels and two for outputs of any alignment per 16-bit
+/// layout; eleven small- and odd-shape TN kernels and two for outputs of any alignment per 16-bit
 /// type; and the e4m3 x e4m3 -> bf16 FP8 kernels with the overlapped promotion, ten tensor-wise
 /// and one blockwise; the thirteen grouped kernels ([`SM90_TILES_GROUPED_16BIT`] and
 /// [`SM90_TILES_GROUPED_16BIT_SWAPPED`] for bf16 and f16, [`SM90_TILES_GROUPED_FP8`] and
@@ -1469,6 +1477,9 @@ fn is_default_menu(spec: &KernelSpec) -> bool {
             }
             ([128, 256, 64], Layout::RowMajor) => stream_k,
             ([128, 176, 64], Layout::RowMajor) => spec.kernel_schedule == COOP,
+            ([128, 144, 64], Layout::RowMajor) => {
+                spec.kernel_schedule == COOP && spec.cluster == [2, 1, 1]
+            }
             ([128, 128, 64], Layout::RowMajor) => {
                 spec.kernel_schedule == COOP && spec.tile_scheduler == TileScheduler::Persistent
             }
