@@ -1228,13 +1228,11 @@ fn select(
     let (swapped, pool) = (pool_of(true), pool_of(false));
     let pingpong = |k: &&GroupedKernel| k.spec.kernel_schedule.is_pingpong();
     let area = |k: &&GroupedKernel| k.spec.tile[0] * k.spec.tile[1];
-    let narrow_swapped = || {
-        swapped
-            .iter()
-            .min_by_key(|k| (k.spec.tile[1], !k.spec.kernel_schedule.is_pingpong()))
-    };
-    let chosen = if rows <= SWAPPED_ROWS && narrow_swapped().is_some() {
-        narrow_swapped()
+    let narrow_swapped = swapped
+        .iter()
+        .min_by_key(|k| (k.spec.tile[1], !k.spec.kernel_schedule.is_pingpong()));
+    let chosen = if rows <= SWAPPED_ROWS && narrow_swapped.is_some() {
+        narrow_swapped
     } else if rows <= 64 {
         pool.iter().filter(pingpong).min_by_key(|k| k.spec.tile[1])
     } else if rows <= 128 {
@@ -1256,7 +1254,7 @@ fn select(
         }
     })
     .or_else(|| pool.iter().max_by_key(area))
-    .or_else(narrow_swapped)
+    .or(narrow_swapped)
     .copied();
     chosen.ok_or_else(|| {
         // A catalog entry that would serve: the feature or filter that builds it.

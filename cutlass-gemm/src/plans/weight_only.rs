@@ -729,12 +729,18 @@ impl<T: WeightOnlyInput> WeightOnlyGemm<T> {
         Ok(plan)
     }
 
+    /// The plan's CUTLASS kernel (none for the decode GEMV).
+    fn cutlass_kernel(&self) -> Option<WeightOnlyKernel> {
+        match self.engine {
+            Engine::Kernel(k) => Some(k),
+            Engine::Gemv => None,
+        }
+    }
+
     /// The workspace the plan's kernel needs (none for the GEMV).
     fn workspace_of(&self) -> Result<usize> {
-        match self.engine {
-            Engine::Kernel(k) => k.workspace_size_of(&self.args([0; 6], [0; 4])),
-            Engine::Gemv => Ok(0),
-        }
+        self.cutlass_kernel()
+            .map_or(Ok(0), |k| k.workspace_size_of(&self.args([0; 6], [0; 4])))
     }
 
     /// The plan with a fused epilogue: `y = act(alpha · row_scale[m] · col_scale[n] · (x ·
@@ -746,10 +752,9 @@ impl<T: WeightOnlyInput> WeightOnlyGemm<T> {
     /// rule, split-K factor included. The decode GEMV computes every epilogue. A kernel named by
     /// the caller is kept, or refused ([`KernelRule::NoFusedEpilogue`]).
     pub fn with_epilogue(self, epilogue: Epilogue) -> Result<Self> {
-        let fused = match self.engine {
-            Engine::Kernel(k) => k.spec.fusion.is_fused(),
-            Engine::Gemv => true,
-        };
+        let fused = self
+            .cutlass_kernel()
+            .is_none_or(|k| k.spec.fusion.is_fused());
         if fused || epilogue.is_none() {
             return Ok(WeightOnlyGemm { epilogue, ..self });
         }
@@ -767,10 +772,9 @@ impl<T: WeightOnlyInput> WeightOnlyGemm<T> {
     /// decomposition; 0 or 1 restores it). A kernel of another scheduler, and the decode GEMV,
     /// refuse it ([`KernelRule::SplitKNeedsStreamK`]).
     pub fn with_splits(mut self, splits: u16) -> Result<Self> {
-        let stream_k = match self.engine {
-            Engine::Kernel(k) => k.spec.tile_scheduler == TileScheduler::StreamK,
-            Engine::Gemv => false,
-        };
+        let stream_k = self
+            .cutlass_kernel()
+            .is_some_and(|k| k.spec.tile_scheduler == TileScheduler::StreamK);
         if splits > 1 && !stream_k {
             return Err(Error::KernelMismatch {
                 name: self.kernel_name().into(),
@@ -784,10 +788,7 @@ impl<T: WeightOnlyInput> WeightOnlyGemm<T> {
 
     /// The chosen kernel's name: a catalog entry's, or [`WEIGHT_ONLY_GEMV`].
     pub fn kernel_name(&self) -> &'static str {
-        match self.engine {
-            Engine::Kernel(k) => k.name,
-            Engine::Gemv => WEIGHT_ONLY_GEMV,
-        }
+        self.cutlass_kernel().map_or(WEIGHT_ONLY_GEMV, |k| k.name)
     }
 
     /// Whether the plan launches the decode GEMV ([`WEIGHT_ONLY_GEMV`]) rather than a CUTLASS
@@ -894,7 +895,7 @@ impl<T: WeightOnlyInput> WeightOnlyGemm<T> {
         }
         let device = self.device.ordinal;
         crate::error::require_stream(stream, device)?;
-        if let Engine::Kernel(k) = self.engine {
+        if let Some(k) = self.cutlass_kernel() {
             crate::error::require_arch(k.name, k.spec.arch, self.device.compute_capability)?;
         }
         require_device(OperandName::A, x, device)?;
