@@ -1247,6 +1247,9 @@ pub fn sm90() -> Vec<KernelSpec> {
         })
         .collect();
     out.extend(fused);
+    // The gated-epilogue twins of the 16-bit TN tiles of SM90_TILES_GATED.
+    let gated: Vec<KernelSpec> = out.iter().filter_map(gated_epilogue).collect();
+    out.extend(gated);
     // Grouped (pointer-array) kernels, TN with a D of the input type (bf16 for e4m3): row-major,
     // and without scales also column-major (the swapped decode tiles, whose callers still pass a
     // row-major D: the argument builder swaps the operands).
@@ -1352,7 +1355,7 @@ pub fn sm90() -> Vec<KernelSpec> {
 /// 128x128 stream-K for 65-1024 tokens, 128x256 for prefill.
 pub const WEIGHT_ONLY_FUSED_TILES: &[[u32; 3]] = &[[128, 32, 64], [128, 128, 64], [128, 256, 64]];
 
-/// The kernels built when the user selects none (74): the 128x256x64 cooperative kernel for f16
+/// The kernels built when the user selects none (80): the 128x256x64 cooperative kernel for f16
 /// and bf16 in all four layouts with an output of the input type, plus f32 output in the TN
 /// layout; eleven small- and odd-shape TN kernels and two for outputs of any alignment per 16-bit
 /// type; and the e4m3 x e4m3 -> bf16 FP8 kernels with the overlapped promotion, ten tensor-wise
@@ -1363,10 +1366,19 @@ pub const WEIGHT_ONLY_FUSED_TILES: &[[u32; 3]] = &[[128, 32, 64], [128, 128, 64]
 /// ([`Fusion::ScaleBiasActivation`], [`is_default_fused`]) for GEMMs with a bias, an activation
 /// or row and column scales. (With the fused epilogue on every kernel, plain GEMMs whose
 /// epilogue dominates, large M·N against small K, ran up to 30 % slower on an H100: a plain GEMM
-/// keeps CUTLASS's.)
+/// keeps CUTLASS's.) And the six gated-epilogue kernels ([`SM90_TILES_GATED`] for bf16 and f16:
+/// an MLP's gate and up projections with SwiGLU or GeGLU in one GEMM).
 pub fn is_default(spec: &KernelSpec) -> bool {
     if spec.mixed_input.is_some() {
         return false;
+    }
+    if let Fusion::Gated { bias } = spec.fusion {
+        // Every gated entry (bias of D's type) is in the default set.
+        return bias == spec.d.ty
+            && spec.d.align == spec.a.align
+            && SM90_TILES_GATED.iter().any(|&(tile, cluster, schedule)| {
+                (tile, cluster, schedule) == (spec.tile, spec.cluster, spec.kernel_schedule)
+            });
     }
     let tile = is_default_16bit(spec)
         || is_default_grouped(spec)
@@ -1443,6 +1455,46 @@ pub fn fused_epilogue(spec: &KernelSpec) -> Option<Fusion> {
     .validate()
     .ok()
     .map(|()| fused)
+}
+
+/// The tiles that come with the gated epilogue ([`Fusion::Gated`]) for bf16 and f16, all in the
+/// default set: 128x256 cooperative (2x1x1) for MLPs of many tokens, 128x128 cooperative (1x2x1)
+/// where 128x256 tiles leave a wave short, 64x128 pingpong (1x2x1) for few tokens. Persistent
+/// scheduler, `NoSmemWarpSpecialized` epilogue.
+pub const SM90_TILES_GATED: &[([u32; 3], [u32; 3], KernelSchedule)] = &[
+    (
+        [128, 256, 64],
+        [2, 1, 1],
+        KernelSchedule::TmaWarpSpecializedCooperative,
+    ),
+    (
+        [128, 128, 64],
+        [1, 2, 1],
+        KernelSchedule::TmaWarpSpecializedCooperative,
+    ),
+    (
+        [64, 128, 64],
+        [1, 2, 1],
+        KernelSchedule::TmaWarpSpecializedPingpong,
+    ),
+];
+
+/// The gated twin of a CUTLASS-epilogue kernel whose tile is one of [`SM90_TILES_GATED`]: the
+/// same main loop with [`Fusion::Gated`] (a bias of D's type) and the epilogue without shared
+/// memory; `None` for other kernels and where the gated rules do not hold.
+pub fn gated_epilogue(spec: &KernelSpec) -> Option<KernelSpec> {
+    let listed = SM90_TILES_GATED.iter().any(|&(tile, cluster, schedule)| {
+        (tile, cluster, schedule) == (spec.tile, spec.cluster, spec.kernel_schedule)
+    });
+    if !listed || spec.fusion != Fusion::LinearCombination || spec.d.align != spec.a.align {
+        return None;
+    }
+    let twin = KernelSpec {
+        fusion: Fusion::Gated { bias: spec.d.ty },
+        epilogue_schedule: EpilogueSchedule::NoSmemWarpSpecialized,
+        ..*spec
+    };
+    twin.validate().ok().map(|()| twin)
 }
 
 /// The kernels of [`SM90_MENU_16BIT_UNALIGNED_OUTPUT`] (all in the default set: GPT-2's and

@@ -69,6 +69,9 @@ pub const SM90_FP8_SLICED_HEADER_NAME: &str = "cutlass_rs_sm90_fp8_sliced.hpp";
 /// This crate's fused epilogue (bias, activation, row and column scales), included by the kernels
 /// of [`crate::Fusion::ScaleBiasActivation`] only.
 pub const EPILOGUE_HEADER_NAME: &str = "cutlass_rs_epilogue.hpp";
+/// This crate's gated epilogue (a gated linear unit over gate and up columns interleaved in B),
+/// included by the kernels of [`crate::Fusion::Gated`] only.
+pub const GATED_EPILOGUE_HEADER_NAME: &str = "cutlass_rs_gated_epilogue.hpp";
 /// The grouped kernels' C++ side (the per-group argument builder, the entry points), included by
 /// the grouped kernels only.
 pub const GROUPED_HEADER_NAME: &str = "cutlass_rs_grouped.hpp";
@@ -103,8 +106,12 @@ pub fn extra_headers(spec: &KernelSpec) -> Vec<&'static str> {
         Some((_, name)) => vec![name],
         None => Vec::new(),
     };
-    if spec.fusion.is_fused() {
-        headers.push(EPILOGUE_HEADER_NAME);
+    match spec.fusion {
+        Fusion::LinearCombination => {}
+        Fusion::ScaleBiasActivation { .. } => headers.push(EPILOGUE_HEADER_NAME),
+        Fusion::Gated { .. } => {
+            headers.extend([GATED_EPILOGUE_HEADER_NAME, ACTIVATION_HEADER_NAME])
+        }
     }
     if spec.kernel_schedule.is_grouped() {
         headers.extend([GROUPED_HEADER_NAME, GROUPED_ABI_HEADER_NAME]);
@@ -127,12 +134,19 @@ fn push_fusion(values: &mut Vec<(&str, String)>, spec: &KernelSpec) {
     values.push(("epilogue_fusion", epilogue_fusion));
     values.push((
         "extra_include",
-        if spec.fusion.is_fused() {
-            format!("\n#include \"{EPILOGUE_HEADER_NAME}\"")
-        } else {
-            String::new()
-        },
+        fusion_header(spec)
+            .map(|h| format!("\n#include \"{h}\""))
+            .unwrap_or_default(),
     ));
+}
+
+/// The hand-written header a kernel's epilogue fusion includes (none for CUTLASS's).
+fn fusion_header(spec: &KernelSpec) -> Option<&'static str> {
+    match spec.fusion {
+        Fusion::LinearCombination => None,
+        Fusion::ScaleBiasActivation { .. } => Some(EPILOGUE_HEADER_NAME),
+        Fusion::Gated { .. } => Some(GATED_EPILOGUE_HEADER_NAME),
+    }
 }
 
 /// The C++ of a kernel's epilogue fusion: a declaration before the collective epilogue and the
@@ -164,6 +178,15 @@ fn fusion_values(spec: &KernelSpec) -> (String, String) {
                 o.sf.cpp_type(),
                 spec.d.layout.cpp_type(),
                 spec.c.ty.cpp_type()
+            ),
+            ",\n    FusionOperation".to_string(),
+        ),
+        // The gated epilogue: a fusion tag for which cutlass_rs_gated_epilogue.hpp specializes
+        // CUTLASS's epilogue builder.
+        (Fusion::Gated { bias }, _) => (
+            format!(
+                "using FusionOperation = cutlass_rs::GatedFusion<{}>;\n\n",
+                bias.cpp_type()
             ),
             ",\n    FusionOperation".to_string(),
         ),
@@ -295,8 +318,8 @@ pub fn kernel_source(spec: &KernelSpec) -> Result<String, String> {
         Arch::Sm90a => {
             values.push(("tile_scheduler", spec.tile_scheduler.cpp_type().into()));
             let (mainloop, mut extra_include) = mainloop_values(spec);
-            if spec.fusion.is_fused() {
-                extra_include.push_str(&format!("\n#include \"{EPILOGUE_HEADER_NAME}\""));
+            if let Some(h) = fusion_header(spec) {
+                extra_include.push_str(&format!("\n#include \"{h}\""));
             }
             let (fusion_decl, epilogue_fusion) = fusion_values(spec);
             values.push(("fusion_decl", fusion_decl));

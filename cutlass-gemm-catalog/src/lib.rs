@@ -65,7 +65,7 @@ mod tests {
     #[test]
     fn default_set_is_small_and_covers_all_layouts() {
         let with_grouped = catalog::select(&[Arch::Sm90a], &catalog::NameFilter::parse(""));
-        assert_eq!(with_grouped.len(), 74);
+        assert_eq!(with_grouped.len(), 80);
         // Thirteen grouped kernels: four tiles per 16-bit type and three for e4m3 (one of them
         // with a column-major D, for the operand swap), and two for e4m3 with blockwise scales
         // (bf16 out, K-major scales, the overlapped main loop).
@@ -89,6 +89,22 @@ mod tests {
         assert!(grouped.iter().all(|s| s.layout_name() == "TN"
             && s.name().contains("_gemm_grouped_")
             && !s.supports_programmatic_dependent_launch()));
+        // Six with the gated epilogue (three tiles per 16-bit type), each the twin of a kernel
+        // with CUTLASS's epilogue but for the epilogue schedule.
+        let (gated, all): (Vec<KernelSpec>, Vec<KernelSpec>) =
+            all.into_iter().partition(|s| s.fusion.is_gated());
+        assert_eq!(gated.len(), 6);
+        assert!(gated.iter().all(|g| all.contains(&KernelSpec {
+            fusion: crate::Fusion::LinearCombination,
+            epilogue_schedule: if g.kernel_schedule
+                == crate::KernelSchedule::TmaWarpSpecializedPingpong
+            {
+                crate::EpilogueSchedule::TmaWarpSpecialized
+            } else {
+                crate::EpilogueSchedule::TmaWarpSpecializedCooperative
+            },
+            ..*g
+        })));
         // Fourteen with the fused epilogue, each the twin of a kernel with CUTLASS's.
         let (fused, d): (Vec<KernelSpec>, Vec<KernelSpec>) =
             all.iter().partition(|s| s.fusion.is_fused());
@@ -178,11 +194,16 @@ mod tests {
             .chain(catalog::SM90_MENU_16BIT_UNALIGNED_OUTPUT)
             .filter(|m| m.output == crate::Layout::RowMajor)
             .count();
-        // The default set's kernels among them come twice: with CUTLASS's epilogue and the fused one.
+        // The default set's kernels among them come twice: with CUTLASS's epilogue and the fused
+        // one (three also with the gated one).
         let (fused, plain): (Vec<KernelSpec>, Vec<KernelSpec>) = sel
             .iter()
-            .filter(|s| !s.kernel_schedule.is_grouped())
+            .filter(|s| !s.kernel_schedule.is_grouped() && !s.fusion.is_gated())
             .partition(|s| s.fusion.is_fused());
+        assert_eq!(
+            sel.iter().filter(|s| s.fusion.is_gated()).count(),
+            catalog::SM90_TILES_GATED.len()
+        );
         assert_eq!(plain.len(), catalog::SM90_TILES_16BIT.len() + menu);
         assert_eq!(
             sel.iter()
@@ -312,7 +333,7 @@ mod tests {
                 s.fusion.is_fused()
             );
             match s.mainloop_wrapper() {
-                None if !s.fusion.is_fused() => {
+                None if s.fusion == crate::Fusion::LinearCombination => {
                     assert!(src.contains("#include \"cutlass_rs_shim.hpp\"\n\nnamespace {"));
                     assert!(src.contains("Shape<int, int, int, int>, CollectiveMainloop,"));
                     assert!(codegen::extra_headers(&s).is_empty());

@@ -660,6 +660,19 @@ pub enum Fusion {
         /// The element type of the bias vectors (the output type or f32).
         bias: DataType,
     },
+    /// A gated linear unit (SwiGLU, GeGLU, ReGLU) for an MLP's first projection, this crate's
+    /// epilogue (`cutlass-gemm-sys/csrc/cutlass_rs_gated_epilogue.hpp`). B holds the gate and up
+    /// projections interleaved in blocks of 8 columns (columns `16j..16j+7` the gate's
+    /// `8j..8j+7`, the next 8 the up projection's); with `h = alpha · s_row[m] · s_col[n] · acc +
+    /// bias[n]` over the GEMM's `n` columns, `D[m][8j + i] = act(h[m][16j + i]) · h[m][16j + 8 +
+    /// i]`: D has `n / 2` columns. The vectors are optional and the activation is chosen at run
+    /// time, as in [`Fusion::ScaleBiasActivation`]; C is not read. Stored from registers, so it
+    /// runs with [`EpilogueSchedule::NoSmemWarpSpecialized`]. Not in `cutlass_library`: names add
+    /// `_glu_scale_bias{bias type}_act`.
+    Gated {
+        /// The element type of the bias vector (the output type or f32).
+        bias: DataType,
+    },
 }
 
 impl Fusion {
@@ -670,12 +683,28 @@ impl Fusion {
             Fusion::ScaleBiasActivation { bias } => {
                 format!("_evt_scale_bias{}_act", bias.short_name())
             }
+            Fusion::Gated { bias } => format!("_glu_scale_bias{}_act", bias.short_name()),
         }
     }
 
-    /// Whether the epilogue takes the per-row and per-column vectors and an activation.
+    /// Whether the epilogue is gated ([`Fusion::Gated`]): D has half the GEMM's columns.
+    pub fn is_gated(self) -> bool {
+        matches!(self, Fusion::Gated { .. })
+    }
+
+    /// The element type of the epilogue's bias vector, if it takes one.
+    pub fn bias_type(self) -> Option<DataType> {
+        match self {
+            Fusion::LinearCombination => None,
+            Fusion::ScaleBiasActivation { bias } | Fusion::Gated { bias } => Some(bias),
+        }
+    }
+
+    /// Whether this is [`Fusion::ScaleBiasActivation`], the fused epilogue of plain GEMMs (per-row
+    /// and per-column vectors and an activation over D as the GEMM computes it); the gated
+    /// epilogue, which halves D, is [`Fusion::is_gated`].
     pub fn is_fused(self) -> bool {
-        !matches!(self, Fusion::LinearCombination)
+        matches!(self, Fusion::ScaleBiasActivation { .. })
     }
 }
 
@@ -1187,6 +1216,9 @@ impl KernelSpec {
     /// tree runs in CUTLASS's TMA warp-specialized epilogues only), a floating-point f32
     /// accumulator and output, no block-scaled output, and a bias of the output type or f32.
     fn check_fusion(&self, name: &str) -> Result<(), String> {
+        if let Fusion::Gated { bias } = self.fusion {
+            return self.check_gated(name, bias);
+        }
         let Fusion::ScaleBiasActivation { bias } = self.fusion else {
             return Ok(());
         };
@@ -1215,6 +1247,62 @@ impl KernelSpec {
         {
             return Err(format!(
                 "{name}: the scale-bias-activation epilogue needs an f32 accumulator and a bf16, f16 or f32 D"
+            ));
+        }
+        if bias != self.d.ty && bias != DataType::F32 {
+            return Err(format!(
+                "{name}: the bias of a fused epilogue is of D's type or f32, not {bias}"
+            ));
+        }
+        Ok(())
+    }
+
+    /// The rules of [`Fusion::Gated`]: a dense SM90 16-bit TN kernel on CUTLASS's cooperative or
+    /// pingpong main loop with the persistent scheduler (the epilogue reads the warpgroup MMA's
+    /// accumulator layout and runs once per output tile), the epilogue without shared memory, an
+    /// f32 accumulator, C and D row-major of the input type, whole 16-column gate/up blocks per
+    /// tile, and a bias of D's type or f32.
+    fn check_gated(&self, name: &str, bias: DataType) -> Result<(), String> {
+        let plain = self.arch == Arch::Sm90a
+            && !self.op_class.is_sparse()
+            && !self.kernel_schedule.is_grouped()
+            && self.mixed_input.is_none()
+            && self.blockwise.is_none()
+            && self.block_scale.is_none()
+            && self.output_scale.is_none()
+            && self.tile_scheduler == TileScheduler::Persistent
+            && matches!(
+                self.kernel_schedule,
+                KernelSchedule::TmaWarpSpecializedCooperative
+                    | KernelSchedule::TmaWarpSpecializedPingpong
+            );
+        if !plain || self.epilogue_schedule != EpilogueSchedule::NoSmemWarpSpecialized {
+            return Err(format!(
+                "{name}: the gated epilogue runs on dense SM90 cooperative or pingpong kernels with the persistent scheduler and NoSmemWarpSpecialized"
+            ));
+        }
+        let ty = self.a.ty;
+        if !matches!(ty, DataType::Bf16 | DataType::F16)
+            || self.b.ty != ty
+            || self.c.ty != ty
+            || self.d.ty != ty
+            || self.accumulator != DataType::F32
+            || (self.a.layout, self.b.layout, self.c.layout, self.d.layout)
+                != (
+                    Layout::RowMajor,
+                    Layout::ColumnMajor,
+                    Layout::RowMajor,
+                    Layout::RowMajor,
+                )
+        {
+            return Err(format!(
+                "{name}: the gated epilogue takes bf16 or f16 TN operands, an f32 accumulator and C and D row-major of the input type"
+            ));
+        }
+        if self.tile[1] % 16 != 0 {
+            return Err(format!(
+                "{name}: the gated epilogue's tile holds whole 16-column gate/up blocks (tile n {})",
+                self.tile[1]
             ));
         }
         if bias != self.d.ty && bias != DataType::F32 {
@@ -1447,7 +1535,7 @@ impl KernelSpec {
                 // mainloop).
                 if self.kernel_schedule.is_grouped()
                     && (self.tile_scheduler != TileScheduler::Persistent
-                        || self.fusion.is_fused()
+                        || self.fusion != Fusion::LinearCombination
                         || self.a.ty.bits() != self.b.ty.bits()
                         || self.a.ty.bits() < 8)
                 {
@@ -1613,7 +1701,7 @@ impl KernelSpec {
                 };
                 if grouped
                     && (self.tile_scheduler != TileScheduler::Persistent
-                        || self.fusion.is_fused()
+                        || self.fusion != Fusion::LinearCombination
                         || self.output_scale.is_some()
                         || self.op_class.is_sparse())
                 {
@@ -1657,7 +1745,7 @@ impl KernelSpec {
                     && (self.block_scale.is_none()
                         || self.kernel_schedule.dense_twin().is_none()
                         || self.tile_scheduler != TileScheduler::Persistent
-                        || self.fusion.is_fused()
+                        || self.fusion != Fusion::LinearCombination
                         || self.output_scale.is_some())
                 {
                     return Err(format!(

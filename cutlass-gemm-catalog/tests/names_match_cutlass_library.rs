@@ -151,7 +151,7 @@ fn catalog_names_equal_cutlass_library_procedural_names() {
     let (mut specs, ours): (Vec<_>, Vec<_>) = catalog::all().into_iter().partition(|s| {
         s.op_class != OpClass::BlockScaledSparseTensorOp
             && s.kernel_schedule.mainloop_wrapper().is_none()
-            && !s.fusion.is_fused()
+            && s.fusion == Fusion::LinearCombination
             && s.blockwise.is_none_or(|b| b.order == ScaleOrder::MnMajor)
     });
     // K-major blockwise scales (this crate's grouped blockwise kernels): the name of the entry
@@ -171,14 +171,23 @@ fn catalog_names_equal_cutlass_library_procedural_names() {
             specs.push(twin);
         }
     }
-    // Fused epilogues (this crate's own): the name of the kernel with CUTLASS's epilogue, plus
-    // the fusion's suffix.
-    for s in ours.iter().filter(|s| s.fusion.is_fused()) {
+    // Fused and gated epilogues (this crate's own): the name of the kernel with CUTLASS's
+    // epilogue (and the same epilogue schedule), plus the fusion's suffix; that twin goes to
+    // cutlass_library when it has CUTLASS's own main loop.
+    for s in ours
+        .iter()
+        .filter(|s| s.fusion != Fusion::LinearCombination)
+    {
         let twin = KernelSpec {
             fusion: Fusion::LinearCombination,
             ..*s
         };
         assert_eq!(s.name(), twin.name() + &s.fusion.suffix());
+        // (Unless an entry of that name is there already: the kernels for unaligned outputs
+        // have the same epilogue and a name that does not show D's alignment.)
+        if s.fusion.is_gated() && !specs.iter().any(|x| x.name() == twin.name()) {
+            specs.push(twin);
+        }
     }
     for s in ours
         .iter()
@@ -320,6 +329,20 @@ fn sm90_entries_are_emitted_by_cutlass_generator() {
         if s.fusion.is_fused() {
             assert!(catalog::sm90().contains(&KernelSpec {
                 fusion: Fusion::LinearCombination,
+                ..s
+            }));
+            continue;
+        }
+        // The gated epilogue (this crate's own): its twin with CUTLASS's TMA epilogue is checked.
+        if s.fusion.is_gated() {
+            let tma = if s.kernel_schedule == KernelSchedule::TmaWarpSpecializedPingpong {
+                EpilogueSchedule::TmaWarpSpecialized
+            } else {
+                EpilogueSchedule::TmaWarpSpecializedCooperative
+            };
+            assert!(catalog::sm90().contains(&KernelSpec {
+                fusion: Fusion::LinearCombination,
+                epilogue_schedule: tma,
                 ..s
             }));
             continue;

@@ -6,7 +6,9 @@
 //! either side.
 //!
 //! cuBLASLt has no SiLU epilogue: `bias-silu` is compared with its `BIAS` epilogue (its GEMM
-//! without the activation, which favors it).
+//! without the activation, which favors it). Nor a gated one: `swiglu` is compared with its GEMM
+//! over the concatenated gate and up weights followed by a separate SiLU-and-product pass (this
+//! crate's, `cutlass_gemm::plans::gated::apply_unfused_gated`), which is what a framework runs.
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -44,6 +46,10 @@ pub enum EpilogueArg {
     Rowwise,
     /// FP8 rowwise scales, then a bias.
     RowwiseBias,
+    /// SwiGLU over the shape's n (an MLP's gate and up projections together): this crate's gated
+    /// GEMM (n/2 outputs, the weight interleaved) against cuBLASLt's GEMM over the concatenated
+    /// weight followed by a separate SiLU-and-product pass (cuBLASLt has no gated epilogue).
+    Swiglu,
 }
 
 impl EpilogueArg {
@@ -54,6 +60,7 @@ impl EpilogueArg {
             EpilogueArg::BiasRelu => Epilogue::bias().with_activation(Activation::Relu),
             EpilogueArg::BiasGelu => Epilogue::bias().with_activation(Activation::GeluTanh),
             EpilogueArg::BiasSilu => Epilogue::bias().with_activation(Activation::Silu),
+            EpilogueArg::Swiglu => Epilogue::NONE.with_activation(Activation::Silu),
             EpilogueArg::Rowwise => Epilogue::rowwise(),
             EpilogueArg::RowwiseBias => {
                 Epilogue::rowwise().with_bias(cutlass_gemm::BiasAxis::PerColumn)
@@ -63,7 +70,7 @@ impl EpilogueArg {
 
     fn theirs(self) -> LtEpilogue {
         match self {
-            EpilogueArg::None | EpilogueArg::Rowwise => LtEpilogue::None,
+            EpilogueArg::None | EpilogueArg::Rowwise | EpilogueArg::Swiglu => LtEpilogue::None,
             EpilogueArg::Bias | EpilogueArg::BiasSilu | EpilogueArg::RowwiseBias => {
                 LtEpilogue::Bias
             }
@@ -108,7 +115,11 @@ pub fn run(args: &ProfileArgs, epilogue: EpilogueArg) -> Result<ExitCode> {
     for s in &shapes {
         for &kind in &args.problems.types {
             let rowwise = matches!(epilogue, EpilogueArg::Rowwise | EpilogueArg::RowwiseBias);
+            let gated = epilogue == EpilogueArg::Swiglu;
             let result = match kind {
+                Kind::Bf16 if gated => measure_gated::<bf16>(&dev, s, kind, args, &warmed),
+                Kind::F16 if gated => measure_gated::<f16>(&dev, s, kind, args, &warmed),
+                _ if gated => Err(anyhow::anyhow!("--epilogue swiglu takes bf16 and f16")),
                 Kind::Bf16 if !rowwise => {
                     measure::<bf16, bf16>(&dev, s, kind, epilogue, args, &warmed)
                 }
@@ -377,6 +388,206 @@ where
         theirs_s,
         max_rel_diff: diff,
         ok: diff <= tolerance,
+    })
+}
+
+/// `--epilogue swiglu` on one shape: the gated GEMM (`n / 2` outputs) against cuBLASLt's plain
+/// GEMM over the whole `n` followed by the separate gated pass, against this crate's plain GEMM
+/// (what the gated epilogue costs) and against that GEMM with the separate pass (what it saves).
+fn measure_gated<T>(
+    dev: &Device,
+    s: &Shape,
+    kind: Kind,
+    args: &ProfileArgs,
+    warmed: &Warmed,
+) -> Result<FusedRow>
+where
+    T: Element + cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits,
+{
+    use cutlass_gemm::plans::gated::{apply_unfused_gated, GATE_BLOCK};
+    use cutlass_gemm::GatedGemm;
+    if s.n % (2 * GATE_BLOCK) != 0 {
+        bail!(
+            "swiglu: n = {} (gate and up together) is not a multiple of 16",
+            s.n
+        );
+    }
+    let stream = &dev.stream;
+    let half = s.n / 2;
+    let p = GemmProblem::new(s.m, s.n, s.k);
+    let gated = GatedGemm::<T>::plan(
+        dev.info,
+        &GemmProblem::new(s.m, half, s.k),
+        Activation::Silu,
+        None,
+    )?;
+    let plain =
+        Gemm::<T, T, T>::plan(dev.info, &p, None)?.with_programmatic_dependent_launch(false);
+    let sets = rotation(dev, (s.m * s.k + s.n * s.k) * kind.input_bytes());
+    let a: Vec<CudaSlice<T>> = fill_sets(stream, sets, s.m * s.k, 1)?;
+    // The concatenated weight (gate rows, then up rows) for cuBLASLt and the plain GEMM; the
+    // interleaved one for the gated GEMM, copied from it in blocks of 8 rows (set 0, which the
+    // results are compared on; the other sets only rotate memory).
+    let w_cat: Vec<CudaSlice<T>> = fill_sets(stream, sets, s.n * s.k, 101)?;
+    let mut w_int: Vec<CudaSlice<T>> = fill_sets(stream, sets, s.n * s.k, 201)?;
+    let block = GATE_BLOCK * s.k;
+    for b in 0..half / GATE_BLOCK {
+        for (src, dst) in [
+            (b * block, 2 * b * block),
+            (half * s.k + b * block, (2 * b + 1) * block),
+        ] {
+            stream.memcpy_dtod(
+                &w_cat[0].slice(src..src + block),
+                &mut w_int[0].slice_mut(dst..dst + block),
+            )?;
+        }
+    }
+    let mut lt = LtMatmul::new(
+        dev,
+        (s.m, s.n, s.k),
+        lt_type::<T>(),
+        LtEpilogue::None,
+        0,
+        LtScales::None,
+    )
+    .context("cuBLASLt")?;
+    let h_lt = stream.alloc_zeros::<T>(s.m * s.n)?;
+    let mut out_lt = stream.alloc_zeros::<T>(s.m * half)?;
+    let mut h_ours = stream.alloc_zeros::<T>(s.m * s.n)?;
+    let mut out_unfused = stream.alloc_zeros::<T>(s.m * half)?;
+    let mut d_gated = stream.alloc_zeros::<T>(s.m * half)?;
+    let ws_len = gated.workspace_size().max(plain.workspace_size()).max(1);
+    let (mut ws, mut ws_other) = (
+        stream.alloc_zeros::<u8>(ws_len)?,
+        stream.alloc_zeros::<u8>(ws_len)?,
+    );
+    let none = EpilogueOperands::default();
+    let dp = |x: &CudaSlice<T>| x.device_ptr(stream).0;
+    let h_lt_ptr = h_lt.device_ptr(stream).0;
+    // Set 0 once on each side: the results are compared.
+    lt.run(stream, dp(&a[0]), dp(&w_cat[0]), h_lt_ptr)?;
+    apply_unfused_gated(
+        stream,
+        &h_lt,
+        (s.m, half, s.n),
+        &mut out_lt,
+        half,
+        Activation::Silu,
+    )?;
+    gated.run(
+        stream,
+        &a[0],
+        &w_int[0],
+        &mut d_gated,
+        &none,
+        Workspace::Buffer(&mut ws),
+    )?;
+    let diff = rel_diff(
+        &sample_rows(stream, &d_gated, s.m, half)?,
+        &sample_rows(stream, &out_lt, s.m, half)?,
+    );
+    let mut theirs = |i: usize| -> Result<()> {
+        lt.run(stream, dp(&a[i]), dp(&w_cat[i]), h_lt_ptr)?;
+        apply_unfused_gated(
+            stream,
+            &h_lt,
+            (s.m, half, s.n),
+            &mut out_lt,
+            half,
+            Activation::Silu,
+        )?;
+        Ok(())
+    };
+    let mut ours = |i: usize| -> Result<()> {
+        gated.run(
+            stream,
+            &a[i],
+            &w_int[i],
+            &mut d_gated,
+            &none,
+            Workspace::Buffer(&mut ws),
+        )?;
+        Ok(())
+    };
+    let flops = p.flops();
+    let key = format!("gated {}", gated.kernel_name());
+    let (gated_s, theirs_s) = race(
+        dev,
+        flops,
+        sets,
+        args.rounds,
+        &mut ours,
+        Some(&mut theirs),
+        (
+            warmed.seen(&key),
+            warmed.seen(&format!("lt+glu {}", kind.label())),
+        ),
+    )?;
+    let mut plain_run = |i: usize| -> Result<()> {
+        plain.run(
+            stream,
+            &a[i],
+            &w_cat[i],
+            None,
+            &mut h_ours,
+            Workspace::Buffer(&mut ws_other),
+        )?;
+        Ok(())
+    };
+    let (gated_again, plain_s) = race(
+        dev,
+        flops,
+        sets,
+        args.rounds,
+        &mut ours,
+        Some(&mut plain_run),
+        (true, warmed.seen(plain.kernel_name())),
+    )?;
+    let mut unfused = |i: usize| -> Result<()> {
+        plain.run(
+            stream,
+            &a[i],
+            &w_cat[i],
+            None,
+            &mut h_ours,
+            Workspace::Buffer(&mut ws_other),
+        )?;
+        apply_unfused_gated(
+            stream,
+            &h_ours,
+            (s.m, half, s.n),
+            &mut out_unfused,
+            half,
+            Activation::Silu,
+        )?;
+        Ok(())
+    };
+    let (gated_third, unfused_s) = race(
+        dev,
+        flops,
+        sets,
+        args.rounds,
+        &mut ours,
+        Some(&mut unfused),
+        (
+            true,
+            warmed.seen(&format!("unfused {}", plain.kernel_name())),
+        ),
+    )?;
+    let Some(theirs_s) = theirs_s else {
+        bail!("cuBLASLt was not timed");
+    };
+    Ok(FusedRow {
+        shape: s.clone(),
+        kind,
+        kernel: gated.kernel_name().to_string(),
+        fused_s: gated_s,
+        plain_ratio: plain_s.map(|p| gated_again / p).unwrap_or(f64::NAN),
+        unfused_ratio: unfused_s.map(|u| u / gated_third),
+        theirs_s,
+        max_rel_diff: diff,
+        // Both sides round the two f32 halves' product once; SiLU's exp may differ in its last bits.
+        ok: diff <= 4.0 / 256.0,
     })
 }
 

@@ -708,6 +708,19 @@ unsafe extern "C" {
     ) -> ::std::os::raw::c_int;
 }
 unsafe extern "C" {
+    pub fn cutlass_rs_gated_activation(
+        h: *const ::std::os::raw::c_void,
+        rows: i64,
+        cols: i64,
+        ld_h: i64,
+        out: *mut ::std::os::raw::c_void,
+        ld_out: i64,
+        activation: i32,
+        dtype: i32,
+        stream: *mut ::std::os::raw::c_void,
+    ) -> ::std::os::raw::c_int;
+}
+unsafe extern "C" {
     pub fn cutlass_rs_launch_probe(
         cluster_x: ::std::os::raw::c_int,
         cluster_y: ::std::os::raw::c_int,

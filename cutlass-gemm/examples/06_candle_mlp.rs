@@ -1,7 +1,9 @@
 //! A transformer MLP block at Llama-3-8B sizes (hidden 4096, intermediate 14336) in candle:
 //! `y = down(silu(gate(x)) * up(x))`, with candle's own matmul (cuBLAS), with this crate's bf16
 //! GEMMs (`cutlass_gemm::candle::matmul`), with its `Linear` layers whose epilogue applies the
-//! SiLU (`cutlass_gemm::candle::Linear`: one elementwise pass fewer), with FP8
+//! SiLU (`cutlass_gemm::candle::Linear`: one elementwise pass fewer), with its gated layer that
+//! runs gate, up, SiLU and product as one GEMM (`cutlass_gemm::candle::GatedLinear`: SwiGLU in the
+//! epilogue, the `tokens x 2·intermediate` intermediate never in memory), with FP8
 //! blockwise-quantized weights
 //! (`cutlass_gemm::candle::Fp8Linear`) and, in a build with the `weight-only` feature, with 4-bit
 //! weights in groups of 128 (`cutlass_gemm::candle::WeightOnlyLinear`); outputs compared with
@@ -17,7 +19,7 @@ use std::sync::Arc;
 use anyhow::Result;
 use candle_core::{DType, Device, Module, Tensor};
 use cudarc::driver::CudaStream;
-use cutlass_gemm::candle::{matmul, Fp8Linear, Linear, WeightOnlyLinear};
+use cutlass_gemm::candle::{matmul, Fp8Linear, GatedLinear, Linear, WeightOnlyLinear};
 use cutlass_gemm::{built_weight_only_kernels, Activation, WeightFormat};
 
 #[path = "common/timing.rs"]
@@ -81,14 +83,17 @@ fn main() -> Result<()> {
         Linear::new(wu.clone(), None)?,
         Linear::new(wd.clone(), None)?,
     );
+    let gated = GatedLinear::new(&wg, &wu, None, Activation::Silu)?;
 
     println!(
-        "{:>7} {:>12} {:>12} {:>8} {:>12} {:>8} {:>12} {:>8} {:>12} {:>8}   {:>22} {:>22} {:>22} {:>22}",
+        "{:>7} {:>12} {:>12} {:>8} {:>12} {:>8} {:>12} {:>8} {:>12} {:>8} {:>12} {:>8}   {:>22} {:>22} {:>22} {:>22} {:>22}",
         "tokens",
         "candle (ms)",
         "cutlass (ms)",
         "speedup",
         "fused (ms)",
+        "speedup",
+        "gated (ms)",
         "speedup",
         "fp8 (ms)",
         "speedup",
@@ -96,6 +101,7 @@ fn main() -> Result<()> {
         "speedup",
         "cutlass vs candle",
         "fused vs candle",
+        "gated vs candle",
         "fp8 vs candle",
         "int4 vs candle"
     );
@@ -113,6 +119,7 @@ fn main() -> Result<()> {
             let h = (lg.forward(&x)? * lu.forward(&x)?)?;
             Ok(ld.forward(&h)?)
         };
+        let mut gated_mlp = || -> Result<Tensor> { Ok(ld.forward(&gated.forward(&x)?)?) };
         let mut fp8_mlp = || -> Result<Tensor> {
             let h = (qg.forward(&x)?.silu()? * qu.forward(&x)?)?;
             Ok(qd.forward(&h)?)
@@ -123,13 +130,15 @@ fn main() -> Result<()> {
             Ok(d.forward(&h)?)
         };
         let (y_candle, y_cutlass, y_fp8) = (candle_mlp()?, cutlass_mlp()?, fp8_mlp()?);
-        let y_fused = fused_mlp()?;
+        let (y_fused, y_gated) = (fused_mlp()?, gated_mlp()?);
         let (max_b, rel_b) = error(&y_cutlass, &y_candle)?;
         let (max_f, rel_f) = error(&y_fused, &y_candle)?;
+        let (max_g, rel_g) = error(&y_gated, &y_candle)?;
         let (max_q, rel_q) = error(&y_fp8, &y_candle)?;
         let t_candle = time(&stream, &mut candle_mlp)?;
         let t_cutlass = time(&stream, &mut cutlass_mlp)?;
         let t_fused = time(&stream, &mut fused_mlp)?;
+        let t_gated = time(&stream, &mut gated_mlp)?;
         let t_fp8 = time(&stream, &mut fp8_mlp)?;
         let int4_cols = if int4.is_some() {
             let y_int4 = int4_mlp()?;
@@ -143,9 +152,10 @@ fn main() -> Result<()> {
             (format!("{:>12} {:>8}", "-", "-"), String::new())
         };
         println!(
-            "{tokens:>7} {t_candle:>12.3} {t_cutlass:>12.3} {:>7.2}x {t_fused:>12.3} {:>7.2}x {t_fp8:>12.3} {:>7.2}x {}   max {max_b:>8.2e} rms {rel_b:>7.1e}   max {max_f:>8.2e} rms {rel_f:>7.1e}   max {max_q:>8.2e} rms {rel_q:>7.1e}{}",
+            "{tokens:>7} {t_candle:>12.3} {t_cutlass:>12.3} {:>7.2}x {t_fused:>12.3} {:>7.2}x {t_gated:>12.3} {:>7.2}x {t_fp8:>12.3} {:>7.2}x {}   max {max_b:>8.2e} rms {rel_b:>7.1e}   max {max_f:>8.2e} rms {rel_f:>7.1e}   max {max_g:>8.2e} rms {rel_g:>7.1e}   max {max_q:>8.2e} rms {rel_q:>7.1e}{}",
             t_candle / t_cutlass,
             t_candle / t_fused,
+            t_candle / t_gated,
             t_candle / t_fp8,
             int4_cols.0,
             int4_cols.1,

@@ -8,6 +8,7 @@
 //! | [`Matmul`] | the same as a candle `CustomOp2` (`a.apply_op2_no_bwd(&b, &Matmul)`) | bf16, f16 |
 //! | [`matmul_fp8`] / [`MatmulFp8`] | `scale_a * scale_b * (a · b)` to bf16; `a` row-major, `b` column-major (`w.t()`) | F8E4M3 |
 //! | [`Linear`] | `act(x · Wᵀ + bias)` with the bias and activation (ReLU, GELU, SiLU) fused into the GEMM's epilogue; `candle_nn::Linear` plus the activation in one kernel | bf16, f16 |
+//! | [`GatedLinear`] | an MLP's gate and up projections with SwiGLU / GeGLU in one GEMM: `act(x · W_gateᵀ + b_gate) ⊙ (x · W_upᵀ + b_up)`, the weights interleaved once ([`crate::GatedGemm`]) | bf16, f16 |
 //! | [`Fp8Linear`] | a `Linear` layer (`act(x · Wᵀ + bias)`, bias and activation in the epilogue) whose weight is quantized once to FP8 e4m3 with one f32 scale per 128x128 block; activations are quantized per call (1x128 groups) on the GPU; the DeepSeek-V3 recipe | bf16 in and out |
 //! | [`Nvfp4Linear`] | the same with NVFP4 weights and activations | bf16 in and out; SM100/SM120 GPUs |
 //! | [`grouped_matmul`] / [`GroupedMatmul`] | a mixture-of-experts layer's expert GEMMs in one launch: `x (rows, k)` sorted by expert, `experts (e, n, k)`, `offsets (e + 1)` → `(rows, n)`, rows of expert `g` times `experts[g]ᵀ` | bf16, f16 (offsets I32 or U32) |
@@ -713,22 +714,6 @@ impl LinearOp {
         let (m, k) = l.shape().dims2()?;
         let (n, _) = self.weight.dims2()?;
         let stream = s.device.cuda_stream();
-        let (w_storage, w_layout) = self.weight.storage_and_layout();
-        let candle_core::Storage::Cuda(ws) = &*w_storage else {
-            return Err(msg("cutlass-linear needs a CUDA weight"));
-        };
-        let wv = ws.as_cuda_slice::<T>()?.slice(w_layout.start_offset()..);
-        let bias = self.bias.as_ref().map(|b| b.storage_and_layout());
-        let bias_slice = match &bias {
-            Some((storage, layout)) => {
-                let candle_core::Storage::Cuda(bs) = &**storage else {
-                    return Err(msg("cutlass-linear needs a CUDA bias"));
-                };
-                Some((bs.as_cuda_slice::<T>()?, layout.start_offset()))
-            }
-            None => None,
-        };
-        let bias_view = bias_slice.as_ref().map(|(b, off)| b.slice(*off..));
         let epilogue = Epilogue {
             bias: self.bias.as_ref().map(|_| crate::BiasAxis::PerColumn),
             activation: self.activation,
@@ -748,17 +733,224 @@ impl LinearOp {
         // SAFETY: the GEMM writes every element of D before anything reads it.
         let mut d = unsafe { stream.alloc::<T>(m * n) }.map_err(|e| cerr(e.into()))?;
         let xv = x.slice(l.start_offset()..);
-        let ops = EpilogueOperands {
-            bias: bias_view.as_ref().map(|b| b as &dyn DevicePtr<T>),
-            ..Default::default()
-        };
-        gemm.run_fused(&stream, &xv, &wv, None, &mut d, &ops, Workspace::Managed)
-            .map_err(cerr)?;
+        with_weight_and_bias(
+            "cutlass-linear",
+            &self.weight,
+            self.bias.as_ref(),
+            |wv, bias| {
+                let ops = EpilogueOperands {
+                    bias: bias.map(|b| b as &dyn DevicePtr<T>),
+                    ..Default::default()
+                };
+                gemm.run_fused(&stream, &xv, wv, None, &mut d, &ops, Workspace::Managed)
+                    .map_err(cerr)
+            },
+        )?;
         Ok((
             CudaStorage::wrap_cuda_slice(d, s.device.clone()),
             Shape::from((m, n)),
         ))
     }
+}
+
+/// An MLP's gate and up projections with their gated activation in one GEMM ([`crate::GatedGemm`]):
+/// `x (…, in_features)` → `act(x·W_gateᵀ + b_gate) ⊙ (x·W_upᵀ + b_up)`, `(…, out_features)`. SiLU
+/// makes it a Llama-style SwiGLU, GELU a GeGLU. The two weights (and biases) are interleaved once,
+/// on the device, when the layer is made; the `m x 2·out_features` intermediate of the unfused
+/// layer never reaches memory. bf16 or f16, `out_features` a multiple of 8.
+pub struct GatedLinear {
+    op: GatedOp,
+}
+
+struct GatedOp {
+    /// `(2·out_features, in_features)`, blocks of 8 gate rows and 8 up rows in turn.
+    weight: Tensor,
+    /// `(2·out_features,)`, interleaved the same way.
+    bias: Option<Tensor>,
+    activation: Activation,
+}
+
+impl GatedLinear {
+    /// The layer from the gate and up weights, `(out_features, in_features)` each, and optional
+    /// biases, `(out_features,)` each (both or neither), of one type on one CUDA device.
+    pub fn new(
+        gate: &Tensor,
+        up: &Tensor,
+        biases: Option<(&Tensor, &Tensor)>,
+        activation: Activation,
+    ) -> candle_core::Result<Self> {
+        cuda_device(gate)?;
+        let (n, k) = gate.dims2()?;
+        if up.dims() != [n, k] || up.dtype() != gate.dtype() {
+            return Err(msg(format!(
+                "the up weight must be ({n}, {k}) {:?} as the gate's, not {:?} {:?}",
+                gate.dtype(),
+                up.dims(),
+                up.dtype()
+            )));
+        }
+        if !matches!(gate.dtype(), DType::BF16 | DType::F16) {
+            return Err(msg(format!(
+                "cutlass_gemm::candle::GatedLinear takes bf16 or f16 weights, not {:?}",
+                gate.dtype()
+            )));
+        }
+        if n % crate::plans::gated::GATE_BLOCK != 0 {
+            return Err(cerr(crate::Error::InvalidProblem {
+                reason: crate::ProblemRule::GatedOutputs { n },
+            }));
+        }
+        if let Some((bg, bu)) = biases {
+            for b in [bg, bu] {
+                if b.dims() != [n] || b.dtype() != gate.dtype() {
+                    return Err(msg(format!(
+                        "the biases must be ({n},) {:?}, not {:?} {:?}",
+                        gate.dtype(),
+                        b.dims(),
+                        b.dtype()
+                    )));
+                }
+            }
+        }
+        // Blocks of 8 rows in turn: (n/8, 2, 8, k) viewed as (2n, k).
+        let block = crate::plans::gated::GATE_BLOCK;
+        let interleave = |g: &Tensor, u: &Tensor, cols: usize| -> candle_core::Result<Tensor> {
+            let g = g.reshape((n / block, block, cols))?;
+            let u = u.reshape((n / block, block, cols))?;
+            Tensor::stack(&[g, u], 1)?
+                .reshape((2 * n, cols))?
+                .contiguous()
+        };
+        let weight = interleave(gate, up, k)?;
+        let bias = biases
+            .map(|(bg, bu)| interleave(bg, bu, 1)?.reshape(2 * n))
+            .transpose()?;
+        Ok(GatedLinear {
+            op: GatedOp {
+                weight: packed(&weight)?,
+                bias: bias.as_ref().map(packed).transpose()?,
+                activation,
+            },
+        })
+    }
+
+    /// The interleaved weight, `(2·out_features, in_features)`.
+    pub fn weight(&self) -> &Tensor {
+        &self.op.weight
+    }
+
+    /// The activation.
+    pub fn activation(&self) -> Activation {
+        self.op.activation
+    }
+}
+
+impl Module for GatedLinear {
+    /// `x (…, in_features)` → `(…, out_features)`, of the weight's type.
+    fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        let (n2, k) = self.op.weight.dims2()?;
+        let dims = x.dims().to_vec();
+        let (x2, m) = rows_of(x, k)?;
+        let y = x2.reshape((m, k))?.apply_op1_no_bwd(&self.op)?;
+        let mut out = dims;
+        *out.last_mut().unwrap() = n2 / 2;
+        y.reshape(out)
+    }
+}
+
+impl CustomOp1 for GatedOp {
+    fn name(&self) -> &'static str {
+        "cutlass-gated-linear"
+    }
+
+    fn cpu_fwd(&self, _: &CpuStorage, _: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
+        Err(msg("cutlass-gated-linear runs on CUDA tensors only"))
+    }
+
+    fn cuda_fwd(&self, s: &CudaStorage, l: &Layout) -> candle_core::Result<(CudaStorage, Shape)> {
+        match &s.slice {
+            CudaStorageSlice::BF16(x) => self.run::<bf16>(s, x, l),
+            CudaStorageSlice::F16(x) => self.run::<f16>(s, x, l),
+            _ => Err(msg(format!(
+                "cutlass-gated-linear takes bf16 or f16 inputs, not {:?}",
+                s.dtype()
+            ))),
+        }
+    }
+}
+
+impl GatedOp {
+    fn run<T: Element + candle_core::cuda_backend::CudaDType>(
+        &self,
+        s: &CudaStorage,
+        x: &CudaSlice<T>,
+        l: &Layout,
+    ) -> candle_core::Result<(CudaStorage, Shape)> {
+        let (m, k) = l.shape().dims2()?;
+        let n = self.weight.dims2()?.0 / 2;
+        let stream = s.device.cuda_stream();
+        let epilogue = Epilogue {
+            bias: self.bias.as_ref().map(|_| crate::BiasAxis::PerColumn),
+            activation: self.activation,
+            ..Epilogue::NONE
+        };
+        let problem = GemmProblem::new(m, n, k);
+        let key = leak(format!("gated-{}", epilogue.describe()));
+        let gemm = cached(&stream, &problem, key, |info, p| {
+            crate::GatedGemm::<T>::plan(info, p, epilogue.activation, None)?.with_epilogue(epilogue)
+        })
+        .map_err(cerr)?;
+        // SAFETY: the GEMM writes every element of D before anything reads it.
+        let mut d = unsafe { stream.alloc::<T>(m * n) }.map_err(|e| cerr(e.into()))?;
+        let xv = x.slice(l.start_offset()..);
+        with_weight_and_bias(
+            "cutlass-gated-linear",
+            &self.weight,
+            self.bias.as_ref(),
+            |wv, bias| {
+                let ops = EpilogueOperands {
+                    bias: bias.map(|b| b as &dyn DevicePtr<T>),
+                    ..Default::default()
+                };
+                gemm.run(&stream, &xv, wv, &mut d, &ops, Workspace::Managed)
+                    .map_err(cerr)
+            },
+        )?;
+        Ok((
+            CudaStorage::wrap_cuda_slice(d, s.device.clone()),
+            Shape::from((m, n)),
+        ))
+    }
+}
+
+/// Runs `f` on the CUDA views of a layer's weight and optional bias (of `T`, from their layouts'
+/// offsets), holding their storage for the call. `op` names the layer in errors.
+fn with_weight_and_bias<T: candle_core::cuda_backend::CudaDType, R>(
+    op: &str,
+    weight: &Tensor,
+    bias: Option<&Tensor>,
+    f: impl FnOnce(
+        &cudarc::driver::CudaView<'_, T>,
+        Option<&cudarc::driver::CudaView<'_, T>>,
+    ) -> candle_core::Result<R>,
+) -> candle_core::Result<R> {
+    let (w_storage, w_layout) = weight.storage_and_layout();
+    let candle_core::Storage::Cuda(ws) = &*w_storage else {
+        return Err(msg(format!("{op} needs a CUDA weight")));
+    };
+    let wv = ws.as_cuda_slice::<T>()?.slice(w_layout.start_offset()..);
+    let bias = bias.map(|b| b.storage_and_layout());
+    let bias_slice = match &bias {
+        Some((storage, layout)) => {
+            let candle_core::Storage::Cuda(bs) = &**storage else {
+                return Err(msg(format!("{op} needs a CUDA bias")));
+            };
+            Some((bs.as_cuda_slice::<T>()?, layout.start_offset()))
+        }
+        None => None,
+    };
+    let bias_view = bias_slice.as_ref().map(|(b, off)| b.slice(*off..));
+    f(&wv, bias_view.as_ref())
 }
 
 /// A cache-key name that lives as long as the process (a handful of epilogue descriptions).

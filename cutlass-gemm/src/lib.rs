@@ -104,6 +104,7 @@ pub use half;
 pub use plans::block_scaled::{BlockScaledGemm, NarrowOperand};
 pub use plans::blockwise::BlockwiseGemm;
 pub use plans::epilogue::{Activation, BiasAxis, Epilogue, EpilogueOperands};
+pub use plans::gated::{interleave_gate_up, GatedGemm};
 pub use plans::gemm::{gemm, Gemm, Workspace};
 pub use plans::grouped::{
     GroupedBlockwiseGemm, GroupedGemm, GroupedInputs, GroupedLayout, GroupedListGemm,

@@ -543,6 +543,73 @@ pub fn fused(
     Ok(out)
 }
 
+/// The reference of a gated GEMM ([`crate::GatedGemm`]), in f64: `problem.n` outputs from the
+/// interleaved weight `b` (`2n` columns); the epilogue's bias and column scales have `2n` values
+/// (interleaved), its row scales `m`; `problem.beta` must be 0.
+///
+/// Each output `act(g)·u` is bounded from the bounds of its two f32 values before the product
+/// (accumulation and the epilogue's roundings, as [`fused`] gives them without an activation),
+/// `e_g` and `e_u`: `L·e_g·(|u| + e_u) + (|act(g)| + L·e_g)·e_u`, plus the device's own activation
+/// error and the product's f32 rounding; the output's rounding comes from [`compare`].
+pub fn gated(
+    problem: &GemmProblem,
+    a: &dyn HostMatrix,
+    b: &dyn HostMatrix,
+    epilogue: &HostEpilogue<'_>,
+) -> Result<Reference> {
+    let n = problem.n;
+    if n % crate::plans::gated::GATE_BLOCK != 0 {
+        return Err(Error::InvalidProblem {
+            reason: ProblemRule::GatedOutputs { n },
+        });
+    }
+    let inner = GemmProblem {
+        n: 2 * n,
+        ..*problem
+    };
+    let pre = fused(
+        &inner,
+        a,
+        b,
+        None,
+        &HostEpilogue {
+            activation: Activation::Identity,
+            ..*epilogue
+        },
+    )?;
+    let (m, _, k, batch) = pre.shape;
+    let act = epilogue.activation;
+    let lip = act.lipschitz();
+    let u32_ = f32::UNIT_ROUNDOFF;
+    let mut out = Reference {
+        value: Vec::with_capacity(batch * m * n),
+        magnitude: vec![0.0; batch * m * n],
+        shape: (m, n, k, batch),
+        extra_error: Vec::with_capacity(batch * m * n),
+    };
+    for l in 0..batch {
+        for i in 0..m {
+            for j in 0..n {
+                let at = |up| (l * m + i) * 2 * n + crate::plans::gated::interleaved_column(j, up);
+                let (g, u) = (pre.value[at(false)], pre.value[at(true)]);
+                // Each value's bound before the product: f32 accumulation plus the epilogue's.
+                let bound =
+                    |idx: usize| 2.0 * k as f64 * u32_ * pre.magnitude[idx] + pre.extra_error[idx];
+                let (eg, eu) = (bound(at(false)), bound(at(true)));
+                let v = act.apply(g) * u;
+                out.value.push(v);
+                out.extra_error.push(
+                    lip * eg * (u.abs() + eu)
+                        + (act.apply(g).abs() + lip * eg) * eu
+                        + act.device_error() * g.abs() * (u.abs() + eu)
+                        + 2.0 * u32_ * v.abs(),
+                );
+            }
+        }
+    }
+    Ok(out)
+}
+
 impl Reference {
     /// The values converted to an output type the way CUTLASS's epilogue does: computed in f32,
     /// then converted (`convert` is e.g. `E4M3::from_f32`, saturating RNE).

@@ -669,3 +669,99 @@ fn time_estimates_at_the_limits_do_not_overflow() {
         "{err}"
     );
 }
+
+/// The default set's bf16 gated kernel at 128x256 (SiLU and friends in the epilogue).
+const GATED_KERNEL: &str = "cutlass3x_sm90_tensorop_gemm_bf16_bf16_f32_bf16_bf16_128x256x64_2x1x1_0_tnt_align8_warpspecialized_cooperative_epi_nosmem_glu_scale_biasbf16_act";
+
+#[test]
+fn gated_gemms_check_their_rules_before_any_launch() {
+    use cutlass_gemm::{Activation, BiasAxis, Epilogue, GatedGemm, LayoutRule};
+    let gated = |p: &GemmProblem, kernel: Option<&str>| {
+        GatedGemm::<bf16>::plan(H100, p, Activation::Silu, kernel)
+    };
+    // The library's choice is a gated kernel of the input type; its workspace is sized.
+    let g = gated(&GemmProblem::new(512, 14336, 4096), None).unwrap();
+    assert!(g.kernel_spec().fusion.is_gated(), "{}", g.kernel_name());
+    assert_eq!(g.kernel_spec().a.ty, DataType::Bf16);
+    assert_eq!(
+        g.required_lens(),
+        [512 * 4096, 2 * 14336 * 4096, 512 * 14336]
+    );
+    let g = gated(&GemmProblem::new(512, 14336, 4096), Some(GATED_KERNEL)).unwrap();
+    assert_eq!(g.kernel_name(), GATED_KERNEL);
+    // Outputs in blocks of 8.
+    assert!(matches!(
+        gated(&GemmProblem::new(16, 1004, 64), None),
+        Err(Error::InvalidProblem {
+            reason: ProblemRule::GatedOutputs { n: 1004 }
+        })
+    ));
+    // k and leading dimensions of 16 bytes (TMA), D's of 2 elements.
+    assert!(matches!(
+        gated(&GemmProblem::new(16, 1024, 100), None),
+        Err(Error::Misaligned {
+            operand: OperandName::A,
+            what: Quantity::Extent(Extent::K),
+            ..
+        })
+    ));
+    let odd_d = GemmProblem::new(16, 1024, 64).with_d(MatrixLayout::row_major().with_ld(1025));
+    assert!(matches!(
+        gated(&odd_d, None),
+        Err(Error::Misaligned {
+            operand: OperandName::D,
+            what: Quantity::LeadingDimension,
+            ..
+        })
+    ));
+    // Layouts: A row-major, the weight as a column-major B, D row-major.
+    for p in [
+        GemmProblem::new(16, 1024, 64).with_a(MatrixLayout::col_major()),
+        GemmProblem::new(16, 1024, 64).with_b(MatrixLayout::row_major()),
+        GemmProblem::new(16, 1024, 64).with_d(MatrixLayout::col_major()),
+    ] {
+        assert!(matches!(
+            gated(&p, None),
+            Err(Error::UnsupportedLayout {
+                rule: LayoutRule::GatedLayouts,
+                ..
+            })
+        ));
+    }
+    // No C.
+    assert!(matches!(
+        gated(&GemmProblem::new(16, 1024, 64).with_scalars(1.0, 0.5), None),
+        Err(Error::InvalidProblem {
+            reason: ProblemRule::BetaWithoutC { .. }
+        })
+    ));
+    // A bias per row.
+    assert!(matches!(
+        gated(&GemmProblem::new(16, 1024, 64), None)
+            .unwrap()
+            .with_epilogue(Epilogue::bias().with_bias(BiasAxis::PerRow)),
+        Err(Error::InvalidProblem {
+            reason: ProblemRule::GatedRowBias
+        })
+    ));
+    // A plain kernel for a gated plan, a gated kernel for a plain one.
+    assert!(matches!(
+        gated(&GemmProblem::new(16, 1024, 64), Some(TMA_KERNEL)),
+        Err(Error::KernelMismatch {
+            reason: KernelRule::Gated { kernel: false },
+            ..
+        })
+    ));
+    assert!(matches!(
+        Gemm::<bf16, bf16, bf16>::plan(H100, &GemmProblem::new(16, 1024, 64), Some(GATED_KERNEL)),
+        Err(Error::KernelMismatch {
+            reason: KernelRule::Gated { kernel: true },
+            ..
+        })
+    ));
+    // Plain GEMMs never choose a gated kernel.
+    for (m, n, k) in [(16, 1024, 64), (512, 28672, 4096), (4096, 4096, 4096)] {
+        let g = plan(&GemmProblem::new(m, n, k)).unwrap();
+        assert!(!g.kernel_spec().fusion.is_gated(), "{}", g.kernel_name());
+    }
+}

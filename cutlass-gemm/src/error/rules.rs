@@ -285,6 +285,15 @@ pub enum ProblemRule {
         /// The vector.
         operand: OperandName,
     },
+    /// A gated GEMM's outputs come in blocks of 8 ([`crate::GatedGemm`]: the gate and up
+    /// projections are interleaved in blocks of 8 rows of the weight).
+    GatedOutputs {
+        /// The outputs (columns of D) asked for.
+        n: usize,
+    },
+    /// A gated GEMM's bias runs along its outputs (one value per column of the interleaved
+    /// weight), not along its rows.
+    GatedRowBias,
     /// Tile-scheduler hints out of range: swizzle 0, 1, 2, 4 or 8, raster 0, 1 or 2.
     ScheduleOutOfRange(ScheduleHints),
     /// A leading dimension or batch stride of this operand reaches 2^40 bytes (TMA's limit).
@@ -467,6 +476,15 @@ impl fmt::Display for ProblemRule {
             ProblemRule::EpilogueOperandNotTaken { operand } => write!(
                 f,
                 "the {operand} was given but the plan's epilogue has none (plan it with with_epilogue)"
+            ),
+            ProblemRule::GatedOutputs { n } => write!(
+                f,
+                "a gated GEMM's outputs come in blocks of 8 (its weight interleaves the gate and up \
+                 projections in blocks of 8 rows); n = {n} is not a multiple of 8"
+            ),
+            ProblemRule::GatedRowBias => write!(
+                f,
+                "a gated GEMM's bias is per column of its interleaved weight (2n values), not per row"
             ),
             ProblemRule::ScheduleOutOfRange(schedule) => write!(
                 f,
@@ -765,6 +783,9 @@ pub enum LayoutRule {
     BlockwiseColumnMajorB,
     /// The GPU quantizers and dequantizers work on K-major tensors only.
     QuantizerKMajor(QuantizeOp),
+    /// Gated GEMMs read A row-major, the interleaved weight as a column-major B (the weight
+    /// `2n x k` row-major) and write a row-major D.
+    GatedLayouts,
 }
 
 impl fmt::Display for LayoutRule {
@@ -803,6 +824,11 @@ impl fmt::Display for LayoutRule {
             LayoutRule::Nvfp4OutputRowMajor => write!(
                 f,
                 "the block-scaled epilogue writes a row-major (N-contiguous) D"
+            ),
+            LayoutRule::GatedLayouts => write!(
+                f,
+                "gated GEMMs read a row-major A and a column-major B (the interleaved weight, 2n x k \
+                 row-major) and write a row-major D"
             ),
             LayoutRule::BlockwiseRowMajorD => write!(
                 f,
@@ -1023,6 +1049,11 @@ pub enum KernelRule {
         /// Whether the kernel is weight-only.
         kernel: bool,
     },
+    /// A gated plan named a kernel without the gated epilogue, or another plan a gated one.
+    Gated {
+        /// Whether the kernel is gated.
+        kernel: bool,
+    },
     /// The weight-only decode GEMV named for more tokens than it takes.
     GemvTokens {
         /// The plan's tokens.
@@ -1105,6 +1136,14 @@ impl fmt::Display for KernelRule {
             KernelRule::WeightOnly { kernel: false } => write!(
                 f,
                 "the kernel is not a weight-only kernel (their names end in _scl_shfl or _sclzr_shfl before the tile)"
+            ),
+            KernelRule::Gated { kernel: true } => write!(
+                f,
+                "the kernel has the gated epilogue (its D has half the GEMM's columns): plan it with GatedGemm"
+            ),
+            KernelRule::Gated { kernel: false } => write!(
+                f,
+                "the kernel has no gated epilogue (gated kernels' names end in _glu_scale_bias{{type}}_act)"
             ),
             KernelRule::GemvTokens { m, max } => write!(
                 f,

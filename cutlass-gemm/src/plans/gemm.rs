@@ -182,6 +182,9 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
             if s.op_class.is_sparse() {
                 return Err(KernelRule::Sparse);
             }
+            if s.fusion.is_gated() {
+                return Err(KernelRule::Gated { kernel: true });
+            }
             if s.blockwise.is_some() != (scaling == Scaling::Blockwise) {
                 return Err(if scaling == Scaling::Blockwise {
                     KernelRule::NotBlockwise

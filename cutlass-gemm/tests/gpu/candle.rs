@@ -23,7 +23,7 @@ use crate::common;
 use candle_core::{DType, Device, Module, Tensor, D};
 use cutlass_gemm::candle::{
     broadcast_matmul, grouped_matmul, grouped_matmul_fp8_blockwise, matmul, matmul_fp8, Fp8Linear,
-    Linear, Matmul, Nvfp4Linear, WeightOnlyLinear,
+    GatedLinear, Linear, Matmul, Nvfp4Linear, WeightOnlyLinear,
 };
 use cutlass_gemm::Activation;
 
@@ -514,6 +514,85 @@ fn linear_with_fused_bias_and_activation_matches_candle() {
     // The layer refuses what it cannot serve, with a message.
     let w = rand(&dev, &[64, 32], DType::F32);
     assert!(Linear::new(w, None).is_err());
+}
+
+/// `GatedLinear` (gate and up projections with SwiGLU / GeGLU in one GEMM) against candle's two
+/// f32 matmuls, activation and product. The bound carries each projection's accumulation error
+/// (as `Linear`'s test) through the product: `L·e_g·(|u| + e_u) + (|act(g)| + L·e_g)·e_u`, plus
+/// the output's rounding.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gated_linear_matches_candle() {
+    let dev = gpu();
+    for dtype in [DType::BF16, DType::F16] {
+        for (shape, n, k) in [(vec![2, 37, 512], 1024, 512), (vec![5, 96], 136, 96)] {
+            let x = rand(&dev, &shape, dtype);
+            let (wg, wu) = (rand(&dev, &[n, k], dtype), rand(&dev, &[n, k], dtype));
+            let (bg, bu) = (rand(&dev, &[n], dtype), rand(&dev, &[n], dtype));
+            for act in [Activation::Silu, Activation::GeluTanh, Activation::Relu] {
+                for biases in [None, Some((&bg, &bu))] {
+                    let layer = GatedLinear::new(&wg, &wu, biases, act).unwrap();
+                    let ours = layer.forward(&x).unwrap();
+                    assert_eq!(ours.dims()[..shape.len() - 1], shape[..shape.len() - 1]);
+                    assert_eq!(ours.dims()[shape.len() - 1], n);
+                    let xf = x.to_dtype(DType::F32).unwrap();
+                    let x2 = x.flatten_to(D::Minus2).unwrap();
+                    let project = |w: &Tensor, b: &Tensor| {
+                        let wf = w.to_dtype(DType::F32).unwrap();
+                        let mut pre = xf.broadcast_matmul(&wf.t().unwrap()).unwrap();
+                        let mut mag = magnitude(&x2, &w.t().unwrap()).reshape(pre.dims()).unwrap();
+                        if biases.is_some() {
+                            let bf = b.to_dtype(DType::F32).unwrap();
+                            pre = pre.broadcast_add(&bf).unwrap();
+                            mag = mag.broadcast_add(&bf.abs().unwrap()).unwrap();
+                        }
+                        (pre, mag)
+                    };
+                    let ((g, mag_g), (u, mag_u)) = (project(&wg, &bg), project(&wu, &bu));
+                    let act_g = match act {
+                        Activation::Relu => g.relu().unwrap(),
+                        Activation::GeluTanh => g.gelu().unwrap(),
+                        _ => g.silu().unwrap(),
+                    };
+                    let reference = (&act_g * &u).unwrap();
+                    let e = (4 * k + 12) as f64 * 2f64.powi(-24) + 2f64.powi(-11);
+                    let (eg, eu) = ((mag_g * e).unwrap(), (mag_u * e).unwrap());
+                    let lip = 1.13;
+                    let bound = (((&eg * lip).unwrap() * (u.abs().unwrap() + &eu).unwrap())
+                        .unwrap()
+                        + ((act_g.abs().unwrap() + (&eg * lip).unwrap()).unwrap() * &eu).unwrap()
+                        + (reference.abs().unwrap() * (2.0 * unit_roundoff(dtype))).unwrap())
+                    .unwrap();
+                    let diff = (ours.to_dtype(DType::F32).unwrap() - &reference)
+                        .unwrap()
+                        .abs()
+                        .unwrap();
+                    let bad = diff
+                        .gt(&bound)
+                        .unwrap()
+                        .to_dtype(DType::F32)
+                        .unwrap()
+                        .sum_all()
+                        .unwrap()
+                        .to_scalar::<f32>()
+                        .unwrap();
+                    println!(
+                        "{dtype:?} GatedLinear {shape:?} x 2 x ({n}, {k}) {act}{}: {bad} outside the bound",
+                        if biases.is_some() { " + biases" } else { "" }
+                    );
+                    assert_eq!(bad, 0.0);
+                }
+            }
+        }
+    }
+    // What it cannot serve, refused with a message: outputs not in blocks of 8, mismatched weights.
+    let (a, b) = (
+        rand(&dev, &[12, 32], DType::BF16),
+        rand(&dev, &[12, 32], DType::BF16),
+    );
+    assert!(GatedLinear::new(&a, &b, None, Activation::Silu).is_err());
+    let c = rand(&dev, &[16, 32], DType::BF16);
+    assert!(GatedLinear::new(&c, &a, None, Activation::Silu).is_err());
 }
 
 /// A GPTQ and an AWQ checkpoint of one layer, made here, written to safetensors and loaded back

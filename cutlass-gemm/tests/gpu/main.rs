@@ -16,6 +16,7 @@ mod epilogue;
 mod faults;
 mod fp8;
 mod fuzz;
+mod gated;
 mod gemm;
 mod grouped;
 mod numerics;
