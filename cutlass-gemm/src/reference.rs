@@ -563,6 +563,11 @@ pub fn gated(
             reason: ProblemRule::GatedOutputs { n },
         });
     }
+    if matches!(epilogue.bias, Some((BiasAxis::PerRow, _))) {
+        return Err(Error::InvalidProblem {
+            reason: ProblemRule::GatedRowBias,
+        });
+    }
     let inner = GemmProblem {
         n: 2 * n,
         ..*problem

@@ -714,6 +714,16 @@ fn gated_gemms_check_their_rules_before_any_launch() {
             ..
         })
     ));
+    // Strides TMA cannot address (2^40 bytes).
+    let far = GemmProblem::new(1, 1024, 64).with_a(MatrixLayout::row_major().with_ld(1 << 39));
+    assert!(matches!(
+        gated(&far, None),
+        Err(Error::InvalidProblem {
+            reason: ProblemRule::StrideTooLarge {
+                operand: OperandName::A
+            }
+        })
+    ));
     // Layouts: A row-major, the weight as a column-major B, D row-major.
     for p in [
         GemmProblem::new(16, 1024, 64).with_a(MatrixLayout::col_major()),

@@ -32,7 +32,7 @@ use crate::error::{
 use crate::ffi::{DeviceInfo, Kernel, RawArgs};
 use crate::formats::element::Element;
 use crate::plans::epilogue::{check_operands, Activation, BiasAxis, Epilogue, EpilogueOperands};
-use crate::plans::gemm::{workspace_ptr, Workspace, POINTER_ALIGNMENT};
+use crate::plans::gemm::{workspace_ptr, Workspace, MAX_STRIDE_BYTES, POINTER_ALIGNMENT};
 use crate::plans::problem::{GemmProblem, ResolvedMatrix, MAX_EXTENT};
 use crate::selection::{heuristic, select, ArchPolicy};
 
@@ -140,6 +140,17 @@ impl<T: Element> GatedGemm<T> {
                     m.batch_stride as u64,
                     align,
                 )?;
+            }
+        }
+        // TMA addresses A's and B's strides in fewer than 2^40 bytes.
+        for (operand, m) in [(OperandName::A, &ops[0]), (OperandName::B, &ops[1])] {
+            let size = bytes as u128;
+            if m.ld as u128 * size >= MAX_STRIDE_BYTES
+                || m.batch_stride as u128 * size >= MAX_STRIDE_BYTES
+            {
+                return Err(Error::InvalidProblem {
+                    reason: ProblemRule::StrideTooLarge { operand },
+                });
             }
         }
         let serves = |s: &KernelSpec| -> std::result::Result<(), KernelRule> {
@@ -398,8 +409,14 @@ pub fn apply_unfused_gated<T: Element>(
             })
         }
     };
+    let overflow = |operand| Error::InvalidProblem {
+        reason: ProblemRule::OperandReachOverflows { operand },
+    };
+    let width = cols
+        .checked_mul(2)
+        .ok_or_else(|| overflow(OperandName::C))?;
     for (operand, ld, min) in [
-        (OperandName::C, ld_h, 2 * cols),
+        (OperandName::C, ld_h, width),
         (OperandName::D, ld_out, cols),
     ] {
         if ld < min {
@@ -413,15 +430,23 @@ pub fn apply_unfused_gated<T: Element>(
             });
         }
     }
-    let reach = |ld: usize, width: usize| {
+    // The elements a matrix reaches, or an overflow error naming it.
+    let reach = |operand, ld: usize, width: usize| -> Result<usize> {
         if rows == 0 {
-            0
-        } else {
-            (rows - 1) * ld + width
+            return Ok(0);
         }
+        (rows - 1)
+            .checked_mul(ld)
+            .and_then(|x| x.checked_add(width))
+            .filter(|x| x.checked_mul(std::mem::size_of::<T>()).is_some())
+            .ok_or_else(|| overflow(operand))
     };
-    require_len(OperandName::C, h.len(), reach(ld_h, 2 * cols))?;
-    require_len(OperandName::D, out.len(), reach(ld_out, cols))?;
+    let (reach_h, reach_out) = (
+        reach(OperandName::C, ld_h, width)?,
+        reach(OperandName::D, ld_out, cols)?,
+    );
+    require_len(OperandName::C, h.len(), reach_h)?;
+    require_len(OperandName::D, out.len(), reach_out)?;
     let device = stream.context().ordinal();
     require_device(OperandName::C, h, device)?;
     require_device(OperandName::D, out, device)?;
@@ -429,10 +454,7 @@ pub fn apply_unfused_gated<T: Element>(
     let (ph, _gh) = h.device_ptr(stream);
     let (po, _go) = out.device_ptr_mut(stream);
     let size = std::mem::size_of::<T>() as u64;
-    if crate::error::overlaps(
-        (ph, reach(ld_h, 2 * cols) as u64 * size),
-        (po, reach(ld_out, cols) as u64 * size),
-    ) {
+    if crate::error::overlaps((ph, reach_h as u64 * size), (po, reach_out as u64 * size)) {
         return Err(Error::Aliasing {
             output: OperandName::D,
             input: OperandName::C,
@@ -465,11 +487,21 @@ pub fn interleave_gate_up<T: Copy>(gate: &[T], up: &[T], n: usize, k: usize) -> 
             reason: ProblemRule::GatedOutputs { n },
         });
     }
-    require_len(OperandName::B, gate.len(), n * k)?;
-    require_len(OperandName::B, up.len(), n * k)?;
+    if k == 0 {
+        return Err(Error::InvalidProblem {
+            reason: ProblemRule::ZeroExtent(Extent::K),
+        });
+    }
+    let len = n.checked_mul(k).ok_or(Error::InvalidProblem {
+        reason: ProblemRule::OperandReachOverflows {
+            operand: OperandName::B,
+        },
+    })?;
+    require_len(OperandName::B, gate.len(), len)?;
+    require_len(OperandName::B, up.len(), len)?;
     let block = GATE_BLOCK * k;
-    let mut out = Vec::with_capacity(2 * n * k);
-    for (g, u) in gate[..n * k].chunks(block).zip(up[..n * k].chunks(block)) {
+    let mut out = Vec::with_capacity(2 * len);
+    for (g, u) in gate[..len].chunks(block).zip(up[..len].chunks(block)) {
         out.extend_from_slice(g);
         out.extend_from_slice(u);
     }
@@ -498,6 +530,12 @@ mod tests {
                 assert_eq!(w[interleaved_column(j, true) * k + c], up[j * k + c]);
             }
         }
+        assert!(matches!(
+            interleave_gate_up(&gate, &up, 16, 0),
+            Err(Error::InvalidProblem {
+                reason: ProblemRule::ZeroExtent(Extent::K)
+            })
+        ));
         assert!(matches!(
             interleave_gate_up(&gate, &up, 12, 4),
             Err(Error::InvalidProblem {

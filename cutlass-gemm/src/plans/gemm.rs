@@ -22,7 +22,7 @@ use crate::selection::{select, ArchPolicy};
 /// TMA needs 16-byte aligned global addresses.
 pub(crate) const POINTER_ALIGNMENT: u64 = 16;
 /// TMA strides must stay below 2^40 bytes.
-const MAX_STRIDE_BYTES: u128 = 1 << 40;
+pub(crate) const MAX_STRIDE_BYTES: u128 = 1 << 40;
 
 /// Where the kernel's scratch memory comes from.
 pub enum Workspace<'a> {
