@@ -1355,14 +1355,14 @@ pub fn sm90() -> Vec<KernelSpec> {
 /// 128x128 stream-K for 65-1024 tokens, 128x256 for prefill.
 pub const WEIGHT_ONLY_FUSED_TILES: &[[u32; 3]] = &[[128, 32, 64], [128, 128, 64], [128, 256, 64]];
 
-/// The kernels built when the user selects none (80): the 128x256x64 cooperative kernel for f16
+/// The kernels built when the user selects none (84): the 128x256x64 cooperative kernel for f16
 /// and bf16 in all four layouts with an output of the input type, plus f32 output in the TN
 /// layout; eleven small- and odd-shape TN kernels and two for outputs of any alignment per 16-bit
 /// type; and the e4m3 x e4m3 -> bf16 FP8 kernels with the overlapped promotion, ten tensor-wise
 /// and one blockwise; the thirteen grouped kernels ([`SM90_TILES_GROUPED_16BIT`] and
 /// [`SM90_TILES_GROUPED_16BIT_SWAPPED`] for bf16 and f16, [`SM90_TILES_GROUPED_FP8`] and
 /// [`SM90_TILES_GROUPED_FP8_SWAPPED`], [`SM90_TILES_GROUPED_FP8_BLOCKWISE`]). Chosen by coverage per compile-minute on `bench/shapes-broad.tsv`. All with
-/// CUTLASS's `LinearCombination` epilogue; and fourteen of them also with the fused epilogue
+/// CUTLASS's `LinearCombination` epilogue; and eighteen of them also with the fused epilogue
 /// ([`Fusion::ScaleBiasActivation`], [`is_default_fused`]) for GEMMs with a bias, an activation
 /// or row and column scales. (With the fused epilogue on every kernel, plain GEMMs whose
 /// epilogue dominates, large M·N against small K, ran up to 30 % slower on an H100: a plain GEMM
@@ -1416,9 +1416,12 @@ fn is_default_grouped(spec: &KernelSpec) -> bool {
 
 /// The tiles of the default set that also come with the fused epilogue: per 16-bit type the
 /// 128x256 cooperative kernels (persistent, 2x1x1, and stream-K) for large problems, 128x128
-/// cooperative for M = 128-512 and the 64x128 pingpong for smaller M (bf16 also the swapped 64x8
-/// pingpong for decode); FP8 tensor-wise the sliced 128x256, 128x128 and 64x128 cooperative and
-/// pingpong kernels and the swapped 64x8; FP8 blockwise its one kernel.
+/// cooperative for M = 128-512, 128x144 cooperative (2x1x1) where wider tiles leave a wave short,
+/// the 64x128 and 64x64 (1x2x1) pingpong for smaller M (bf16 also the swapped 64x8 pingpong for
+/// decode); FP8 tensor-wise the sliced 128x256, 128x128 and 64x128 cooperative and pingpong
+/// kernels and the swapped 64x8; FP8 blockwise its one kernel. The 16-bit ones are the tiles the
+/// plain heuristic picks for most of `bench/shapes-broad.tsv` (a fused plan chooses among these
+/// only: the shapes whose plain tile has no twin pay for it).
 pub fn is_default_fused(spec: &KernelSpec) -> bool {
     let stream_k = spec.tile_scheduler == TileScheduler::StreamK;
     let pingpong = matches!(
@@ -1435,6 +1438,8 @@ pub fn is_default_fused(spec: &KernelSpec) -> bool {
         (DataType::Bf16 | DataType::F16, [128, 256, 64], [2, 1, 1]) => row_major,
         (DataType::Bf16 | DataType::F16, [128, 128, 64], [1, 2, 1]) => row_major && !stream_k,
         (DataType::Bf16 | DataType::F16, [64, 128, 64], [1, 2, 1]) => row_major && pingpong,
+        (DataType::Bf16 | DataType::F16, [64, 64, 64], [1, 2, 1]) => row_major && pingpong,
+        (DataType::Bf16 | DataType::F16, [128, 144, 64], [2, 1, 1]) => row_major && !stream_k,
         (DataType::Bf16, [64, 8, 64], [1, 2, 1]) => !row_major && pingpong,
         (DataType::E4M3, [128, 256, 128] | [128, 128, 128], [1, 2, 1]) => row_major && !stream_k,
         (DataType::E4M3, [64, 128, 128], [1, 2, 1]) => row_major && pingpong,

@@ -108,7 +108,9 @@ pub fn extra_headers(spec: &KernelSpec) -> Vec<&'static str> {
     };
     match spec.fusion {
         Fusion::LinearCombination => {}
-        Fusion::ScaleBiasActivation { .. } => headers.push(EPILOGUE_HEADER_NAME),
+        Fusion::ScaleBiasActivation { .. } => {
+            headers.extend([EPILOGUE_HEADER_NAME, ACTIVATION_HEADER_NAME])
+        }
         Fusion::Gated { .. } => {
             headers.extend([GATED_EPILOGUE_HEADER_NAME, ACTIVATION_HEADER_NAME])
         }
@@ -156,9 +158,17 @@ fn fusion_values(spec: &KernelSpec) -> (String, String) {
     match (spec.fusion, spec.output_scale) {
         // The tree's broadcasts are laid out over one CTA's tile: half the MMA tile's M for
         // SM100's 2SM MMAs (as CUTLASS's epilogue builder gives its own fusions).
+        // SM90: a fusion tag for which cutlass_rs_epilogue.hpp specializes CUTLASS's epilogue
+        // builder (lean trees with the activation fixed at compile time beside the whole tree);
+        // SM100 and SM120: the whole tree as the builder's callbacks.
         (Fusion::ScaleBiasActivation { bias }, _) => (
             format!(
-                "using FusionCallbacks = cutlass_rs::ScaleBiasActivation<\n    Shape<_{}, _{}, _{}>, {}, {}, {}>;\n\n",
+                "using FusionCallbacks = cutlass_rs::{}<\n    Shape<_{}, _{}, _{}>, {}, {}, {}>;\n\n",
+                if spec.arch == Arch::Sm90a {
+                    "ScaleBiasActivationFusion"
+                } else {
+                    "ScaleBiasActivation"
+                },
                 spec.tile[0] / u32::from(spec.mma_sms()),
                 spec.tile[1],
                 spec.tile[2],

@@ -65,7 +65,7 @@ mod tests {
     #[test]
     fn default_set_is_small_and_covers_all_layouts() {
         let with_grouped = catalog::select(&[Arch::Sm90a], &catalog::NameFilter::parse(""));
-        assert_eq!(with_grouped.len(), 80);
+        assert_eq!(with_grouped.len(), 84);
         // Thirteen grouped kernels: four tiles per 16-bit type and three for e4m3 (one of them
         // with a column-major D, for the operand swap), and two for e4m3 with blockwise scales
         // (bf16 out, K-major scales, the overlapped main loop).
@@ -105,10 +105,10 @@ mod tests {
             },
             ..*g
         })));
-        // Fourteen with the fused epilogue, each the twin of a kernel with CUTLASS's.
+        // Eighteen with the fused epilogue, each the twin of a kernel with CUTLASS's.
         let (fused, d): (Vec<KernelSpec>, Vec<KernelSpec>) =
             all.iter().partition(|s| s.fusion.is_fused());
-        assert_eq!((fused.len(), d.len()), (14, 47));
+        assert_eq!((fused.len(), d.len()), (18, 47));
         assert!(fused.iter().all(|f| d.contains(&KernelSpec {
             fusion: crate::Fusion::LinearCombination,
             ..*f
@@ -296,9 +296,16 @@ mod tests {
                     codegen::WEIGHT_LAYOUT_HEADER_NAME,
                     codegen::WEIGHT_ONLY_ABI_HEADER_NAME,
                 ];
-                // The fused twins also include the fused epilogue's header.
+                // The fused twins also include the fused epilogue's header (and its
+                // activations').
                 if s.fusion.is_fused() {
-                    headers.insert(0, codegen::EPILOGUE_HEADER_NAME);
+                    headers.splice(
+                        0..0,
+                        [
+                            codegen::EPILOGUE_HEADER_NAME,
+                            codegen::ACTIVATION_HEADER_NAME,
+                        ],
+                    );
                     assert!(
                         src.contains(&format!("#include \"{}\"", codegen::EPILOGUE_HEADER_NAME))
                     );

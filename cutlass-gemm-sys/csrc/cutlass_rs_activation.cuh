@@ -1,7 +1,8 @@
-// The activations of the fused epilogues outside CUTLASS's epilogue visitor trees: the unfused
-// twin (cutlass_rs_elementwise.cu) and the weight-only decode GEMV (cutlass_rs_weight_gemv.cu).
-// Hand-written, not generated. In f32, the formulas of the activations CUTLASS applies in
-// cutlass_rs_epilogue.hpp (cutlass/epilogue/thread/activation.h), to within their rounding.
+// The activations of every fused epilogue: the scale-bias-activation trees
+// (cutlass_rs_epilogue.hpp), the gated epilogue, the unfused twin (cutlass_rs_elementwise.cu) and
+// the weight-only decode GEMV (cutlass_rs_weight_gemv.cu), so that all compute the same values.
+// Hand-written, not generated. In f32; GELU's tanh form with the hardware tanh, SiLU with the
+// approximate exponential and division.
 #pragma once
 
 #include <type_traits>

@@ -89,8 +89,8 @@ impl Activation {
 
     /// A bound on the GPU's own error of the activation at `x`, relative to `|x|`: the hardware
     /// tanh of [`Activation::GeluTanh`] is within 2^-10.9 absolute, which the factor `0.5·x`
-    /// scales; the others use f32 `erff`, `exp` and division (exact in CUTLASS's trees, the
-    /// approximate `__fdividef` in the hand-written kernels: a few ulps of f32).
+    /// scales; GELU uses f32 `erff`, and SiLU the approximate `__expf` and `__fdividef` (every
+    /// kernel computes the activations by the same formulas: a few ulps of f32).
     pub fn device_error(self) -> f64 {
         match self {
             Activation::Identity | Activation::Relu => 0.0,

@@ -37,7 +37,9 @@ fn random<T: Element>(rng: &mut StdRng, g: &cutlass_gemm::ResolvedMatrix, scale:
     v
 }
 
-/// The epilogues each kernel runs: every activation, both bias axes, the rowwise scales, C.
+/// The epilogues each kernel runs: every activation, both bias axes, the rowwise scales, C. On
+/// SM90 the column-bias-only ones without C run the lean trees, one per activation, the others the
+/// whole tree.
 fn epilogues() -> Vec<(Epilogue, bool)> {
     let mut out = vec![
         (Epilogue::bias(), false),
@@ -54,6 +56,8 @@ fn epilogues() -> Vec<(Epilogue, bool)> {
         out.push((Epilogue::bias().with_activation(act), false));
     }
     out.push((Epilogue::NONE.with_activation(Activation::GeluTanh), false));
+    // Without row vectors but with C: SM90 kernels run the whole tree (C is read), not a lean one.
+    out.push((Epilogue::bias().with_activation(Activation::Relu), true));
     out
 }
 
