@@ -91,7 +91,8 @@ pub const WEIGHT_ONLY_ABI_HEADER_NAME: &str = "cutlass_rs_weight_only_abi.h";
 pub const WEIGHT_PACK_SOURCE_NAME: &str = "cutlass_rs_weight_pack.cu";
 /// The weight-only decode GEMV (hand-written, `csrc/`).
 pub const WEIGHT_GEMV_SOURCE_NAME: &str = "cutlass_rs_weight_gemv.cu";
-/// The activations of the hand-written epilogues (the unfused twin, the decode GEMV).
+/// The activations of every fused epilogue (the visitor trees, the gated epilogue, the unfused
+/// twin, the decode GEMV).
 pub const ACTIVATION_HEADER_NAME: &str = "cutlass_rs_activation.cuh";
 /// The name of the rendered C ABI header.
 pub const HEADER_NAME: &str = "cutlass_rs.h";

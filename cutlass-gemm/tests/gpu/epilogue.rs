@@ -38,8 +38,9 @@ fn random<T: Element>(rng: &mut StdRng, g: &cutlass_gemm::ResolvedMatrix, scale:
 }
 
 /// The epilogues each kernel runs: every activation, both bias axes, the rowwise scales, C. On
-/// SM90 the column-bias-only ones without C run the lean trees, one per activation, the others the
-/// whole tree.
+/// SM90 those without row scale, column scale, row bias (in the kernel's orientation: a swapped
+/// kernel's row bias is the user's column bias) and C run the lean trees, one per activation, the
+/// others the whole tree.
 fn epilogues() -> Vec<(Epilogue, bool)> {
     let mut out = vec![
         (Epilogue::bias(), false),
@@ -56,8 +57,16 @@ fn epilogues() -> Vec<(Epilogue, bool)> {
         out.push((Epilogue::bias().with_activation(act), false));
     }
     out.push((Epilogue::NONE.with_activation(Activation::GeluTanh), false));
-    // Without row vectors but with C: SM90 kernels run the whole tree (C is read), not a lean one.
+    // Without row vectors but with C: SM90 kernels run the whole tree (C is read), not a lean one;
+    // its activation chosen at run time, GELU's two forms included.
     out.push((Epilogue::bias().with_activation(Activation::Relu), true));
+    out.push((Epilogue::bias().with_activation(Activation::GeluTanh), true));
+    out.push((
+        Epilogue::bias()
+            .with_bias(BiasAxis::PerRow)
+            .with_activation(Activation::GeluErf),
+        false,
+    ));
     out
 }
 
@@ -226,6 +235,32 @@ fn every_fused_kernel<TA: Element, TB: Element, TD: Element>(
             let cmp = run_fused(stream, rng, &g, with_c, scale, None);
             worst = worst.max(cmp.max_error_ratio);
             runs += 1;
+        }
+        // More tiles than SMs, so that each CTA of the persistent kernels runs several (the lean
+        // trees' epilogue is made anew for each tile's store), with a lean and a whole tree.
+        if !quick() {
+            let (m, n) = if swapped {
+                (64, 2304 * 8)
+            } else {
+                (2304, 2048)
+            };
+            for (e, with_c) in [
+                (
+                    Epilogue::bias().with_activation(Activation::GeluTanh),
+                    false,
+                ),
+                (Epilogue::bias().with_activation(Activation::Silu), true),
+            ] {
+                let p =
+                    GemmProblem::new(m, n, 64).with_scalars(0.75, if with_c { 0.5 } else { 0.0 });
+                let g = Gemm::<TA, TB, TD>::with_kernel(ctx, &p, k.name)
+                    .unwrap_or_else(|err| panic!("{} {p:?}: {err}", k.name))
+                    .with_epilogue(e)
+                    .unwrap();
+                let cmp = run_fused(stream, rng, &g, with_c, scale, None);
+                worst = worst.max(cmp.max_error_ratio);
+                runs += 1;
+            }
         }
     }
     println!(
