@@ -272,7 +272,7 @@ pub fn apply_unfused<TD: Element>(
             cols,
         });
     }
-    let need = if rows == 0 { 0 } else { (rows - 1) * ld + cols };
+    let need = row_major_reach::<TD>(OperandName::D, rows, ld, cols)?;
     require_len(OperandName::D, d.len(), need)?;
     if let Some(b) = bias {
         require_len(OperandName::Bias, b.len(), cols)?;
@@ -301,6 +301,31 @@ pub fn apply_unfused<TD: Element>(
         )
     };
     crate::ffi::check_status("cutlass_rs_bias_activation", status)
+}
+
+/// The elements a row-major `rows x width` matrix at leading dimension `ld` reaches, for the
+/// separate passes' checks: [`ProblemRule::OperandReachOverflows`] naming `operand` where that
+/// count, its bytes or the C ABI's `i64` extents overflow.
+pub(crate) fn row_major_reach<T>(
+    operand: OperandName,
+    rows: usize,
+    ld: usize,
+    width: usize,
+) -> Result<usize> {
+    let overflow = || Error::InvalidProblem {
+        reason: ProblemRule::OperandReachOverflows { operand },
+    };
+    if [rows, ld, width].iter().any(|&v| i64::try_from(v).is_err()) {
+        return Err(overflow());
+    }
+    if rows == 0 {
+        return Ok(0);
+    }
+    (rows - 1)
+        .checked_mul(ld)
+        .and_then(|x| x.checked_add(width))
+        .filter(|x| x.checked_mul(std::mem::size_of::<T>()).is_some())
+        .ok_or_else(overflow)
 }
 
 /// Checks a fused epilogue's vectors (bias, row scales, column scales: pointer and length) for a
@@ -357,6 +382,29 @@ pub(crate) fn check_operands(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn separate_pass_reach_is_checked() {
+        let reach = |rows, ld, width| row_major_reach::<u16>(OperandName::D, rows, ld, width);
+        assert_eq!(reach(0, 8, 8).unwrap(), 0);
+        assert_eq!(reach(1, 1 << 40, 8).unwrap(), 8);
+        assert_eq!(reach(3, 16, 8).unwrap(), 2 * 16 + 8);
+        let refused = |r: Result<usize>| {
+            matches!(
+                r,
+                Err(Error::InvalidProblem {
+                    reason: ProblemRule::OperandReachOverflows {
+                        operand: OperandName::D
+                    }
+                })
+            )
+        };
+        // Elements past usize, bytes past usize, an extent past the C ABI's i64.
+        assert!(refused(reach(1 << 33, 1 << 32, 8)));
+        assert!(refused(reach(2, usize::MAX / 2 - 4, 8)));
+        assert!(refused(reach(1, usize::MAX, 8)));
+        assert!(refused(reach(1, 8, 1 << 63)));
+    }
 
     #[test]
     fn activations_match_their_definitions() {

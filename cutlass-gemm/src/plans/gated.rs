@@ -31,7 +31,9 @@ use crate::error::{
 };
 use crate::ffi::{DeviceInfo, Kernel, RawArgs};
 use crate::formats::element::Element;
-use crate::plans::epilogue::{check_operands, Activation, BiasAxis, Epilogue, EpilogueOperands};
+use crate::plans::epilogue::{
+    check_operands, row_major_reach, Activation, BiasAxis, Epilogue, EpilogueOperands,
+};
 use crate::plans::gemm::{workspace_ptr, Workspace, MAX_STRIDE_BYTES, POINTER_ALIGNMENT};
 use crate::plans::problem::{GemmProblem, ResolvedMatrix, MAX_EXTENT};
 use crate::selection::{heuristic, select, ArchPolicy};
@@ -430,20 +432,9 @@ pub fn apply_unfused_gated<T: Element>(
             });
         }
     }
-    // The elements a matrix reaches, or an overflow error naming it.
-    let reach = |operand, ld: usize, width: usize| -> Result<usize> {
-        if rows == 0 {
-            return Ok(0);
-        }
-        (rows - 1)
-            .checked_mul(ld)
-            .and_then(|x| x.checked_add(width))
-            .filter(|x| x.checked_mul(std::mem::size_of::<T>()).is_some())
-            .ok_or_else(|| overflow(operand))
-    };
     let (reach_h, reach_out) = (
-        reach(OperandName::C, ld_h, width)?,
-        reach(OperandName::D, ld_out, cols)?,
+        row_major_reach::<T>(OperandName::C, rows, ld_h, width)?,
+        row_major_reach::<T>(OperandName::D, rows, ld_out, cols)?,
     );
     require_len(OperandName::C, h.len(), reach_h)?;
     require_len(OperandName::D, out.len(), reach_out)?;
