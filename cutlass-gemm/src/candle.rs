@@ -522,6 +522,21 @@ impl CustomOp2 for MatmulFp8 {
     }
 }
 
+/// `op` over the rows of `x (…, k)`: `x` as `(m, k)`, contiguous, through the op, and the result
+/// back to `(…, n)`.
+fn apply_to_rows<Op: CustomOp1>(
+    x: &Tensor,
+    k: usize,
+    n: usize,
+    op: &Op,
+) -> candle_core::Result<Tensor> {
+    let (x2, m) = rows_of(x, k)?;
+    let y = x2.reshape((m, k))?.apply_op1_no_bwd(op)?;
+    let mut out = x.dims().to_vec();
+    *out.last_mut().unwrap() = n;
+    y.reshape(out)
+}
+
 /// The input of a quantized linear layer as `(m, k)`, contiguous.
 fn rows_of(x: &Tensor, k: usize) -> candle_core::Result<(Tensor, usize)> {
     let dims = x.dims();
@@ -674,12 +689,7 @@ impl Module for Linear {
     /// `x (…, in_features)` → `(…, out_features)`, of the weight's type.
     fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
         let (n, k) = self.op.weight.dims2()?;
-        let dims = x.dims().to_vec();
-        let (x2, m) = rows_of(x, k)?;
-        let y = x2.reshape((m, k))?.apply_op1_no_bwd(&self.op)?;
-        let mut out = dims;
-        *out.last_mut().unwrap() = n;
-        y.reshape(out)
+        apply_to_rows(x, k, n, &self.op)
     }
 }
 
@@ -849,12 +859,7 @@ impl Module for GatedLinear {
     /// `x (…, in_features)` → `(…, out_features)`, of the weight's type.
     fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
         let (n2, k) = self.op.weight.dims2()?;
-        let dims = x.dims().to_vec();
-        let (x2, m) = rows_of(x, k)?;
-        let y = x2.reshape((m, k))?.apply_op1_no_bwd(&self.op)?;
-        let mut out = dims;
-        *out.last_mut().unwrap() = n2 / 2;
-        y.reshape(out)
+        apply_to_rows(x, k, n2 / 2, &self.op)
     }
 }
 
@@ -1731,12 +1736,7 @@ impl Module for WeightOnlyLinear {
     /// `x (…, in_features)` of the activations' type → `(…, out_features)`.
     fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
         let (n, k) = self.dims();
-        let dims = x.dims().to_vec();
-        let (x2, m) = rows_of(x, k)?;
-        let y = x2.reshape((m, k))?.apply_op1_no_bwd(&self.op)?;
-        let mut out = dims;
-        *out.last_mut().unwrap() = n;
-        let y = y.reshape(out)?;
+        let y = apply_to_rows(x, k, n, &self.op)?;
         match &self.bias {
             Some(b) => y.broadcast_add(b),
             None => Ok(y),
