@@ -1,21 +1,34 @@
 // The weight-only decode GEMV: Y = act(alpha . X . dequant(W)^T + beta . C + ...) for a few tokens
 // (m <= CUTLASS_RS_WEIGHT_GEMV_MAX_TOKENS), where reading the 4-bit weight once at the speed of
 // memory is the whole cost. Hand-written, not generated; compiled by cutlass-gemm-sys's build
-// script for every selected architecture (it needs sm_80's mma.sync only). The C ABI is in
-// cutlass_rs_weight_only_abi.h; the arithmetic is the weight-only kernels' (the same dequantized
-// values, f32 accumulation, the same fused epilogue).
+// script for every selected architecture (it needs sm_80's mma.sync and cp.async only). The C ABI
+// is in cutlass_rs_weight_only_abi.h.
 //
 // It reads the packed weight the CUTLASS kernels read (cutlass_rs_weight_layout.hpp): a 16 x 16
 // block of W (rows x k) is 128 contiguous bytes, lane t's eight values in the 32-bit word t, which
-// is exactly lane t's part of an mma.sync.m16n8k16 A operand. So a warp loads a block with one
-// coalesced 32-bit load per lane, converts it in registers (two values per instruction, nibbles
-// 0 and 4 of a word being the pair of one A register) and multiplies it with X's tokens as B
-// (8 tokens per MMA), X staged through shared memory in B operand order. A warp carries two
-// 16-row slices, so that one staging of X and one loop's overhead serve twice the weight (the
-// kernel is bound by instruction issue, not by memory, at these sizes). A thread block owns those
-// 32 rows; its warps split k by chunks of 64 columns and add their partial sums in shared memory in
-// a fixed order, so the result does not depend on timing. No workspace, no second launch.
+// is exactly lane t's part of an mma.sync.m16n8k16 A operand, and the blocks of consecutive 16-row
+// slices are consecutive. A thread block owns 16 x kSlices rows; each of its warps takes chunks of
+// 64 columns of k (u, u + warps, ...) and multiplies the chunk's blocks with X's tokens as B
+// (8 tokens per MMA, by ldmatrix). Everything a chunk needs (its weight blocks, the group's scales
+// and zeros, X's columns) reaches a warp's ring in shared memory by cp.async, the next chunk's
+// copies in flight while the warp multiplies one: the kernel keeps enough bytes in flight to
+// stream the weight near the speed of memory without holding them in registers.
+//
+// Few instructions per byte of weight: the values enter the MMA as they are stored. One logic
+// operation per pair of values puts a nibble u (q + 8 for signed values) into the mantissa of
+// M + u (M = 128 in bf16, 1024 in f16, exact), and the MMA's accumulator starts, for each chunk
+// (within one group), from -(M + 8) . sum(x) (signed) or -M . sum(x) (zero points), itself one
+// MMA per token group and block shared by all of a warp's rows. The chunk's sum is then
+// sum(q . x) in f32, and the scale (and, with zero points, z . sum(x)) is applied to it in f32:
+//   y += s . sum(q . x) + z . sum(x)
+// So the GEMV computes with the exact dequantized values q . s + z, where the CUTLASS kernels
+// round each of them to the activations' type first: the two differ by that rounding (and by the
+// f32 sums over M + u; cutlass_gemm::reference::weight_only_gemv_error bounds both).
+//
+// The warps of a block add their partial sums in shared memory in a fixed order, so the result
+// does not depend on timing. No workspace, no second launch.
 
+#include <atomic>
 #include <cstdint>
 
 #include <cuda_bf16.h>
@@ -30,11 +43,14 @@
 
 namespace {
 
-constexpr int kMinWarps = 4;
 constexpr int kMaxWarps = 16;
-// Dynamic shared memory: what a block may take without opting in, and the most it takes.
+// Dynamic shared memory a block may take without opting in.
 constexpr size_t kDefaultShared = 48 * 1024;
-constexpr size_t kMaxShared = 96 * 1024;
+// Columns of k per chunk: four 16 x 16 blocks.
+constexpr int kChunk = 64;
+// Chunks a warp's ring holds: the copies of the next kStages - 1 are in flight while it multiplies
+// one (on an H200, 2 ran as fast as 3 and 4 with less shared memory).
+constexpr int kStages = 2;
 
 // The kernel's arguments, with the packed layout's strides between blocks resolved on the host.
 template <class T>
@@ -43,8 +59,9 @@ struct Params {
   const T *x;
   int64_t ldx;
   const uint32_t *w;
-  // Words between the blocks of consecutive 16-row slices, and of consecutive 16-column slices.
-  int64_t block_row_words, block_col_words;
+  // Words between the blocks of consecutive 16-column slices (those of consecutive 16-row slices
+  // are 32 words apart).
+  int64_t block_col_words;
   const T *scales, *zeros;
   const T *c;
   int64_t ldc;
@@ -58,201 +75,268 @@ struct Params {
   double chunks_per_group_inv;
 };
 
-// 16-bit pairs: the type, the exponent pattern that turns a nibble q into 2^e + q, and 2^e.
+// 16-bit pairs: the type, the exponent pattern M that turns a nibble u into the exact M + u, and
+// the pairs -(M + 8) and -M that start a chunk's accumulator.
 template <class T>
 struct Pair;
 template <>
 struct Pair<__nv_bfloat16> {
-  using T2 = __nv_bfloat162;
-  static constexpr uint32_t kMagic = 0x43004300u;  // 128.0: values 128 + q are exact
-  static constexpr uint32_t kMagicPlus8 = 0x43084308u;  // 136.0
+  static constexpr uint32_t kMagic = 0x43004300u;       // 128.0
+  static constexpr uint32_t kMinusMagic8 = 0xC308C308u;  // -136.0
+  static constexpr uint32_t kMinusMagic = 0xC300C300u;   // -128.0
+  static constexpr float kMagicValue = 128.0f;
   static __device__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
   static __device__ __nv_bfloat16 from_float(float v) { return __float2bfloat16_rn(v); }
-  static __device__ T2 splat(__nv_bfloat16 v) { return __bfloat162bfloat162(v); }
 };
 template <>
 struct Pair<__half> {
-  using T2 = __half2;
-  static constexpr uint32_t kMagic = 0x64006400u;  // 1024.0
-  static constexpr uint32_t kMagicPlus8 = 0x64086408u;  // 1032.0
+  static constexpr uint32_t kMagic = 0x64006400u;       // 1024.0
+  static constexpr uint32_t kMinusMagic8 = 0xE408E408u;  // -1032.0
+  static constexpr uint32_t kMinusMagic = 0xE400E400u;   // -1024.0
+  static constexpr float kMagicValue = 1024.0f;
   static __device__ float to_float(__half v) { return __half2float(v); }
   static __device__ __half from_float(float v) { return __float2half_rn(v); }
-  static __device__ T2 splat(__half v) { return __half2half2(v); }
 };
 
-template <class T2>
-__device__ inline T2 as_pair(uint32_t v) {
-  return *reinterpret_cast<T2 *>(&v);
-}
-template <class T2>
-__device__ inline uint32_t as_word(T2 v) {
-  return *reinterpret_cast<uint32_t *>(&v);
-}
-
-// A weight word, streamed: not kept in L1, with L2 fetching the next 128 bytes too (the adjacent
-// 16 rows, read at the same time).
-__device__ inline uint32_t load_weight(const uint32_t *p) {
-  uint32_t v;
-  asm volatile("ld.global.nc.L1::no_allocate.L2::256B.b32 %0, [%1];" : "=r"(v) : "l"(p));
-  return v;
-}
-
+// d = a . b + c, m16n8k16, f32 accumulation.
 template <class T>
-__device__ inline void mma(float (&acc)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1);
+__device__ inline void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1, const float (&c)[4]);
 template <>
-__device__ inline void mma<__nv_bfloat16>(float (&acc)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+__device__ inline void mma<__nv_bfloat16>(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1,
+                                          const float (&c)[4]) {
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};"
-      : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+      "{%10,%11,%12,%13};"
+      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
 }
 template <>
-__device__ inline void mma<__half>(float (&acc)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+__device__ inline void mma<__half>(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1,
+                                   const float (&c)[4]) {
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};"
-      : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+      "{%10,%11,%12,%13};"
+      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
 }
 
 // Lane t's four A registers from its word of a packed block: register i holds the values of
-// nibbles i and i + 4 (rows t/4 for even i, t/4 + 8 for odd i), dequantized as the CUTLASS
-// kernels do: q * s + z rounded once to T (z = 0 without zero points).
-template <class T, bool kZeros>
-__device__ inline void dequantize(uint32_t q, typename Pair<T>::T2 s0, typename Pair<T>::T2 s1,
-                                  typename Pair<T>::T2 z0, typename Pair<T>::T2 z1, uint32_t (&a)[4]) {
-  using T2 = typename Pair<T>::T2;
-  // Signed values: q ^ 8 = q + 8 in [0, 15].
-  if (!kZeros) q ^= 0x88888888u;
-  const T2 bias = as_pair<T2>(kZeros ? Pair<T>::kMagic : Pair<T>::kMagicPlus8);
+// nibbles i and i + 4 (rows t/4 for even i, t/4 + 8 for odd i), each as M + u with u the nibble
+// (signed values: the nibble with its top bit flipped, q + 8). One logic operation a register:
+// (v & 0x000F000F) ^ (M | flip), the nibble's bits being 0 in M.
+template <class T, bool kSigned>
+__device__ inline void unpack(uint32_t q, uint32_t (&a)[4]) {
+  // In registers, so that each is one lop3 ((v & mask) ^ or: lookup table 0x6a) with no immediate.
+  uint32_t mask = 0x000F000Fu, or_ = Pair<T>::kMagic | (kSigned ? 0x00080008u : 0u);
+  asm("" : "+r"(mask), "+r"(or_));
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const uint32_t h = ((q >> (4 * i)) & 0x000F000Fu) | Pair<T>::kMagic;
-    const T2 v = __hsub2(as_pair<T2>(h), bias);  // exact: the 4-bit value
-    const T2 s = (i & 1) ? s1 : s0;
-    if constexpr (kZeros) {
-      a[i] = as_word(__hfma2(v, s, (i & 1) ? z1 : z0));
-    } else {
-      a[i] = as_word(__hmul2(v, s));
-    }
-  }
+  for (int i = 0; i < 4; ++i)
+    asm("lop3.b32 %0, %1, %2, %3, 0x6a;" : "=r"(a[i]) : "r"(q >> (4 * i)), "r"(mask), "r"(or_));
 }
 
-// 32-bit words of a warp's staging area for one chunk of X (64 columns of k, 8 tokens per token
-// group): four blocks of 16 columns, each the warps' B operands in lane order (two words a lane
-// and token group), padded by two words so that the stores below hit 32 distinct banks.
-template <int kTokenGroups>
-constexpr int stage_block_words() {
-  return kTokenGroups * 64 + 2;
-}
-
-// 16-row slices of W per warp: one staging of X serves them all.
-constexpr int kSlices = 2;
-
-// What a warp reads for one chunk (64 columns of k of its kSlices x 16 rows): a word of W per
-// 16 x 16 block, the rows' scales and zeros, and X's 8 * kTokenGroups rows of those columns, 16
-// bytes per lane and load.
-template <class T, int kTokenGroups>
-struct Chunk {
-  uint32_t q[kSlices][4];
-  T s[kSlices][2], z[kSlices][2];
-  uint4 x[2 * kTokenGroups];
+// A warp's ring of kStages slots, each holding what one chunk needs, copied by cp.async (so that
+// the copies of the next kStages - 1 chunks are in flight while the warp multiplies one, without
+// registers):
+//   the weight words: for each of the chunk's four 16 x 16 column blocks, the kSlices consecutive
+//     128-byte blocks of the warp's slices as they lie in memory (one copy of 4 kSlices bytes a
+//     lane); lane t's word of slice r, block j at word (j kSlices + r) 32 + t;
+//   the scales (and zeros) of the chunk's group for the block's 16 kSlices rows;
+//   X: 8 kTokenGroups rows (tokens) of the chunk's 64 columns, row-major, each row padded to
+//     kRowHalfs values (144 bytes) so that the eight rows an ldmatrix phase reads fall in distinct
+//     banks; rows past m are zeros.
+constexpr int kRowHalfs = 72;
+template <int kSlices, int kTokenGroups>
+struct Slot {
+  static constexpr int kWeightBytes = kSlices * 4 * 128;
+  static constexpr int kScaleBytes = kSlices * 16 * 2;
+  static constexpr int kXBytes = kTokenGroups * 8 * kRowHalfs * 2;
+  static constexpr int kScales = kWeightBytes;
+  static constexpr int kZeros = kScales + kScaleBytes;
+  static constexpr int kX = kZeros + kScaleBytes;
+  static constexpr int kBytes = kX + kXBytes;
+  static_assert(kScales % 16 == 0 && kZeros % 16 == 0 && kX % 16 == 0 && kBytes % 16 == 0, "16-byte pieces");
 };
 
-template <class T, bool kZeros, int kTokenGroups>
-__device__ inline void load_chunk(const Params<T> &p, const uint32_t *w, const int64_t (&offset)[kSlices],
-                                  const int (&row)[kSlices], int chunk, int lane, Chunk<T, kTokenGroups> &c) {
-#pragma unroll
-  for (int r = 0; r < kSlices; ++r)
-#pragma unroll
-    for (int j = 0; j < 4; ++j) c.q[r][j] = load_weight(w + offset[r] + (chunk * 4 + j) * p.block_col_words);
-  // The group of the chunk's columns (chunk * 64 / group_size, without an integer division).
-  const int group = __double2int_rz((chunk + 0.5) * p.chunks_per_group_inv);
-  const int64_t at = int64_t(group) * p.n;
-#pragma unroll
-  for (int r = 0; r < kSlices; ++r) {
-    c.s[r][0] = p.scales[at + row[r]];
-    c.s[r][1] = p.scales[at + row[r] + 8];
-    if constexpr (kZeros) {
-      c.z[r][0] = p.zeros[at + row[r]];
-      c.z[r][1] = p.zeros[at + row[r] + 8];
-    }
+template <int kBytes>
+__device__ inline void copy_async(void *dst, const void *src, bool valid) {
+  const unsigned at = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  // A source size of 0 fills the destination with zeros.
+  if constexpr (kBytes == 16) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(at), "l"(src), "r"(valid ? 16 : 0));
+  } else {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;" ::"r"(at), "l"(src), "n"(kBytes),
+                 "r"(valid ? kBytes : 0));
   }
-  // Load u: tokens 4 u + lane / 8, columns 8 (lane % 8) to 8 (lane % 8) + 7 of the chunk.
+}
+__device__ inline void copy_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int kPending>
+__device__ inline void copy_async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(kPending) : "memory");
+}
+
+__device__ inline void load_matrix_x4(uint32_t (&r)[4], const void *at) {
+  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(at));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a)
+               : "memory");
+}
+
+// What a lane copies for each chunk, the chunk's offsets aside.
+template <class T, int kSlices, int kTokenGroups>
+struct Copies {
+  const uint8_t *w;        // the lane's first weight bytes (chunk 0, block 0)
+  int64_t block_col_bytes;  // between consecutive column blocks
+  const T *scales, *zeros;  // the lane's 16 bytes of the block's rows in group 0 (lanes < 2 kSlices)
+  const T *x[2 * kTokenGroups];
+  uint16_t x_at[2 * kTokenGroups];  // bytes into the slot's X
+  uint32_t x_valid;                 // bit u: piece u's token is below m
+};
+
+template <class T, bool kZeros, int kSlices, int kTokenGroups>
+__device__ inline Copies<T, kSlices, kTokenGroups> copies(const Params<T> &p, int lane) {
+  Copies<T, kSlices, kTokenGroups> c;
+  c.w = reinterpret_cast<const uint8_t *>(p.w) + (int64_t(blockIdx.x) * kSlices * 32 + lane * kSlices) * 4;
+  c.block_col_bytes = p.block_col_words * 4;
+  const int64_t rows = int64_t(blockIdx.x) * kSlices * 16 + (lane < 2 * kSlices ? lane * 8 : 0);
+  c.scales = p.scales + rows;
+  c.zeros = kZeros ? p.zeros + rows : nullptr;
+  c.x_valid = 0;
 #pragma unroll
   for (int u = 0; u < 2 * kTokenGroups; ++u) {
-    const int token = u * 4 + (lane >> 3);
-    c.x[u] = token < p.m ? __ldg(reinterpret_cast<const uint4 *>(p.x + token * p.ldx + chunk * 64 + (lane & 7) * 8))
-                         : make_uint4(0, 0, 0, 0);
+    const int piece = u * 32 + lane, token = piece >> 3, col = (piece & 7) * 8;
+    const bool valid = token < p.m;
+    c.x[u] = p.x + (valid ? token * p.ldx + col : 0);
+    c.x_at[u] = static_cast<uint16_t>(Slot<kSlices, kTokenGroups>::kX + (token * kRowHalfs + col) * 2);
+    c.x_valid |= uint32_t(valid) << u;
+  }
+  return c;
+}
+
+// Starts the copies of a chunk into a slot, as one cp.async group.
+template <class T, bool kZeros, int kSlices, int kTokenGroups>
+__device__ inline void issue(const Params<T> &p, const Copies<T, kSlices, kTokenGroups> &c, uint8_t *slot, int chunk,
+                             int lane) {
+  using S = Slot<kSlices, kTokenGroups>;
+#pragma unroll
+  for (int j = 0; j < 4; ++j)
+    copy_async<4 * kSlices>(slot + (j * kSlices * 32 + lane * kSlices) * 4,
+                            c.w + (int64_t(chunk) * 4 + j) * c.block_col_bytes, true);
+  // The group of the chunk's columns (chunk * 64 / group_size, without an integer division).
+  const int64_t group_at = int64_t(__double2int_rz((chunk + 0.5) * p.chunks_per_group_inv)) * p.n;
+  if (lane < 2 * kSlices) {
+    copy_async<16>(slot + S::kScales + lane * 16, c.scales + group_at, true);
+    if constexpr (kZeros) copy_async<16>(slot + S::kZeros + lane * 16, c.zeros + group_at, true);
+  }
+#pragma unroll
+  for (int u = 0; u < 2 * kTokenGroups; ++u) {
+    const bool valid = (c.x_valid >> u) & 1;
+    copy_async<16>(slot + c.x_at[u], c.x[u] + (valid ? chunk * kChunk : 0), valid);
   }
 }
 
-// One block per kSlices x 16 rows of W (the last block's rows past n repeat its first slice's
-// and are not stored); kTokenGroups groups of 8 tokens. Warp u takes the chunks u, u + warps, ...
-// of k, loading the next while it multiplies one.
-template <class T, bool kZeros, int kTokenGroups>
-__global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(const Params<T> p) {
-  using T2 = typename Pair<T>::T2;
-  constexpr int kStage = stage_block_words<kTokenGroups>();
-  // Each warp's staging area for X (4 kStage words); the warps' partial sums
-  // ([warps][kSlices][kTokenGroups][4][32] floats, fewer words) reuse it at the end.
-  extern __shared__ uint32_t shared[];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-  const int slices = p.n / 16;
-  int slice[kSlices], row[kSlices];
+// One chunk's products, added to the warp's accumulators.
+template <class T, bool kZeros, int kSlices, int kTokenGroups>
+__device__ inline void multiply(const uint8_t *slot, int lane, float (&acc)[kSlices][kTokenGroups][4]) {
+  using S = Slot<kSlices, kTokenGroups>;
+  const uint32_t *words = reinterpret_cast<const uint32_t *>(slot);
+  const T *scales = reinterpret_cast<const T *>(slot + S::kScales);
+  const T *zeros = reinterpret_cast<const T *>(slot + S::kZeros);
+  const uint16_t *x = reinterpret_cast<const uint16_t *>(slot + S::kX);
+  // The A operand that starts a chunk's accumulator at -(M + 8) . sum(x) or -M . sum(x).
+  constexpr uint32_t kStart = kZeros ? Pair<T>::kMinusMagic : Pair<T>::kMinusMagic8;
+  const uint32_t start_a[4] = {kStart, kStart, kStart, kStart};
+  const float zero4[4] = {0.f, 0.f, 0.f, 0.f};
+  // B operands (X^T, 8 tokens x 16 columns a block) by ldmatrix: matrix i / 8 of load h is
+  // columns 8 (i / 8) to 8 (i / 8) + 7 of blocks 2 h and 2 h + 1, lane i giving row i % 8.
+  uint32_t b[kTokenGroups][2][4];
+#pragma unroll
+  for (int t = 0; t < kTokenGroups; ++t)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) load_matrix_x4(b[t][h], x + (t * 8 + (lane & 7)) * kRowHalfs + h * 32 + (lane >> 3) * 8);
+  // -(M + 8) . sum(x) (or -M . sum(x)) over the chunk, in the accumulator's layout.
+  float start[kTokenGroups][4];
+#pragma unroll
+  for (int t = 0; t < kTokenGroups; ++t) {
+    mma<T>(start[t], start_a, b[t][0][0], b[t][0][1], zero4);
+    mma<T>(start[t], start_a, b[t][0][2], b[t][0][3], start[t]);
+    mma<T>(start[t], start_a, b[t][1][0], b[t][1][1], start[t]);
+    mma<T>(start[t], start_a, b[t][1][2], b[t][1][3], start[t]);
+  }
 #pragma unroll
   for (int r = 0; r < kSlices; ++r) {
-    slice[r] = blockIdx.x * kSlices + r;
-    if (slice[r] >= slices) slice[r] = blockIdx.x * kSlices;
-    row[r] = slice[r] * 16 + (lane >> 2);
-  }
-  const uint32_t *w = p.w + slice[0] * p.block_row_words + lane;
-  uint32_t *stage = shared + warp * 4 * kStage;
-  const int chunks = p.k / 64;
-  float acc[kSlices][kTokenGroups][4] = {};
-  // Each slice's words, from the first's (the last block's repeated slice reads the first's).
-  int64_t offset[kSlices];
+    uint32_t q[4];
 #pragma unroll
-  for (int r = 0; r < kSlices; ++r) offset[r] = int64_t(slice[r] - slice[0]) * p.block_row_words;
-  Chunk<T, kTokenGroups> cur, next;
-  if (warp < chunks) load_chunk<T, kZeros>(p, w, offset, row, warp, lane, cur);
-  for (int chunk = warp; chunk < chunks; chunk += warps) {
-    if (chunk + warps < chunks) load_chunk<T, kZeros>(p, w, offset, row, chunk + warps, lane, next);
-    // X into B operand order: load u's word v (columns 8 (lane % 8) + 2 v, + 1 of token t) is
-    // word h = (lane % 8) % 2 of lane (t % 8) * 4 + v in 16-column block (lane % 8) / 2.
-    __syncwarp();
-#pragma unroll
-    for (int u = 0; u < 2 * kTokenGroups; ++u) {
-      const int token = u * 4 + (lane >> 3), seg = lane & 7;
-      uint32_t *dst = stage + (seg >> 1) * kStage + ((token >> 3) * 32 + (token & 7) * 4) * 2 + (seg & 1);
-      dst[0] = cur.x[u].x;
-      dst[2] = cur.x[u].y;
-      dst[4] = cur.x[u].z;
-      dst[6] = cur.x[u].w;
+    for (int j = 0; j < 4; ++j) q[j] = words[(j * kSlices + r) * 32 + lane];
+    // Accumulator element e holds row (lane / 4) + 8 (e / 2) of the slice.
+    const int row = r * 16 + (lane >> 2);
+    const float s0 = Pair<T>::to_float(scales[row]), s1 = Pair<T>::to_float(scales[row + 8]);
+    float z0 = 0.f, z1 = 0.f;
+    if constexpr (kZeros) {
+      // z . sum(x) = (z / -M) . (-M . sum(x)), the division exact.
+      z0 = Pair<T>::to_float(zeros[row]) * (-1.0f / Pair<T>::kMagicValue);
+      z1 = Pair<T>::to_float(zeros[row + 8]) * (-1.0f / Pair<T>::kMagicValue);
     }
-    __syncwarp();
+    uint32_t a[4][4];
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      uint2 b[kTokenGroups];
+    for (int j = 0; j < 4; ++j) unpack<T, !kZeros>(q[j], a[j]);
 #pragma unroll
-      for (int t = 0; t < kTokenGroups; ++t) b[t] = *reinterpret_cast<const uint2 *>(stage + j * kStage + (t * 32 + lane) * 2);
+    for (int t = 0; t < kTokenGroups; ++t) {
+      float part[4];
 #pragma unroll
-      for (int r = 0; r < kSlices; ++r) {
-        const T2 s0 = Pair<T>::splat(cur.s[r][0]), s1 = Pair<T>::splat(cur.s[r][1]);
-        const T2 z0 = kZeros ? Pair<T>::splat(cur.z[r][0]) : s0, z1 = kZeros ? Pair<T>::splat(cur.z[r][1]) : s1;
-        uint32_t a[4];
-        dequantize<T, kZeros>(cur.q[r][j], s0, s1, z0, z1, a);
-#pragma unroll
-        for (int t = 0; t < kTokenGroups; ++t) mma<T>(acc[r][t], a, b[t].x, b[t].y);
+      for (int j = 0; j < 4; ++j)
+        mma<T>(part, a[j], b[t][j >> 1][(j & 1) * 2], b[t][j >> 1][(j & 1) * 2 + 1], j == 0 ? start[t] : part);
+      acc[r][t][0] = fmaf(s0, part[0], acc[r][t][0]);
+      acc[r][t][1] = fmaf(s0, part[1], acc[r][t][1]);
+      acc[r][t][2] = fmaf(s1, part[2], acc[r][t][2]);
+      acc[r][t][3] = fmaf(s1, part[3], acc[r][t][3]);
+      if constexpr (kZeros) {
+        acc[r][t][0] = fmaf(z0, start[t][0], acc[r][t][0]);
+        acc[r][t][1] = fmaf(z0, start[t][1], acc[r][t][1]);
+        acc[r][t][2] = fmaf(z1, start[t][2], acc[r][t][2]);
+        acc[r][t][3] = fmaf(z1, start[t][3], acc[r][t][3]);
       }
     }
-    cur = next;
+  }
+}
+
+// One block per kSlices x 16 rows of W (kSlices divides the weight's slices); kTokenGroups groups
+// of 8 tokens. Warp u takes the chunks u, u + warps, ... of k, the copies of its next kStages - 1
+// chunks in flight while it multiplies one.
+template <class T, bool kZeros, int kSlices, int kTokenGroups>
+__global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(const Params<T> p) {
+  using S = Slot<kSlices, kTokenGroups>;
+  // Each warp's ring; the warps' partial sums ([warps][kSlices][kTokenGroups][4][32] floats)
+  // reuse it at the end.
+  extern __shared__ uint4 shared[];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  uint8_t *ring = reinterpret_cast<uint8_t *>(shared) + warp * kStages * S::kBytes;
+  const auto c = copies<T, kZeros, kSlices, kTokenGroups>(p, lane);
+  const int chunks = p.k / kChunk;
+  float acc[kSlices][kTokenGroups][4] = {};
+#pragma unroll
+  for (int d = 0; d + 1 < kStages; ++d) {
+    if (warp + d * warps < chunks) issue<T, kZeros>(p, c, ring + d * S::kBytes, warp + d * warps, lane);
+    copy_async_commit();
+  }
+  int slot = 0;
+  for (int chunk = warp; chunk < chunks; chunk += warps) {
+    // The slot the copies below fill was last read in the previous iteration.
+    __syncwarp();
+    const int ahead = chunk + (kStages - 1) * warps;
+    const int ahead_slot = slot + kStages - 1 < kStages ? slot + kStages - 1 : slot - 1;
+    if (ahead < chunks) issue<T, kZeros>(p, c, ring + ahead_slot * S::kBytes, ahead, lane);
+    copy_async_commit();
+    copy_async_wait<kStages - 1>();
+    __syncwarp();
+    multiply<T, kZeros>(ring + slot * S::kBytes, lane, acc);
+    slot = slot + 1 < kStages ? slot + 1 : 0;
   }
   // The warps' partial sums, added in warp order.
   __syncthreads();
   float *partial = reinterpret_cast<float *>(shared);
   constexpr int kValues = kSlices * kTokenGroups * 4 * 32;
+  static_assert(kValues * sizeof(float) <= kStages * S::kBytes, "partial sums fit the ring");
 #pragma unroll
   for (int r = 0; r < kSlices; ++r)
 #pragma unroll
@@ -266,7 +350,6 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(const Params<T> p)
     // Accumulator element e of lane l in token group t of slice r: row (l / 4) + 8 (e / 2) of the
     // slice, token 8 t + 2 (l % 4) + e % 2.
     const int l = i & 31, e = (i >> 5) & 3, t = (i >> 7) % kTokenGroups, r = (i >> 7) / kTokenGroups;
-    if (blockIdx.x * kSlices + r >= slices) continue;
     const int row_at = (blockIdx.x * kSlices + r) * 16 + (l >> 2) + 8 * (e >> 1);
     const int token = t * 8 + (l & 3) * 2 + (e & 1);
     if (token >= p.m) continue;
@@ -295,8 +378,81 @@ int start(void (*kernel)(Params<T>), dim3 grid, dim3 block, size_t shared, cudaS
   return cuda_status(cudaGetLastError());
 }
 
+// How a launch is shaped: the 16-row slices of a block (each of its warps carries them all), and
+// the resident warps an SM is sized for.
+struct Shape {
+  int slices;
+  int resident_warps;
+};
+
+// The most dynamic shared memory a block may opt in to on the current device (227 KB on SM90 and
+// SM100, 99 KB on SM120), asked once per device.
+size_t max_shared(int device) {
+  static std::atomic<int> cache[64];
+  int bytes = device >= 0 && device < 64 ? cache[device].load(std::memory_order_relaxed) : 0;
+  if (bytes == 0) {
+    if (cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess || bytes <= 0)
+      bytes = static_cast<int>(kDefaultShared);
+    if (device >= 0 && device < 64) cache[device].store(bytes, std::memory_order_relaxed);
+  }
+  return static_cast<size_t>(bytes);
+}
+
+template <class T, bool kZeros, int kSlices>
+int launch_slices(const Params<T> &p, int64_t sms, int resident_warps, int device, cudaStream_t stream) {
+  // Warps per block: as many as keep all blocks resident at once at resident_warps an SM (one
+  // wave), between 1 and 16, never more than the chunks of k to share, within the device's shared
+  // memory.
+  const int blocks = p.n / 16 / kSlices, chunks = p.k / kChunk;
+  const int token_groups = (p.m + 7) / 8;
+  const size_t per_warp = size_t(kStages) * (token_groups == 1   ? Slot<kSlices, 1>::kBytes
+                                               : token_groups == 2 ? Slot<kSlices, 2>::kBytes
+                                               : token_groups == 3 ? Slot<kSlices, 3>::kBytes
+                                                                   : Slot<kSlices, 4>::kBytes);
+  int64_t warps = sms * resident_warps / blocks;
+  if (warps > kMaxWarps) warps = kMaxWarps;
+  if (warps > chunks) warps = chunks;
+  if (warps > int64_t(max_shared(device) / per_warp)) warps = max_shared(device) / per_warp;
+  if (warps < 1) warps = 1;
+  const size_t shared = per_warp * warps;
+  const dim3 grid(blocks), block(static_cast<unsigned>(warps) * 32);
+  // Four slices take at most two token groups (choose_shape sees to it): more accumulators spill.
+  switch (token_groups) {
+    case 1:
+      return start(gemv_kernel<T, kZeros, kSlices, 1>, grid, block, shared, stream, p);
+    case 2:
+      return start(gemv_kernel<T, kZeros, kSlices, 2>, grid, block, shared, stream, p);
+    case 3:
+      if constexpr (kSlices <= 2) return start(gemv_kernel<T, kZeros, kSlices, 3>, grid, block, shared, stream, p);
+      return CUTLASS_RS_ERROR_INVALID;
+    default:
+      if constexpr (kSlices <= 2) return start(gemv_kernel<T, kZeros, kSlices, 4>, grid, block, shared, stream, p);
+      return CUTLASS_RS_ERROR_INVALID;
+  }
+}
+
+// The shape a problem gets, fitted on an H200 to the layers of Llama-3-8B and -70B, Llama-2-7B and
+// Qwen2.5-7B at 1 and 16 tokens: two slices a block while that leaves at most one block per SM
+// (a second block on a few SMs doubles their share: 4608 rows ran 1.4x slower in two slices a
+// block than in four at 16 tokens), four beyond (fewer instructions per byte); one where the
+// weight's slices are odd. Three or four token groups take two slices (more accumulators spill).
+Shape choose_shape(int64_t m, int64_t n, int64_t sms) {
+  const int64_t slices = n / 16;
+  const int64_t token_groups = (m + 7) / 8;
+  Shape shape;
+  if (token_groups > 2) {
+    shape = Shape{2, 32};
+  } else if (slices <= 2 * sms) {
+    shape = Shape{2, 24};
+  } else {
+    shape = Shape{4, token_groups == 1 ? 24 : 16};
+  }
+  while (slices % shape.slices != 0) shape.slices /= 2;
+  return shape;
+}
+
 template <class T, bool kZeros>
-int launch(const cutlass_rs_weight_only_args &a, cudaStream_t stream) {
+int launch(const cutlass_rs_weight_only_args &a, cudaStream_t stream, Shape shape) {
   Params<T> p;
   p.m = static_cast<int>(a.m);
   p.n = static_cast<int>(a.n);
@@ -309,8 +465,9 @@ int launch(const cutlass_rs_weight_only_args &a, cudaStream_t stream) {
   // kernels' layout must tile its 16 x 16 blocks as whole, lane-ordered 128-byte runs.
   const auto layout = cutlass_rs::weight::packed_layout<cutlass::bfloat16_t>(p.n, p.k);
   const int64_t origin = layout(0, 0, 0);
-  p.block_row_words = (int64_t(layout(16, 0, 0)) - origin) / 8;
   p.block_col_words = (int64_t(layout(0, 16, 0)) - origin) / 8;
+  // The kernel reads a block's slices as consecutive 128-byte runs.
+  if ((int64_t(layout(16, 0, 0)) - origin) / 8 != 32) return CUTLASS_RS_ERROR_INVALID;
   p.scales = static_cast<const T *>(a.scales);
   p.zeros = static_cast<const T *>(a.zeros);
   p.c = static_cast<const T *>(a.c);
@@ -324,28 +481,15 @@ int launch(const cutlass_rs_weight_only_args &a, cudaStream_t stream) {
   p.alpha = a.alpha;
   p.beta = a.beta;
   p.activation = a.activation;
-  p.chunks_per_group_inv = 64.0 / static_cast<double>(p.group_size);
-  // Warps per block: the most (a power of two up to 16) that keeps every block resident at once
-  // at 32 warps an SM, never more than the chunks of k to share, within kMaxShared.
-  const int blocks = (p.n / 16 + kSlices - 1) / kSlices, chunks = p.k / 64;
+  p.chunks_per_group_inv = static_cast<double>(kChunk) / static_cast<double>(p.group_size);
   const int64_t sms = a.sm_count > 0 ? a.sm_count : 1;
-  const int token_groups = (p.m + 7) / 8;
-  const size_t warp_bytes = 4 * (token_groups * 64 + 2) * sizeof(uint32_t);
-  int warps = kMinWarps;
-  while (warps < kMaxWarps && int64_t(blocks) * warps * 2 <= sms * 32 && warps * 2 <= chunks &&
-         warp_bytes * warps * 2 <= kMaxShared)
-    warps *= 2;
-  const size_t shared = warp_bytes * warps;
-  const dim3 grid(blocks), block(warps * 32);
-  switch (token_groups) {
+  switch (shape.slices) {
     case 1:
-      return start(gemv_kernel<T, kZeros, 1>, grid, block, shared, stream, p);
+      return launch_slices<T, kZeros, 1>(p, sms, shape.resident_warps, a.device_id, stream);
     case 2:
-      return start(gemv_kernel<T, kZeros, 2>, grid, block, shared, stream, p);
-    case 3:
-      return start(gemv_kernel<T, kZeros, 3>, grid, block, shared, stream, p);
+      return launch_slices<T, kZeros, 2>(p, sms, shape.resident_warps, a.device_id, stream);
     default:
-      return start(gemv_kernel<T, kZeros, 4>, grid, block, shared, stream, p);
+      return launch_slices<T, kZeros, 4>(p, sms, shape.resident_warps, a.device_id, stream);
   }
 }
 
@@ -368,9 +512,24 @@ int check(const cutlass_rs_weight_only_args *a, int32_t dtype, int32_t zero_poin
     return CUTLASS_RS_ERROR_INVALID_PROBLEM;
   if (a->activation < CUTLASS_RS_ACTIVATION_IDENTITY || a->activation > CUTLASS_RS_ACTIVATION_SILU)
     return CUTLASS_RS_ERROR_INVALID;
-  // X and W are read 16 bytes at a time.
-  if (!aligned(a->x, 16) || a->ldx % 8 != 0 || !aligned(a->w, 16)) return CUTLASS_RS_ERROR_MISALIGNED_OPERAND;
+  // X, W, the scales and the zeros are copied 16 bytes at a time.
+  if (!aligned(a->x, 16) || a->ldx % 8 != 0 || !aligned(a->w, 16) || !aligned(a->scales, 16) ||
+      (a->zeros != nullptr && !aligned(a->zeros, 16)))
+    return CUTLASS_RS_ERROR_MISALIGNED_OPERAND;
   return CUTLASS_RS_OK;
+}
+
+int run_checked(const cutlass_rs_weight_only_args *args, int32_t dtype, int32_t zero_points, void *stream,
+                Shape shape) {
+  int current = -1;
+  const cudaError_t e = cudaGetDevice(&current);
+  if (e != cudaSuccess) return CUTLASS_RS_ERROR_CUDA_BASE + static_cast<int>(e);
+  if (current != args->device_id) return CUTLASS_RS_ERROR_WRONG_DEVICE;
+  auto s = static_cast<cudaStream_t>(stream);
+  if (dtype == CUTLASS_RS_DTYPE_BF16) {
+    return zero_points ? launch<__nv_bfloat16, true>(*args, s, shape) : launch<__nv_bfloat16, false>(*args, s, shape);
+  }
+  return zero_points ? launch<__half, true>(*args, s, shape) : launch<__half, false>(*args, s, shape);
 }
 
 }  // namespace
@@ -379,13 +538,6 @@ extern "C" int cutlass_rs_weight_gemv(const cutlass_rs_weight_only_args *args, i
                                       int32_t launch_it, void *stream) {
   const int status = check(args, dtype, zero_points);
   if (status != CUTLASS_RS_OK || !launch_it) return status;
-  int current = -1;
-  const cudaError_t e = cudaGetDevice(&current);
-  if (e != cudaSuccess) return CUTLASS_RS_ERROR_CUDA_BASE + static_cast<int>(e);
-  if (current != args->device_id) return CUTLASS_RS_ERROR_WRONG_DEVICE;
-  auto s = static_cast<cudaStream_t>(stream);
-  if (dtype == CUTLASS_RS_DTYPE_BF16) {
-    return zero_points ? launch<__nv_bfloat16, true>(*args, s) : launch<__nv_bfloat16, false>(*args, s);
-  }
-  return zero_points ? launch<__half, true>(*args, s) : launch<__half, false>(*args, s);
+  return run_checked(args, dtype, zero_points, stream,
+                     choose_shape(args->m, args->n, args->sm_count > 0 ? args->sm_count : 1));
 }

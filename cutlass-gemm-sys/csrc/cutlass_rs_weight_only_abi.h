@@ -128,11 +128,13 @@ int cutlass_rs_weight_quantize(const void *w, int64_t ldw, int32_t dtype, int64_
 /* The decode GEMV: the Y of a weight-only kernel (the fused epilogue's vectors and activation
  * included, C read only when beta is not 0) for 1 to CUTLASS_RS_WEIGHT_GEMV_MAX_TOKENS tokens,
  * from the same packed weight, scales and zeros, without a workspace. Hand-written
- * (csrc/cutlass_rs_weight_gemv.cu), built for every architecture of the build. dtype: X's type
- * (CUTLASS_RS_DTYPE_BF16 or CUTLASS_RS_DTYPE_F16); zero_points: 0 for signed values with scales
- * only (zeros null), 1 for unsigned values with zeros. Rules: n a multiple of 16, k and group_size
- * multiples of 64, group_size dividing k, n * k below 2^31, ldx >= k and a multiple of 8, X and W
- * 16-byte aligned, ldc, ldd >= n;
+ * (csrc/cutlass_rs_weight_gemv.cu), built for every architecture of the build. It computes with
+ * the exact q * s + z (each group's scale and zero applied to f32 sums), not rounded to X's type
+ * first as the kernels above do. dtype: X's type (CUTLASS_RS_DTYPE_BF16 or CUTLASS_RS_DTYPE_F16);
+ * zero_points: 0 for signed values with scales only (zeros null), 1 for unsigned values with
+ * zeros. Rules: n a multiple of 16, k and group_size multiples of 64, group_size dividing k,
+ * n * k below 2^31, ldx >= k and a multiple of 8, X, W, the scales and the zeros 16-byte aligned,
+ * ldc, ldd >= n;
  * args->device_id the current device. With launch 0 it checks the arguments only. Uses
  * args->sm_count to size its blocks and ignores splits. */
 #define CUTLASS_RS_WEIGHT_GEMV_MAX_TOKENS 32

@@ -764,7 +764,8 @@ pub fn compare<TD: Element>(
     out
 }
 
-/// A weight-only GEMM's weight dequantized on the host exactly as the kernels do it: for row `j`
+/// A weight-only GEMM's weight dequantized on the host exactly as the CUTLASS kernels do it (the
+/// decode GEMV differs by [`weight_only_gemv_error`]): for row `j`
 /// and column `i` of the `n x k` weight, group `g = i / group_size`,
 /// `w = round(q · s[g][j] + z[g][j])` in `T`, rounded once (CUTLASS's source multiplies and then
 /// adds in the activations' type, which nvcc contracts, as far as measured, into one fused
@@ -823,11 +824,114 @@ pub fn weight_only<T: Element + HostValue>(
     gemm(&p, x, dequantized, c)
 }
 
+/// How far the decode GEMV ([`crate::WEIGHT_ONLY_GEMV`]) may be from [`weight_only`]'s
+/// reference beyond a 16-bit GEMM's bound, per output element (`m x n`, row-major), to add to
+/// [`Reference::extra_error`]. The arguments are [`dequantize_weight`]'s and X (`m x k`,
+/// row-major) of the problem.
+///
+/// The GEMV computes with the exact dequantized values `w = q · s + z`, where the reference (like
+/// the CUTLASS kernels) rounds each to `T`: `Σ_k |x|·|w − round(w)|`. And it sums each 64 columns of
+/// k in f32 over the stored values `M + u` (u the nibble, `M` 128 for bf16, 1024 for f16),
+/// starting from `−(M + 8)·Σx` (`−M·Σx` with zeros), and scales the sum afterwards: 64 f32
+/// additions whose partial sums are at most `((M + 16)·|s| + |z|)·Σ|x|`, each off by at most two
+/// units of f32 (the tensor cores may truncate). Both times `|alpha|`.
+#[allow(clippy::too_many_arguments)]
+pub fn weight_only_gemv_error<T: Element>(
+    problem: &crate::WeightOnlyProblem,
+    x: &[T],
+    values: &[u8],
+    signed: bool,
+    scales: &[T],
+    zeros: Option<&[T]>,
+) -> Result<Vec<f64>> {
+    problem.check()?;
+    let (m, n, k, group_size) = (problem.m, problem.n, problem.k, problem.group_size);
+    crate::error::require_len(OperandName::A, x.len(), m * k)?;
+    let rounded = dequantize_weight(values, signed, scales, zeros, n, k, group_size)?;
+    let magic = match T::DATA_TYPE {
+        cutlass_gemm_catalog::DataType::F16 => 1024.0,
+        _ => 128.0,
+    };
+    let chunk = 64.0;
+    let u32_ = f32::UNIT_ROUNDOFF;
+    // Per weight element: the rounding the reference has and the GEMV has not, and the f32 sums'
+    // factor.
+    let mut rounding = Vec::with_capacity(n * k);
+    let mut summing = Vec::with_capacity(n * k);
+    for j in 0..n {
+        for i in 0..k {
+            let e = j * k + i;
+            let nibble = (values[e / 2] >> ((e % 2) * 4)) & 0xF;
+            let q = if signed && nibble >= 8 {
+                f64::from(nibble) - 16.0
+            } else {
+                f64::from(nibble)
+            };
+            let g = (i / group_size) * n + j;
+            let (s, z) = (scales[g].to_f64(), zeros.map_or(0.0, |z| z[g].to_f64()));
+            rounding.push((q * s + z - rounded[e].to_f64()).abs());
+            summing.push(2.0 * chunk * u32_ * ((magic + 16.0) * s.abs() + z.abs()));
+        }
+    }
+    let alpha = f64::from(problem.alpha).abs();
+    let mut out = Vec::with_capacity(m * n);
+    for t in 0..m {
+        let row = &x[t * k..(t + 1) * k];
+        for j in 0..n {
+            let w = j * k..(j + 1) * k;
+            let e: f64 = row
+                .iter()
+                .zip(&rounding[w.clone()])
+                .zip(&summing[w])
+                .map(|((x, r), s)| x.to_f64().abs() * (r + s))
+                .sum();
+            out.push(alpha * e);
+        }
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::plans::problem::MatrixLayout;
     use half::bf16;
+
+    /// The GEMV's extra bound on numbers worked out by hand: no rounding term where q · s is exact
+    /// in bf16, only the f32 sums'; a rounding term where it is not.
+    #[test]
+    fn gemv_error_is_the_rounding_and_the_sums() {
+        let (n, k) = (16, 64);
+        let p = crate::WeightOnlyProblem::new(1, n, k, k, crate::WeightFormat::Symmetric);
+        let values: Vec<u8> = (0..n * k / 2).map(|i| (i * 37 % 256) as u8).collect();
+        let x = vec![bf16::from_f32(-1.0); k];
+        let sums = 2.0 * 64.0 * f32::UNIT_ROUNDOFF * 144.0 * k as f64;
+        let e = weight_only_gemv_error(&p, &x, &values, true, &vec![bf16::ONE; n], None).unwrap();
+        assert_eq!(e.len(), n);
+        for v in &e {
+            assert!((v - sums).abs() <= 1e-12 * sums, "{v} {sums}");
+        }
+        // s = 0.30078125 (bf16 of 0.3, 8 significant bits): q · s needs up to 11 bits, so most
+        // products round; the bound grows by exactly sum |q s - round(q s)|.
+        let s = bf16::from_f32(0.3);
+        let e = weight_only_gemv_error(&p, &x, &values, true, &vec![s; n], None).unwrap();
+        let rounded = dequantize_weight(&values, true, &vec![s; n], None, n, k, k).unwrap();
+        for (j, v) in e.iter().enumerate() {
+            let mut want = 2.0 * 64.0 * f32::UNIT_ROUNDOFF * 144.0 * s.to_f64() * k as f64;
+            for i in 0..k {
+                let idx = j * k + i;
+                let nib = (values[idx / 2] >> ((idx % 2) * 4)) & 0xF;
+                let q = if nib >= 8 {
+                    f64::from(nib) - 16.0
+                } else {
+                    f64::from(nib)
+                };
+                want += (q * s.to_f64() - rounded[idx].to_f64()).abs();
+            }
+            assert!((v - want).abs() <= 1e-12 * want, "{v} {want}");
+            assert!(*v > sums * s.to_f64(), "some products round");
+        }
+    }
 
     /// The fused reference on numbers worked out by hand, and its bound: wide where the GPU's
     /// tanh may err, and still catching a wrong activation.

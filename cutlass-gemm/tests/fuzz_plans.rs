@@ -1532,7 +1532,7 @@ fn check_weight_only<T: WeightOnlyInput>(
         // The decode GEMV: a few tokens, no workspace, no split-K.
         prop_assert_eq!(g.kernel_name(), cutlass_gemm::WEIGHT_ONLY_GEMV);
         prop_assert!(
-            p.m <= cutlass_gemm::plans::weight_only::GEMV_TOKENS_SMALL_WEIGHT
+            p.m <= cutlass_gemm::plans::weight_only::GEMV_TOKENS
                 || name == Some(cutlass_gemm::WEIGHT_ONLY_GEMV)
         );
         prop_assert_eq!((g.splits(), g.workspace_size()), (0, 0));

@@ -175,7 +175,7 @@ fn the_choice_follows_the_tokens_or_names_the_feature() {
         }
         return;
     }
-    // The decode GEMV up to 8 tokens, and up to 16 on weights of at most 64M elements.
+    // The decode GEMV up to 16 tokens, on any weight.
     let gemv = |m, n| {
         WeightOnlyGemm::<bf16>::plan(
             H100,
@@ -188,11 +188,11 @@ fn the_choice_follows_the_tokens_or_names_the_feature() {
     for (m, n, want) in [
         (1, 4096, true),
         (8, 28672, true),
-        (9, 28672, false),
+        (9, 28672, true),
         (16, 4096, true),
-        (16, 16368, true),
-        (16, 16384, false),
+        (16, 57344, true),
         (17, 4096, false),
+        (17, 57344, false),
     ] {
         assert_eq!(gemv(m, n), want, "{m} tokens, n = {n}");
     }
@@ -219,8 +219,7 @@ fn the_choice_follows_the_tokens_or_names_the_feature() {
     assert_eq!(tile(1024), (128, 128));
     assert_eq!(tile(1025), (128, 256));
     assert_eq!(tile(8192), (128, 256));
-    // Symmetric weights take the s4 kernels, 128x16 up to 16 tokens (past the GEMV: a large
-    // weight).
+    // Symmetric weights take the s4 kernels: the GEMV up to 16 tokens, then 128x32.
     let s = |m, n| {
         WeightOnlyGemm::<f16>::plan(
             H100,
@@ -230,7 +229,8 @@ fn the_choice_follows_the_tokens_or_names_the_feature() {
         .unwrap()
         .kernel_name()
     };
-    assert!(s(9, 28672).contains("_s4_f16_f32_f16_f16_scl_shfl_128x16x64_"));
+    assert_eq!(s(16, 28672), cutlass_gemm::WEIGHT_ONLY_GEMV);
+    assert!(s(17, 28672).contains("_s4_f16_f32_f16_f16_scl_shfl_128x32x64_"));
     assert!(s(17, 4096).contains("_s4_f16_f32_f16_f16_scl_shfl_128x32x64_"));
     // Split-K 4 where the output tiles fill at most a quarter of the SMs over a long k (4096
     // rows at decode: 32 tiles for 132 SMs), none where they are many or k is short.

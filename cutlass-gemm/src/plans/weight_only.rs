@@ -24,11 +24,15 @@
 //!   the kernels' additive zeros `z = -s · zp`, rounded once to the activations' type.
 //!
 //! At a few tokens ([`GEMV_TOKENS`]) a plan takes the decode GEMV ([`WEIGHT_ONLY_GEMV`]) rather
-//! than a CUTLASS kernel: a hand-written kernel that reads the same packed weight with
-//! `mma.sync` (the packed 16 x 16 block is exactly a warp's A operand), dequantizes the same way
-//! and computes every fused epilogue, in one launch without a workspace.
+//! than a CUTLASS kernel: a hand-written kernel that streams the same packed weight into shared
+//! memory (`cp.async`) and multiplies it with `mma.sync` (the packed 16 x 16 block is exactly a
+//! warp's A operand), and computes every fused epilogue, in one launch without a workspace. It
+//! feeds the stored 4-bit values to the MMA as they are and applies each group's scale (and zero)
+//! to the f32 sums, so it computes with the exact dequantized values `q · s + z` where the CUTLASS
+//! kernels round each of them to the activations' type first.
 //!
-//! [`crate::reference::weight_only`] dequantizes exactly as the kernels do.
+//! [`crate::reference::weight_only`] dequantizes exactly as the CUTLASS kernels do;
+//! [`crate::reference::weight_only_gemv_error`] bounds how far the GEMV may be from it.
 
 use std::sync::Arc;
 
@@ -605,20 +609,12 @@ impl WeightOnlyProblem {
 }
 
 /// Tokens up to which the library's choice is the decode GEMV ([`WEIGHT_ONLY_GEMV`]) rather than
-/// a CUTLASS kernel, where this build has it for the device; up to [`GEMV_TOKENS_SMALL_WEIGHT`]
-/// for weights of fewer than [`GEMV_SMALL_WEIGHT`] elements. Fitted on an H200 to Llama-3-8B's
-/// and -70B's layers (`docs/performance.md` scores other families): up to 8 tokens the GEMV ran
-/// 1.05–2.1x the best CUTLASS tile on every layer; at 16 it won on weights up to 59M elements
-/// (1.1–1.9x) and ran 0.85–1.12x on the larger ones, where two token groups double its MMAs.
-pub const GEMV_TOKENS: usize = 8;
-
-/// Tokens up to which the library's choice is the decode GEMV for a weight of fewer than
-/// [`GEMV_SMALL_WEIGHT`] elements.
-pub const GEMV_TOKENS_SMALL_WEIGHT: usize = 16;
-
-/// Weight elements (n · k) below which the decode GEMV serves up to [`GEMV_TOKENS_SMALL_WEIGHT`]
-/// tokens.
-pub const GEMV_SMALL_WEIGHT: usize = 1 << 26;
+/// a CUTLASS kernel, where this build has it for the device. Fitted on an H200 to Llama-3-8B's
+/// and -70B's layers at 8 to 32 tokens (`docs/performance.md` scores other families): up to 16
+/// tokens the GEMV ran 0.97–2.2x the best CUTLASS tile on every layer (below 1.0x only on the 70B
+/// model's gate-and-up and qkv layers at 12–16 tokens, by 1–3 %); from 20 it lost on every layer
+/// but the smallest (0.53–0.96x), where two token groups become three or four.
+pub const GEMV_TOKENS: usize = 16;
 
 /// The most tokens the decode GEMV takes when named.
 pub const GEMV_MAX_TOKENS: usize = cutlass_gemm_sys::CUTLASS_RS_WEIGHT_GEMV_MAX_TOKENS as usize;
@@ -658,8 +654,8 @@ impl<T: WeightOnlyInput> WeightOnlyGemm<T> {
         Self::plan(DeviceInfo::query(ctx)?, problem, Some(name))
     }
 
-    /// Plans for a described device without touching it. Up to [`GEMV_TOKENS`] tokens (16 for
-    /// weights of fewer than 64M elements) the library's choice is the decode GEMV ([`WEIGHT_ONLY_GEMV`],
+    /// Plans for a described device without touching it. Up to [`GEMV_TOKENS`] tokens the
+    /// library's choice is the decode GEMV ([`WEIGHT_ONLY_GEMV`],
     /// part of the `weight-only` feature, built for every architecture of the build, no workspace), beyond a CUTLASS kernel of the `weight-only` feature (with a
     /// split-K factor where the output tiles are few: [`WeightOnlyGemm::splits`]). The GEMV can
     /// also be named, up to [`GEMV_MAX_TOKENS`] tokens. Rules, each a typed error: the problem's
@@ -1049,7 +1045,6 @@ impl<T: WeightOnlyInput> WeightOnlyGemm<T> {
 /// Whether the library's choice for this problem is the decode GEMV ([`GEMV_TOKENS`]).
 fn gemv_serves(p: &WeightOnlyProblem) -> bool {
     p.m <= GEMV_TOKENS
-        || (p.m <= GEMV_TOKENS_SMALL_WEIGHT && p.n.saturating_mul(p.k) < GEMV_SMALL_WEIGHT)
 }
 
 /// The decode GEMV is not in this build (no `weight-only` feature) or not compiled for this

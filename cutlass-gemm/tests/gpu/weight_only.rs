@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream};
-use cutlass_gemm::plans::weight_only::{GEMV_MAX_TOKENS, GEMV_TOKENS, GEMV_TOKENS_SMALL_WEIGHT};
+use cutlass_gemm::plans::weight_only::{GEMV_MAX_TOKENS, GEMV_TOKENS};
 use cutlass_gemm::reference;
 use cutlass_gemm::{
     built_weight_only_kernels, DataType, Element, Error, ProblemRule, QuantizedWeight,
@@ -71,6 +71,21 @@ impl<T: Element> HostWeight<T> {
             self.n,
             self.k,
             self.group_size,
+        )
+        .unwrap()
+    }
+
+    /// The GEMV's bound beyond the reference's for X (`m x k`): see
+    /// [`reference::weight_only_gemv_error`].
+    fn gemv_error(&self, p: &WeightOnlyProblem, x: &[T]) -> Vec<f64> {
+        let zeros = self.zeros();
+        reference::weight_only_gemv_error(
+            p,
+            x,
+            &self.values,
+            self.zero_points.is_none(),
+            &self.scales,
+            zeros.as_deref(),
         )
         .unwrap()
     }
@@ -178,8 +193,11 @@ fn check<T: WeightOnlyInput>(
     plan.run(stream, &dx, qw, cin, &mut dy, Workspace::Managed)
         .unwrap();
     let y = stream.clone_dtoh(&dy).unwrap();
-    let want =
+    let mut want =
         reference::weight_only(&p, &x, &w.dequantized(), (beta != 0.0).then_some(&c[..])).unwrap();
+    if plan.is_gemv() {
+        want.extra_error = w.gemv_error(&p, &x);
+    }
     let geometry = cutlass_gemm::GemmProblem::new(m, w.n, w.k)
         .resolve(cutlass_gemm::OperandName::D)
         .unwrap();
@@ -252,7 +270,7 @@ fn every_kernel<T: WeightOnlyInput>() {
         // split-K 4.
         let w = HostWeight::<T>::random(&mut rng, 512, 2048, 128, zp);
         let qw = w.upload(&stream);
-        for m in [GEMV_TOKENS_SMALL_WEIGHT + 1, 32, 64] {
+        for m in [GEMV_TOKENS + 1, 32, 64] {
             let p = WeightOnlyProblem::for_weight(m, &qw);
             assert_eq!(WeightOnlyGemm::<T>::new(&ctx, &p).unwrap().splits(), 4);
             check(&ctx, &stream, &mut rng, &w, &qw, m, 0.5, None);
@@ -645,7 +663,7 @@ fn fused_epilogues_on_weight_only_kernels() {
                     row_scales: e.row_scales.then_some(&rows[..]),
                     col_scales: e.col_scales.then_some(&cols[..]),
                 };
-                let want = reference::fused(
+                let mut want = reference::fused(
                     &gp,
                     &sa,
                     &sb,
@@ -653,6 +671,16 @@ fn fused_epilogues_on_weight_only_kernels() {
                     &host,
                 )
                 .unwrap();
+                if gemv {
+                    // The GEMV's bound before the epilogue, through its scales and activation.
+                    for (idx, extra) in w.gemv_error(&p, &x).into_iter().enumerate() {
+                        let (i, j) = (idx / n, idx % n);
+                        let scale = if e.row_scales { rows[i] } else { 1.0 }
+                            * if e.col_scales { cols[j] } else { 1.0 };
+                        want.extra_error[idx] +=
+                            e.activation.lipschitz() * f64::from(scale).abs() * extra;
+                    }
+                }
                 let cmp = reference::compare(&y, &resolve(OperandName::D), &want);
                 assert!(
                     cmp.passed(),
@@ -755,15 +783,10 @@ fn gemv_on<T: WeightOnlyInput>() {
                 );
                 assert_eq!(name, WEIGHT_ONLY_GEMV);
             }
-            // The library's choice is the GEMV up to its tokens (more for small weights).
-            for m in [
-                1,
-                GEMV_TOKENS,
-                GEMV_TOKENS_SMALL_WEIGHT,
-                GEMV_TOKENS_SMALL_WEIGHT + 1,
-            ] {
+            // The library's choice is the GEMV up to its tokens.
+            for m in [1, GEMV_TOKENS, GEMV_TOKENS + 1] {
                 let p = WeightOnlyProblem::for_weight(m, &qw);
-                let gemv = m <= GEMV_TOKENS || (m <= GEMV_TOKENS_SMALL_WEIGHT && n * k < 1 << 26);
+                let gemv = m <= GEMV_TOKENS;
                 assert_eq!(WeightOnlyGemm::<T>::new(&ctx, &p).unwrap().is_gemv(), gemv);
             }
             // Twice the same launch: the same bits.
