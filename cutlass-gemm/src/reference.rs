@@ -791,6 +791,33 @@ pub fn dequantize_weight<T: Element>(
         crate::error::require_len(OperandName::Zeros, z.len(), groups * n)?;
     }
     let mut out = Vec::with_capacity(n * k);
+    // q · s + z is exact in f64 (a 4-bit integer times a 16-bit value, plus a 16-bit one).
+    for_each_weight(
+        values,
+        signed,
+        scales,
+        zeros,
+        n,
+        k,
+        group_size,
+        |q, s, z| out.push(T::from_f64(q * s + z)),
+    );
+    Ok(out)
+}
+
+/// Calls `f(q, s, z)` for each element of an `n x k` 4-bit weight (as [`dequantize_weight`] takes
+/// it, lengths checked), row by row.
+#[allow(clippy::too_many_arguments)]
+fn for_each_weight<T: Element>(
+    values: &[u8],
+    signed: bool,
+    scales: &[T],
+    zeros: Option<&[T]>,
+    n: usize,
+    k: usize,
+    group_size: usize,
+    mut f: impl FnMut(f64, f64, f64),
+) {
     for j in 0..n {
         for i in 0..k {
             let e = j * k + i;
@@ -801,12 +828,9 @@ pub fn dequantize_weight<T: Element>(
                 f64::from(nibble)
             };
             let g = (i / group_size) * n + j;
-            // q · s + z is exact in f64 (a 4-bit integer times a 16-bit value, plus a 16-bit one).
-            let z = zeros.map_or(0.0, |z| z[g].to_f64());
-            out.push(T::from_f64(q * scales[g].to_f64() + z));
+            f(q, scales[g].to_f64(), zeros.map_or(0.0, |z| z[g].to_f64()));
         }
     }
-    Ok(out)
 }
 
 /// The reference of a weight-only GEMM, `alpha · X · Wᵀ + beta · C`, over the weight as
@@ -858,21 +882,19 @@ pub fn weight_only_gemv_error<T: Element>(
     // factor.
     let mut rounding = Vec::with_capacity(n * k);
     let mut summing = Vec::with_capacity(n * k);
-    for j in 0..n {
-        for i in 0..k {
-            let e = j * k + i;
-            let nibble = (values[e / 2] >> ((e % 2) * 4)) & 0xF;
-            let q = if signed && nibble >= 8 {
-                f64::from(nibble) - 16.0
-            } else {
-                f64::from(nibble)
-            };
-            let g = (i / group_size) * n + j;
-            let (s, z) = (scales[g].to_f64(), zeros.map_or(0.0, |z| z[g].to_f64()));
-            rounding.push((q * s + z - rounded[e].to_f64()).abs());
+    for_each_weight(
+        values,
+        signed,
+        scales,
+        zeros,
+        n,
+        k,
+        group_size,
+        |q, s, z| {
+            rounding.push((q * s + z - rounded[rounding.len()].to_f64()).abs());
             summing.push(2.0 * chunk * u32_ * ((magic + 16.0) * s.abs() + z.abs()));
-        }
-    }
+        },
+    );
     let alpha = f64::from(problem.alpha).abs();
     let mut out = Vec::with_capacity(m * n);
     for t in 0..m {
