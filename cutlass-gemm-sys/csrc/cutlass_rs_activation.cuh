@@ -31,26 +31,11 @@ __device__ inline float activate_as(float x) {
   }
 }
 
-// x through the CUTLASS_RS_ACTIVATION_* `kind` (identity for an unknown code).
-__device__ inline float activate(float x, int kind) {
-  switch (kind) {
-    case CUTLASS_RS_ACTIVATION_RELU:
-      return activate_as<CUTLASS_RS_ACTIVATION_RELU>(x);
-    case CUTLASS_RS_ACTIVATION_GELU_TANH:
-      return activate_as<CUTLASS_RS_ACTIVATION_GELU_TANH>(x);
-    case CUTLASS_RS_ACTIVATION_GELU_ERF:
-      return activate_as<CUTLASS_RS_ACTIVATION_GELU_ERF>(x);
-    case CUTLASS_RS_ACTIVATION_SILU:
-      return activate_as<CUTLASS_RS_ACTIVATION_SILU>(x);
-    default:
-      return x;
-  }
-}
-
-// Calls f(std::integral_constant<int, K>{}) with K the activation code `kind` (identity for an
-// unknown code): one instantiation per activation, the branch taken once.
+// Returns f(std::integral_constant<int, K>{}) with K the activation code `kind` (identity for an
+// unknown code): one instantiation per activation, the branch taken once. Every instantiation of
+// f returns the same type.
 template <class F>
-__device__ inline void with_activation(int kind, F &&f) {
+__device__ inline decltype(auto) with_activation(int kind, F &&f) {
   switch (kind) {
     case CUTLASS_RS_ACTIVATION_RELU:
       return f(std::integral_constant<int, CUTLASS_RS_ACTIVATION_RELU>{});
@@ -63,6 +48,11 @@ __device__ inline void with_activation(int kind, F &&f) {
     default:
       return f(std::integral_constant<int, CUTLASS_RS_ACTIVATION_IDENTITY>{});
   }
+}
+
+// x through the CUTLASS_RS_ACTIVATION_* `kind` (identity for an unknown code).
+__device__ inline float activate(float x, int kind) {
+  return with_activation(kind, [&](auto k) { return activate_as<decltype(k)::value>(x); });
 }
 
 }  // namespace cutlass_rs
