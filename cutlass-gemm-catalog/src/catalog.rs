@@ -302,8 +302,14 @@ pub const WEIGHT_ONLY_FORMATS: [(DataType, MixedInputMode); 2] = [
     (DataType::U4, MixedInputMode::ScaleWithZeroPoint),
 ];
 
-/// One weight-only entry: an s4/u4 weight (A, in the packed order) times bf16/f16 activations
-/// (B), C and D column-major of the activations' type.
+/// The FP8 weight format of the weight-only kernels: e4m3 values read as stored (row-major, no
+/// packing), with one scale per output channel (a group of k as long as k), on the tiles of
+/// [`SM90_TILES_WEIGHT_ONLY`] without the fused epilogue.
+pub const WEIGHT_ONLY_FP8_FORMAT: (DataType, MixedInputMode) =
+    (DataType::E4M3, MixedInputMode::ScaleOnly);
+
+/// One weight-only entry: an s4/u4 weight (A, in the packed order) or an e4m3 one (A, row-major)
+/// times bf16/f16 activations (B), C and D column-major of the activations' type.
 pub fn weight_only_spec(
     (weight, mode): (DataType, MixedInputMode),
     wide: DataType,
@@ -336,7 +342,7 @@ pub fn weight_only_spec(
         tile_scheduler: t.scheduler,
         mixed_input: Some(MixedInput {
             mode,
-            shuffled: true,
+            shuffled: weight.bits() == 4,
         }),
     }
 }
@@ -1345,6 +1351,12 @@ pub fn sm90() -> Vec<KernelSpec> {
                 fusion: Fusion::ScaleBiasActivation { bias: spec.d.ty },
                 ..spec
             });
+        }
+    }
+    // FP8 weights (last: the entries before keep their order).
+    for wide in [DataType::Bf16, DataType::F16] {
+        for t in SM90_TILES_WEIGHT_ONLY {
+            out.push(weight_only_spec(WEIGHT_ONLY_FP8_FORMAT, wide, t));
         }
     }
     out

@@ -322,8 +322,10 @@ pub fn kernel_source(spec: &KernelSpec) -> Result<String, String> {
             values.push(("tile_scheduler", spec.tile_scheduler.cpp_type().into()));
             // Empty for CUTLASS's epilogue, so those sources (and cached objects) stay as they were.
             push_fusion(&mut values, spec);
-            // The weight's element carries its scale (and zero) types.
+            // The weight's element carries its scale (and zero) types; its layout is LayoutNarrow.
             values[2].1 = narrow_element(spec);
+            values.retain(|(key, _)| *key != "layout_a");
+            values.push(("narrow_layout", narrow_layout(spec)));
             SM90_WEIGHT_ONLY_GEMM_TEMPLATE
         }
         Arch::Sm90a => {
@@ -395,6 +397,24 @@ fn mainloop_values(spec: &KernelSpec) -> (String, String) {
             format!("\n#include \"{header}\""),
         ),
         None => ("CollectiveMainloop".to_string(), String::new()),
+    }
+}
+
+/// The declaration of a mixed-input kernel's `LayoutNarrow`, the layout of its narrow operand: the
+/// packed order of `cutlass_rs_weight_layout.hpp` for a 4-bit weight (the text its sources have
+/// always had, so that their cached objects stay), CUTLASS's row-major layout for one read as
+/// stored.
+fn narrow_layout(spec: &KernelSpec) -> String {
+    let layout_a = spec.a.layout.cpp_type();
+    if spec.mixed_input.is_some_and(|m| m.shuffled) {
+        format!(
+            "// The narrow operand (the weight, {layout_a} n x k) in the packed order of\n// cutlass_rs_weight_layout.hpp.\nusing LayoutNarrow = cutlass_rs::weight::PackedLayout<{}>;",
+            spec.b.ty.cpp_type()
+        )
+    } else {
+        format!(
+            "// The narrow operand (the weight, n x k) as stored.\nusing LayoutNarrow = {layout_a};"
+        )
     }
 }
 

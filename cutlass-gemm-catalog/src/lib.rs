@@ -291,6 +291,17 @@ mod tests {
                     s.name()
                 );
                 assert!(src.contains(s.tile_scheduler.cpp_type()));
+                // A 4-bit weight in the packed order, with the text its sources have always had
+                // (their cached objects stay valid); an e4m3 one as stored.
+                let layout = if mx.shuffled {
+                    format!(
+                        "// The narrow operand (the weight, cutlass::layout::RowMajor n x k) in the packed order of\n// cutlass_rs_weight_layout.hpp.\nusing LayoutNarrow = cutlass_rs::weight::PackedLayout<{wide}>;\n"
+                    )
+                } else {
+                    "using LayoutNarrow = cutlass::layout::RowMajor;\n".to_string()
+                };
+                assert!(src.contains(&layout), "{}", s.name());
+                assert_eq!(mx.shuffled, s.a.ty.bits() == 4, "{}", s.name());
                 let mut headers = vec![
                     codegen::WEIGHT_ONLY_HEADER_NAME,
                     codegen::WEIGHT_LAYOUT_HEADER_NAME,

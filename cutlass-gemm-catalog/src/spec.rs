@@ -1314,8 +1314,8 @@ impl KernelSpec {
     }
 
     /// The rules of SM90 mixed-input (weight-only) kernels, and that only they mix operand widths:
-    /// an s4/u4 A (the weight, read in the packed order) and a bf16/f16 B, dequantized with scales
-    /// (and zeros), TN with C and D column-major of B's type (the weight is the MMA's A so that it
+    /// an s4/u4 A (the weight, read in the packed order) or an e4m3 one (read as stored, scales
+    /// only) and a bf16/f16 B, dequantized with scales (and zeros), TN with C and D column-major of B's type (the weight is the MMA's A so that it
     /// passes through registers; D is then Y transposed), an f32 accumulator, CUTLASS's linear
     /// combination, and the cooperative or pingpong TMA schedules with their TMA epilogues.
     fn check_mixed_input(&self, name: &str) -> Result<(), String> {
@@ -1327,17 +1327,21 @@ impl KernelSpec {
             }
             return Ok(());
         };
-        if !matches!(self.a.ty, DataType::S4 | DataType::U4)
+        if !matches!(self.a.ty, DataType::S4 | DataType::U4 | DataType::E4M3)
             || !matches!(self.b.ty, DataType::Bf16 | DataType::F16)
         {
             return Err(format!(
-                "{name}: the catalog's mixed-input kernels take an s4/u4 A (the weight) and a bf16/f16 B"
+                "{name}: the catalog's mixed-input kernels take an s4/u4/e4m3 A (the weight) and a bf16/f16 B"
             ));
         }
-        if mx.mode == MixedInputMode::ConvertOnly || !mx.shuffled {
+        let four_bit = self.a.ty.bits() == 4;
+        if mx.mode == MixedInputMode::ConvertOnly || mx.shuffled != four_bit {
             return Err(format!(
-                "{name}: the catalog's mixed-input kernels scale their weight (_scl, _sclzr) and read it in the packed order (_shfl)"
+                "{name}: the catalog's mixed-input kernels scale their weight (_scl, _sclzr) and read a 4-bit one in the packed order (_shfl), an e4m3 one as stored"
             ));
+        }
+        if !four_bit && mx.mode != MixedInputMode::ScaleOnly {
+            return Err(format!("{name}: an e4m3 weight takes scales only (_scl)"));
         }
         if (self.a.layout, self.b.layout, self.c.layout, self.d.layout)
             != (

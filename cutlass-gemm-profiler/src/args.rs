@@ -255,7 +255,8 @@ pub struct ProfileArgs {
     )]
     pub tokens: Vec<usize>,
     /// Measure the weight-only GEMM instead (a build with the `weight-only` feature): 4-bit
-    /// weights (w4a16 and w4a16-zp, groups of 128) with bf16 activations on Llama-3-8B's and
+    /// weights (w4a16 and w4a16-zp, groups of 128) and FP8 weights with a scale per output
+    /// channel (fp8w), with bf16 activations on Llama-3-8B's and
     /// -70B's linear layers at 1 to 8192 tokens (or `--shapes`' whose weights the kernels take),
     /// against cuBLAS's bf16 GEMM and this crate's own. Takes `--kernels` (`all`: every
     /// weight-only kernel of the build, stream-K ones also with split-K 2 and 4), `--rounds` and

@@ -1,10 +1,11 @@
-//! `cutlass-profiler profile --weight-only`: this crate's weight-only GEMM (4-bit weights, bf16
-//! activations) on Llama-3-8B's and Llama-3-70B's linear layers (or, with `--shapes`, a shape
+//! `cutlass-profiler profile --weight-only`: this crate's weight-only GEMM (4-bit and FP8 weights,
+//! bf16 activations) on Llama-3-8B's and Llama-3-70B's linear layers (or, with `--shapes`, a shape
 //! file's), against cuBLAS's bf16 GEMM on the bf16 weight and against this crate's own bf16 GEMM,
 //! in one process, kernel against kernel.
 //!
 //! The weight is a random bf16 matrix, quantized on the GPU in groups of 128 (`w4a16`: symmetric,
-//! s4 values and scales; `w4a16-zp`: u4 values, scales and zero points). Inputs rotate over enough
+//! s4 values and scales; `w4a16-zp`: u4 values, scales and zero points) and to FP8 with a scale per
+//! output channel (`fp8w`: e4m3 values). Inputs rotate over enough
 //! copies to exceed twice the L2 cache, so the weight is read from memory as in a model. `diff` is
 //! the relative difference between our result and cuBLAS's on the unquantized weight: the
 //! quantization's error, not a check (the GPU tests check the kernels against the f64 reference on
@@ -68,7 +69,7 @@ pub fn run(args: &ProfileArgs) -> Result<ExitCode> {
         CudaBlas::new(dev.stream.clone()).context("cuBLAS (libcublas.so must be loadable)")?;
     let rounds = args.rounds.clamp(1, 100);
     println!(
-        "device: {} (cc {}.{}, {} SMs, copy {:.0} GB/s); weight-only GEMM (4-bit weights, group {GROUP}, bf16 activations), kernel against kernel, median of {rounds} rounds",
+        "device: {} (cc {}.{}, {} SMs, copy {:.0} GB/s); weight-only GEMM (4-bit weights in groups of {GROUP}, FP8 weights per channel; bf16 activations), kernel against kernel, median of {rounds} rounds",
         dev.name(),
         dev.info.compute_capability.0,
         dev.info.compute_capability.1,
@@ -95,11 +96,16 @@ pub fn run(args: &ProfileArgs) -> Result<ExitCode> {
         let weights: Vec<CudaSlice<bf16>> = (0..rotation(&dev, w_bytes))
             .map(|i| fill(stream, n * k, 100 + i as u64))
             .collect::<Result<_>>()?;
-        for format in [WeightFormat::Symmetric, WeightFormat::ZeroPoint] {
+        for format in FORMATS {
+            let group = if format == WeightFormat::Fp8 {
+                k
+            } else {
+                GROUP
+            };
             let quantized: Vec<QuantizedWeight<bf16>> = (0..sets)
                 .map(|i| {
                     let w = &weights[i % weights.len()];
-                    Ok(QuantizedWeight::quantize(stream, w, n, k, GROUP, format)?)
+                    Ok(QuantizedWeight::quantize(stream, w, n, k, group, format)?)
                 })
                 .collect::<Result<_>>()?;
             for &tokens in &tokens_list {
@@ -224,10 +230,18 @@ fn layers(args: &ProfileArgs) -> Result<Vec<Layer>> {
     Ok(out)
 }
 
+/// The weight formats measured, in the order of the output.
+const FORMATS: [WeightFormat; 3] = [
+    WeightFormat::Symmetric,
+    WeightFormat::ZeroPoint,
+    WeightFormat::Fp8,
+];
+
 fn label(f: WeightFormat) -> &'static str {
     match f {
         WeightFormat::Symmetric => "w4a16",
         WeightFormat::ZeroPoint => "w4a16-zp",
+        WeightFormat::Fp8 => "fp8w",
     }
 }
 
@@ -274,7 +288,7 @@ fn candidates(
         KernelMode::Matching(f) => f.matches(WEIGHT_ONLY_GEMV),
         _ => false,
     };
-    if gemv && name != WEIGHT_ONLY_GEMV && p.m <= GEMV_MAX_TOKENS {
+    if gemv && name != WEIGHT_ONLY_GEMV && p.m <= GEMV_MAX_TOKENS && p.format != WeightFormat::Fp8 {
         out.push((
             WeightOnlyGemm::<bf16>::plan(dev.info, p, Some(WEIGHT_ONLY_GEMV))?,
             false,
@@ -395,7 +409,7 @@ fn summary(rows: &[Row]) {
     println!(
         "geometric means (time of cuBLAS bf16 / ours; the library's choice), min in brackets:"
     );
-    for format in [WeightFormat::Symmetric, WeightFormat::ZeroPoint] {
+    for format in FORMATS {
         for (band, lo, hi) in [
             ("1-16 tokens", 1, 16),
             ("17-64 tokens", 17, 64),

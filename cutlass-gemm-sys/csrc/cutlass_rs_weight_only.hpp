@@ -1,10 +1,11 @@
-// The weight-only GEMM kernels' C++ side (SM90 mixed-input kernels over packed 4-bit weights). Part
-// of cutlass-gemm-sys (csrc/); not generated. Included by the generated weight-only kernels after
-// cutlass_rs_shim.hpp.
+// The weight-only GEMM kernels' C++ side (SM90 mixed-input kernels over packed 4-bit weights and
+// row-major e4m3 ones). Part of cutlass-gemm-sys (csrc/); not generated. Included by the generated
+// weight-only kernels after cutlass_rs_shim.hpp.
 //
-// The kernel computes Y^T = dequant(W) . X^T (cutlass_rs_weight_only_abi.h): W, n x k in the packed
-// order of cutlass_rs_weight_layout.hpp, is the MMA's A, converted in registers; X (m x k
-// row-major) is its B, k x m column-major; Y^T is n x m column-major, which is Y row-major.
+// The kernel computes Y^T = dequant(W) . X^T (cutlass_rs_weight_only_abi.h): W, n x k (4-bit: in
+// the packed order of cutlass_rs_weight_layout.hpp; e4m3: row-major), is the MMA's A, converted in
+// registers; X (m x k row-major) is its B, k x m column-major; Y^T is n x m column-major, which is
+// Y row-major.
 #pragma once
 
 #include "cutlass_rs_shim.hpp"
@@ -23,6 +24,13 @@ template <class Gemm>
 constexpr bool takes_zeros() {
   using Mainloop = typename Gemm::GemmKernel::CollectiveMainloop;
   return Mainloop::KernelConversionMode == cutlass::detail::ConversionMode::ConvertAndScaleWithZero;
+}
+
+// Whether the kernel reads a 4-bit weight in the packed order (else an 8-bit one as stored).
+template <class Gemm>
+constexpr bool packed_weight() {
+  using Mainloop = typename Gemm::GemmKernel::CollectiveMainloop;
+  return cutlass::sizeof_bits<typename Mainloop::ElementA>::value == 4;
 }
 
 template <class Gemm>
@@ -49,7 +57,11 @@ typename Gemm::Arguments make_arguments(const cutlass_rs_weight_only_args *a) {
   // The swapped problem: rows of W, then tokens.
   args.problem_shape = {n, m, k, 1};
   args.mainloop.ptr_A = static_cast<decltype(args.mainloop.ptr_A)>(a->w);
-  args.mainloop.dA = packed_layout<Wide>(n, k);
+  if constexpr (packed_weight<Gemm>()) {
+    args.mainloop.dA = packed_layout<Wide>(n, k);
+  } else {
+    args.mainloop.dA = make_stride<typename Kernel::StrideA>(a->k, int64_t(a->n) * a->k);
+  }
   args.mainloop.ptr_B = static_cast<decltype(args.mainloop.ptr_B)>(a->x);
   args.mainloop.dB = make_stride<typename Kernel::StrideB>(a->ldx, a->ldx * a->m);
   args.mainloop.ptr_S = static_cast<decltype(args.mainloop.ptr_S)>(a->scales);

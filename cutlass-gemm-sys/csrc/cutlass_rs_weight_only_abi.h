@@ -1,6 +1,7 @@
 /* Part of cutlass-gemm-sys (csrc/cutlass_rs_weight_only_abi.h); not generated, copied next to the
  * generated sources. The C ABI of the weight-only GEMM kernels (SM90 mixed-input kernels, whose
- * names end in `_scl_shfl` or `_sclzr_shfl`) and of the weight packing kernels: their argument
+ * names carry `_scl_shfl` or `_sclzr_shfl` for 4-bit weights, `_e4m3_..._scl` for FP8 ones) and of
+ * the weight packing kernels: their argument
  * struct, registry entry and packing functions. A header of its own, so that only the weight-only
  * kernels' objects depend on it. */
 #ifndef CUTLASS_RS_WEIGHT_ONLY_ABI_H
@@ -27,7 +28,10 @@ extern "C" {
  *
  * w is the packed weight: the n x k values of q, in the order cutlass_rs_weight_pack writes them
  * (the order in which the kernel's threads read them; n a multiple of
- * CUTLASS_RS_WEIGHT_PACK_ROWS, k a multiple of CUTLASS_RS_WEIGHT_PACK_COLS). The kernel computes
+ * CUTLASS_RS_WEIGHT_PACK_ROWS, k a multiple of CUTLASS_RS_WEIGHT_PACK_COLS). The FP8 kernels
+ * (weight e4m3, scales only) read w as stored instead: n x k e4m3 values row-major, one byte each,
+ * dequant(W)[j][i] = round(e4m3(q[j][i]) * s[g][j]); cutlass_rs_weight_quantize_fp8 writes them
+ * with one group (group_size = k). The kernel computes
  * Y^T = dequant(W) . X^T: W is the MMA's A (it passes through registers to be converted), X its B.
  */
 #define CUTLASS_RS_WEIGHT_PACK_ROWS 16
@@ -124,6 +128,13 @@ int cutlass_rs_weight_zeros(int32_t format, const void *qzeros, const void *scal
 int cutlass_rs_weight_quantize(const void *w, int64_t ldw, int32_t dtype, int64_t n, int64_t k,
                                int64_t group_size, int32_t zero_points, void *q, void *scales,
                                void *zp, void *stream);
+
+/* Quantizes a 16-bit weight w (n x k row-major, ldw; dtype bf16 or f16) to FP8 e4m3 with one scale
+ * per row (output channel): s = max|w| / 448 rounded to the weight's type (1 where that rounds to
+ * 0 or overflows), q = e4m3(w / s) rounded to nearest even and saturated to +-448
+ * (__NV_SATFINITE). Writes q row-major (n * k bytes) and the n scales. */
+int cutlass_rs_weight_quantize_fp8(const void *w, int64_t ldw, int32_t dtype, int64_t n, int64_t k,
+                                   void *q, void *scales, void *stream);
 
 /* The decode GEMV: the Y of a weight-only kernel (the fused epilogue's vectors and activation
  * included, C read only when beta is not 0) for 1 to CUTLASS_RS_WEIGHT_GEMV_MAX_TOKENS tokens,

@@ -1,6 +1,6 @@
 // Weight preparation for the weight-only GEMM kernels: packing 4-bit weights (plain, GPTQ or AWQ)
-// into the order the kernels read, the kernels' additive zeros from a checkpoint's zero points, and
-// a group-wise quantizer of 16-bit weights. Hand-written, not generated; compiled by
+// into the order the kernels read, the kernels' additive zeros from a checkpoint's zero points, a
+// group-wise 4-bit quantizer of 16-bit weights and a per-channel FP8 one. Hand-written, not generated; compiled by
 // cutlass-gemm-sys's build script for every selected architecture. Run once, at load time.
 // The C ABI is in cutlass_rs_weight_only_abi.h.
 
@@ -8,6 +8,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime_api.h>
 
 #include "cutlass/numeric_types.h"
@@ -130,6 +131,38 @@ __global__ void quantize_kernel(const T *w, int64_t ldw, int64_t n, int64_t k, i
   }
 }
 
+// One block per row: the row's largest magnitude, its scale s = max|w| / 448 rounded to T (1 where
+// that rounds to zero or overflows), then q = e4m3(w / s), rounded to nearest even and saturated.
+constexpr int kFp8Threads = 256;
+
+template <class T>
+__global__ void quantize_fp8_kernel(const T *w, int64_t ldw, int64_t n, int64_t k, uint8_t *q, T *scales) {
+  __shared__ float warp_max[kFp8Threads / 32];
+  __shared__ float row_scale;
+  for (int64_t j = blockIdx.x; j < n; j += gridDim.x) {
+    const T *row = w + j * ldw;
+    float amax = 0.f;
+    for (int64_t i = threadIdx.x; i < k; i += kFp8Threads) amax = fmaxf(amax, fabsf(to_float(row[i])));
+    for (int off = 16; off > 0; off /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+    if (threadIdx.x % 32 == 0) warp_max[threadIdx.x / 32] = amax;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      float m = 0.f;
+      for (int i = 0; i < kFp8Threads / 32; ++i) m = fmaxf(m, warp_max[i]);
+      float s = to_float(from_float<T>(m / 448.f));
+      if (!(s > 0.f) || isinf(s)) s = 1.f;
+      scales[j] = from_float<T>(s);
+      row_scale = s;
+    }
+    __syncthreads();
+    const float s = row_scale;
+    for (int64_t i = threadIdx.x; i < k; i += kFp8Threads) {
+      q[j * k + i] = static_cast<uint8_t>(__nv_cvt_float_to_fp8(to_float(row[i]) / s, __NV_SATFINITE, __NV_E4M3));
+    }
+    __syncthreads();
+  }
+}
+
 int launch_error() {
   cudaError_t e = cudaGetLastError();
   return e == cudaSuccess ? CUTLASS_RS_OK : CUTLASS_RS_ERROR_CUDA_BASE + static_cast<int>(e);
@@ -197,6 +230,24 @@ extern "C" int cutlass_rs_weight_quantize(const void *w, int64_t ldw, int32_t dt
     quantize_kernel<<<blocks_for(total), kThreads, 0, st>>>(static_cast<const __half *>(w), ldw, n, k, group_size,
                                                            zero_points, static_cast<uint8_t *>(q),
                                                            static_cast<__half *>(scales), static_cast<uint8_t *>(zp));
+  } else {
+    return CUTLASS_RS_ERROR_INVALID_DATA_TYPE;
+  }
+  return launch_error();
+}
+
+extern "C" int cutlass_rs_weight_quantize_fp8(const void *w, int64_t ldw, int32_t dtype, int64_t n, int64_t k,
+                                              void *q, void *scales, void *stream) {
+  if (w == nullptr || q == nullptr || scales == nullptr) return CUTLASS_RS_ERROR_NULL_ARGUMENT;
+  if (n <= 0 || k <= 0 || ldw < k) return CUTLASS_RS_ERROR_INVALID_PROBLEM;
+  cudaStream_t st = static_cast<cudaStream_t>(stream);
+  const unsigned blocks = static_cast<unsigned>(n < 65535 * 16 ? n : 65535 * 16);
+  if (dtype == CUTLASS_RS_DTYPE_BF16) {
+    quantize_fp8_kernel<<<blocks, kFp8Threads, 0, st>>>(static_cast<const __nv_bfloat16 *>(w), ldw, n, k,
+                                                        static_cast<uint8_t *>(q), static_cast<__nv_bfloat16 *>(scales));
+  } else if (dtype == CUTLASS_RS_DTYPE_F16) {
+    quantize_fp8_kernel<<<blocks, kFp8Threads, 0, st>>>(static_cast<const __half *>(w), ldw, n, k,
+                                                        static_cast<uint8_t *>(q), static_cast<__half *>(scales));
   } else {
     return CUTLASS_RS_ERROR_INVALID_DATA_TYPE;
   }

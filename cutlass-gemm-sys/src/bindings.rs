@@ -575,6 +575,18 @@ unsafe extern "C" {
     ) -> ::std::os::raw::c_int;
 }
 unsafe extern "C" {
+    pub fn cutlass_rs_weight_quantize_fp8(
+        w: *const ::std::os::raw::c_void,
+        ldw: i64,
+        dtype: i32,
+        n: i64,
+        k: i64,
+        q: *mut ::std::os::raw::c_void,
+        scales: *mut ::std::os::raw::c_void,
+        stream: *mut ::std::os::raw::c_void,
+    ) -> ::std::os::raw::c_int;
+}
+unsafe extern "C" {
     pub fn cutlass_rs_weight_gemv(
         args: *const cutlass_rs_weight_only_args,
         dtype: i32,

@@ -805,6 +805,32 @@ pub fn dequantize_weight<T: Element>(
     Ok(out)
 }
 
+/// An FP8 weight-only GEMM's weight ([`crate::WeightFormat::Fp8`]) dequantized on the host as the
+/// CUTLASS kernels do it: `w = round(e4m3(q) · s[j])` in `T` for row `j` (the e4m3 value is exact
+/// in `T`, and its product with the row's scale is rounded once). `values` holds the `n x k`
+/// e4m3 bytes row-major, `scales` the `n` per-channel scales. Returns the weight `n x k`
+/// row-major.
+pub fn dequantize_fp8_weight<T: Element>(
+    values: &[u8],
+    scales: &[T],
+    n: usize,
+    k: usize,
+) -> Result<Vec<T>> {
+    crate::plans::weight_only::check_weight_extents(n, k, k)?;
+    crate::error::require_len(OperandName::B, values.len(), n * k)?;
+    crate::error::require_len(OperandName::Scales, scales.len(), n)?;
+    let mut out = Vec::with_capacity(n * k);
+    for (j, row) in values.chunks_exact(k).take(n).enumerate() {
+        let s = scales[j].to_f64();
+        // A 4-bit-mantissa value times a 16-bit one: exact in f64, rounded once to T.
+        out.extend(
+            row.iter()
+                .map(|&q| T::from_f64(crate::numeric::E4M3::from_bits(q).to_f64() * s)),
+        );
+    }
+    Ok(out)
+}
+
 /// Calls `f(q, s, z)` for each element of an `n x k` 4-bit weight (as [`dequantize_weight`] takes
 /// it, lengths checked), row by row.
 #[allow(clippy::too_many_arguments)]

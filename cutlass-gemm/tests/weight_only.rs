@@ -343,18 +343,19 @@ fn kernels_of_other_registries_are_refused() {
 }
 
 #[test]
-fn the_feature_builds_twenty_four_kernels() {
+fn the_feature_builds_thirty_four_kernels() {
     use cutlass_gemm_catalog::catalog;
     let family: Vec<_> = catalog::all()
         .into_iter()
         .filter(|s| Family::WeightOnly.contains(s))
         .collect();
-    assert_eq!(family.len(), 24);
-    // Per activation type: five tiles with scales only, four with zero points; bf16 also three
-    // of them with the fused epilogue per weight format.
+    assert_eq!(family.len(), 34);
+    // Per activation type: five tiles with scales only, four with zero points, five for FP8
+    // weights; bf16 also three of the 4-bit ones with the fused epilogue per weight format.
     for (weight, n) in [
         (cutlass_gemm::DataType::S4, 5),
         (cutlass_gemm::DataType::U4, 4),
+        (cutlass_gemm::DataType::E4M3, 5),
     ] {
         for wide in [cutlass_gemm::DataType::Bf16, cutlass_gemm::DataType::F16] {
             let of = |fused: bool| {
@@ -366,7 +367,7 @@ fn the_feature_builds_twenty_four_kernels() {
             assert_eq!(of(false), n);
             assert_eq!(
                 of(true),
-                if wide == cutlass_gemm::DataType::Bf16 {
+                if wide == cutlass_gemm::DataType::Bf16 && weight.bits() == 4 {
                     3
                 } else {
                     0
@@ -375,7 +376,14 @@ fn the_feature_builds_twenty_four_kernels() {
         }
     }
     for s in &family {
-        assert!(s.name().contains("_scl_shfl_") || s.name().contains("_sclzr_shfl_"));
+        // 4-bit weights in the packed order, FP8 ones as stored.
+        assert!(
+            s.name().contains("_scl_shfl_")
+                || s.name().contains("_sclzr_shfl_")
+                || (s.name().contains("_e4m3_") && s.name().contains("_scl_")),
+            "{}",
+            s.name()
+        );
         assert!(!catalog::is_default(s), "{}", s.name());
     }
     assert!(catalog::all()
@@ -427,4 +435,80 @@ fn host_dequantization_rounds_once_as_the_kernels_do() {
         reference::dequantize_weight(&values[1..], false, &scales, None, n, k, g).unwrap_err(),
         Error::BufferTooSmall { .. }
     ));
+}
+
+/// FP8 weights: one scale per output channel (a group as long as k), the CUTLASS kernels at every
+/// token count (the decode GEMV reads 4-bit weights only), and the host dequantization worked out
+/// by hand.
+#[test]
+fn fp8_weights_take_one_group_and_the_cutlass_kernels() {
+    let p = |m, g| WeightOnlyProblem::new(m, 4096, 4096, g, WeightFormat::Fp8);
+    assert_eq!(
+        weight_rule(WeightOnlyGemm::<bf16>::plan(H100, &p(1, 128), None).unwrap_err()),
+        WeightRule::PerChannel {
+            group_size: 128,
+            k: 4096
+        }
+    );
+    match WeightOnlyGemm::<bf16>::plan(H100, &p(1, 4096), Some(cutlass_gemm::WEIGHT_ONLY_GEMV))
+        .unwrap_err()
+    {
+        Error::KernelMismatch {
+            reason: KernelRule::GemvFp8,
+            ..
+        } => {}
+        other => panic!("{other}"),
+    }
+    if built_weight_only_kernels().is_empty() {
+        match WeightOnlyGemm::<bf16>::plan(H100, &p(1, 4096), None).unwrap_err() {
+            Error::NoKernel { build_with, .. } => {
+                assert_eq!(build_with, BuildHint::Feature(Family::WeightOnly))
+            }
+            other => panic!("{other}"),
+        }
+        return;
+    }
+    for m in [1, 16, 17, 64, 65, 4096] {
+        for name in [
+            WeightOnlyGemm::<bf16>::plan(H100, &p(m, 4096), None)
+                .unwrap()
+                .kernel_name(),
+            WeightOnlyGemm::<f16>::plan(H100, &p(m, 4096), None)
+                .unwrap()
+                .kernel_name(),
+        ] {
+            assert!(
+                name.contains("_e4m3_") && name.contains("_scl_"),
+                "{m}: {name}"
+            );
+            assert!(!name.contains("_shfl_"), "{name}");
+        }
+    }
+}
+
+/// e4m3 1.0, 1.5, 1.875, the smallest subnormal (2^-9), -448 and 448, scaled by 0.75 and by
+/// 1 + 2^-7: every product is exact in bf16 but 1.875 · (1 + 2^-7) = 1.8896484375, which rounds
+/// to 1.890625.
+#[test]
+fn fp8_host_dequantization_rounds_the_product_once() {
+    let row = [0x38u8, 0x3C, 0x3F, 0x01, 0xFE, 0x7E];
+    let values: Vec<u8> = (0..2)
+        .flat_map(|_| row.iter().copied().cycle().take(64))
+        .chain(std::iter::repeat_n(0, 14 * 64))
+        .collect();
+    let mut scales = vec![bf16::from_f32(1.0); 16];
+    scales[0] = bf16::from_f32(0.75);
+    scales[1] = bf16::from_f32(1.0 + 1.0 / 128.0);
+    let w = reference::dequantize_fp8_weight(&values, &scales, 16, 64).unwrap();
+    let got = |j: usize, i: usize| w[j * 64 + i].to_f32();
+    let exact = [0.75, 1.125, 1.40625, 0.75 / 512.0, -336.0, 336.0];
+    for (i, want) in exact.iter().enumerate() {
+        assert_eq!(got(0, i), *want, "row 0, value {i}");
+    }
+    assert_eq!(got(1, 0), 1.0078125);
+    assert_eq!(got(1, 2), 1.890625);
+    assert_eq!(got(2, 0), 0.0);
+    // Lengths are checked: n · k bytes, n scales.
+    assert!(reference::dequantize_fp8_weight(&values[1..], &scales, 16, 64).is_err());
+    assert!(reference::dequantize_fp8_weight(&values, &scales[1..], 16, 64).is_err());
 }

@@ -621,12 +621,19 @@ pub enum WeightRule {
         /// The plan's.
         plan: (usize, usize, usize),
     },
-    /// The weight's format (scales only, or scales and zero points) is not the plan's.
+    /// The weight's format is not the plan's.
     Format {
-        /// Whether the weight has zero points.
-        weight_zeros: bool,
-        /// Whether the plan's kernel reads them.
-        plan_zeros: bool,
+        /// The weight's.
+        weight: crate::plans::weight_only::WeightFormat,
+        /// The plan's.
+        plan: crate::plans::weight_only::WeightFormat,
+    },
+    /// An FP8 weight has one scale per output channel: its group of k is all of k.
+    PerChannel {
+        /// The group size asked for.
+        group_size: usize,
+        /// k.
+        k: usize,
     },
 }
 
@@ -658,18 +665,13 @@ impl fmt::Display for WeightRule {
                 "the weight is n x k = {} x {} in groups of {}, the plan's {} x {} in groups of {}",
                 weight.0, weight.1, weight.2, plan.0, plan.1, plan.2
             ),
-            WeightRule::Format {
-                weight_zeros,
-                plan_zeros,
-            } => {
-                let name = |z: bool| if z { "scales and zero points" } else { "scales only" };
-                write!(
-                    f,
-                    "the weight has {}, the plan's kernel reads {}",
-                    name(*weight_zeros),
-                    name(*plan_zeros)
-                )
+            WeightRule::Format { weight, plan } => {
+                write!(f, "the weight is {weight}, the plan's kernel reads {plan}")
             }
+            WeightRule::PerChannel { group_size, k } => write!(
+                f,
+                "an FP8 weight has one scale per output channel: group size {group_size} is not k = {k}"
+            ),
         }
     }
 }
@@ -1061,6 +1063,8 @@ pub enum KernelRule {
         /// The most it takes.
         max: usize,
     },
+    /// The decode GEMV reads 4-bit weights only; an FP8 weight takes the CUTLASS kernels.
+    GemvFp8,
     /// Split-K over a kernel whose tile scheduler is not stream-K.
     SplitKNeedsStreamK {
         /// The splits asked for.
@@ -1148,6 +1152,10 @@ impl fmt::Display for KernelRule {
             KernelRule::GemvTokens { m, max } => write!(
                 f,
                 "the decode GEMV takes at most {max} tokens, the plan has {m}: plan it with a CUTLASS weight-only kernel"
+            ),
+            KernelRule::GemvFp8 => write!(
+                f,
+                "the decode GEMV reads 4-bit weights only: plan an FP8 weight with a CUTLASS weight-only kernel"
             ),
             KernelRule::SplitKNeedsStreamK { splits } => {
                 write!(f, "split-K ({splits} splits) needs a stream-K kernel")

@@ -71,6 +71,9 @@ pub enum WeightFormat {
     /// Unsigned 4-bit values in [0, 15], a scale and a zero point per group:
     /// `w = (q - zp) · s`, computed as `q · s + z` with `z = -s · zp` (GPTQ, AWQ).
     ZeroPoint,
+    /// FP8 e4m3 values, one byte each, times a scale per output channel (one group as long as
+    /// k): `w = q · s`.
+    Fp8,
 }
 
 impl WeightFormat {
@@ -79,12 +82,43 @@ impl WeightFormat {
         match self {
             WeightFormat::Symmetric => (DataType::S4, MixedInputMode::ScaleOnly),
             WeightFormat::ZeroPoint => (DataType::U4, MixedInputMode::ScaleWithZeroPoint),
+            WeightFormat::Fp8 => cutlass_gemm_catalog::catalog::WEIGHT_ONLY_FP8_FORMAT,
         }
     }
 
     fn has_zeros(self) -> bool {
         self == WeightFormat::ZeroPoint
     }
+
+    /// Bytes the values of an `n x k` weight take (two 4-bit values a byte, one e4m3).
+    pub fn value_bytes(self, n: usize, k: usize) -> usize {
+        match self {
+            WeightFormat::Fp8 => n * k,
+            _ => n * k / 2,
+        }
+    }
+}
+
+impl std::fmt::Display for WeightFormat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            WeightFormat::Symmetric => "4-bit with scales only",
+            WeightFormat::ZeroPoint => "4-bit with scales and zero points",
+            WeightFormat::Fp8 => "FP8 (e4m3) with a scale per output channel",
+        })
+    }
+}
+
+/// Checks an FP8 weight's group: one per output channel, `group_size == k`.
+fn check_fp8_group(k: usize, group_size: usize) -> Result<()> {
+    if group_size == k {
+        return Ok(());
+    }
+    Err(Error::InvalidProblem {
+        reason: ProblemRule::Weight {
+            rule: WeightRule::PerChannel { group_size, k },
+        },
+    })
 }
 
 /// Checks the extents of a quantized weight: n a multiple of [`WEIGHT_ROWS_MULTIPLE`], k of
@@ -147,7 +181,8 @@ impl<T: WeightOnlyInput> QuantizedWeight<T> {
     /// clamp(round(w / s), -8, 7)`) or with zero points (`s = (max - min) / 15`, `zp =
     /// clamp(round(-min / s), 0, 15)`, `q = clamp(round(w / s) + zp, 0, 15)`; the group's range
     /// includes 0). Scales are rounded to `T` before the values are computed from them; a group
-    /// of zeros gets the scale 1.
+    /// of zeros gets the scale 1. [`WeightFormat::Fp8`] takes `group_size == k`
+    /// ([`QuantizedWeight::quantize_fp8`]).
     pub fn quantize(
         stream: &Arc<CudaStream>,
         w: &dyn DevicePtr<T>,
@@ -157,6 +192,10 @@ impl<T: WeightOnlyInput> QuantizedWeight<T> {
         format: WeightFormat,
     ) -> Result<Self> {
         check_weight_extents(n, k, group_size)?;
+        if format == WeightFormat::Fp8 {
+            check_fp8_group(k, group_size)?;
+            return Self::quantize_fp8(stream, w, n, k);
+        }
         let device = stream.context().ordinal();
         require_device(OperandName::B, w, device)?;
         require_len(OperandName::B, w.len(), n * k)?;
@@ -199,6 +238,82 @@ impl<T: WeightOnlyInput> QuantizedWeight<T> {
             group_size,
             format,
         )
+    }
+
+    /// Quantizes a bf16/f16 weight (`n x k` row-major, `w.len() >= n * k`) to FP8 e4m3 with one
+    /// scale per output channel (row), on `stream`: `s = max|w| / 448` rounded to `T` (a row of
+    /// zeros gets 1; a scale that would round to 0 gets `T`'s smallest normal value), `q =
+    /// e4m3(w / s)`, rounded to nearest even and saturated to ±448 (`__NV_SATFINITE`). Values
+    /// are stored as they are, row-major ([`WeightFormat::Fp8`]).
+    pub fn quantize_fp8(
+        stream: &Arc<CudaStream>,
+        w: &dyn DevicePtr<T>,
+        n: usize,
+        k: usize,
+    ) -> Result<Self> {
+        check_weight_extents(n, k, k)?;
+        let device = stream.context().ordinal();
+        require_device(OperandName::B, w, device)?;
+        require_len(OperandName::B, w.len(), n * k)?;
+        crate::error::require_stream(stream, device)?;
+        let mut values = stream.alloc_zeros::<u8>(n * k)?;
+        let mut scales = stream.alloc_zeros::<T>(n)?;
+        {
+            let (pw, _gw) = w.device_ptr(stream);
+            let (pq, _gq) = values.device_ptr_mut(stream);
+            let (ps, _gs) = scales.device_ptr_mut(stream);
+            // SAFETY: w holds n * k values (checked); the values (n * k bytes) and scales (n) were
+            // allocated above on the stream's device, bound to this thread.
+            check_status("cutlass_rs_weight_quantize_fp8", unsafe {
+                cutlass_gemm_sys::cutlass_rs_weight_quantize_fp8(
+                    pw as *const _,
+                    k as i64,
+                    T::DTYPE,
+                    n as i64,
+                    k as i64,
+                    pq as *mut _,
+                    ps as *mut _,
+                    stream.cu_stream() as *mut _,
+                )
+            })?;
+        }
+        Ok(QuantizedWeight {
+            packed: values,
+            scales,
+            zeros: None,
+            n,
+            k,
+            group_size: k,
+            format: WeightFormat::Fp8,
+        })
+    }
+
+    /// Takes an FP8 checkpoint's tensors: e4m3 values (`n x k` row-major, one byte each, as
+    /// stored) and one scale per output channel (`n` values of `T`: convert a checkpoint's f32
+    /// scales first; a per-tensor scale is `n` equal ones). Copies both on `stream`.
+    pub fn from_fp8(
+        stream: &Arc<CudaStream>,
+        values: &CudaSlice<u8>,
+        scales: &CudaSlice<T>,
+        n: usize,
+        k: usize,
+    ) -> Result<Self> {
+        check_weight_extents(n, k, k)?;
+        let device = stream.context().ordinal();
+        require_device(OperandName::B, values, device)?;
+        require_len(OperandName::B, values.len(), n * k)?;
+        crate::error::require_stream(stream, device)?;
+        let mut copy = stream.alloc_zeros::<u8>(n * k)?;
+        stream.memcpy_dtod(&values.slice(..n * k), &mut copy)?;
+        Ok(QuantizedWeight {
+            packed: copy,
+            scales: copy_scales(stream, scales, n)?,
+            zeros: None,
+            n,
+            k,
+            group_size: k,
+            format: WeightFormat::Fp8,
+        })
     }
 
     /// Takes unsigned 4-bit values in CUTLASS's plain order (`n x k`, two per byte, the even
@@ -418,7 +533,8 @@ impl<T: WeightOnlyInput> QuantizedWeight<T> {
         self.format
     }
 
-    /// The packed values (`n * k / 2` bytes, in the kernels' order).
+    /// The values as the kernels read them: 4-bit ones packed (`n * k / 2` bytes, in the
+    /// kernels' order), FP8 ones as stored (`n * k` bytes, row-major).
     pub fn packed(&self) -> &CudaSlice<u8> {
         &self.packed
     }
@@ -594,6 +710,9 @@ impl WeightOnlyProblem {
             return Err(Error::InvalidProblem { reason });
         }
         check_weight_extents(self.n, self.k, self.group_size)?;
+        if self.format == WeightFormat::Fp8 {
+            check_fp8_group(self.k, self.group_size)?;
+        }
         for (operand, a, b) in [
             (OperandName::A, self.m, self.k),
             (OperandName::D, self.m, self.n),
@@ -685,6 +804,12 @@ impl<T: WeightOnlyInput> WeightOnlyGemm<T> {
             cutlass_gemm_sys::WEIGHT_GEMV_BUILT && hand_written_runs_on(device.compute_capability);
         let engine = match kernel {
             Some(WEIGHT_ONLY_GEMV) => {
+                if problem.format == WeightFormat::Fp8 {
+                    return Err(Error::KernelMismatch {
+                        name: WEIGHT_ONLY_GEMV.into(),
+                        reason: KernelRule::GemvFp8,
+                    });
+                }
                 if problem.m > GEMV_MAX_TOKENS {
                     return Err(Error::KernelMismatch {
                         name: WEIGHT_ONLY_GEMV.into(),
@@ -883,8 +1008,8 @@ impl<T: WeightOnlyInput> WeightOnlyGemm<T> {
             return Err(Error::InvalidProblem {
                 reason: ProblemRule::Weight {
                     rule: WeightRule::Format {
-                        weight_zeros: w.format.has_zeros(),
-                        plan_zeros: p.format.has_zeros(),
+                        weight: w.format,
+                        plan: p.format,
                     },
                 },
             });
@@ -1042,9 +1167,9 @@ impl<T: WeightOnlyInput> WeightOnlyGemm<T> {
     }
 }
 
-/// Whether the library's choice for this problem is the decode GEMV ([`GEMV_TOKENS`]).
+/// Whether the library's choice for this problem is the decode GEMV ([`GEMV_TOKENS`]; 4-bit weights).
 fn gemv_serves(p: &WeightOnlyProblem) -> bool {
-    p.m <= GEMV_TOKENS
+    p.m <= GEMV_TOKENS && p.format != WeightFormat::Fp8
 }
 
 /// The decode GEMV is not in this build (no `weight-only` feature) or not compiled for this

@@ -1,4 +1,4 @@
-//! Weight-only GEMMs (4-bit weights, bf16/f16 activations) against the f64 host reference over
+//! Weight-only GEMMs (4-bit and FP8 weights, bf16/f16 activations) against the f64 host reference over
 //! the weight as the host dequantizes it: every weight-only kernel of the build, tokens from 1 to
 //! past a tile, group sizes 64, 128 and k, rows that are not a multiple of the tile; GPTQ and AWQ
 //! checkpoints made here (packed bit for bit as the weight from the plain values); the GPU
@@ -165,6 +165,48 @@ fn integers<T: Element>(rng: &mut StdRng, len: usize, max: i32) -> Vec<T> {
         .collect()
 }
 
+/// A weight as the host dequantizes it, for [`check`].
+trait HostDequantized<T> {
+    /// (n, k, group size).
+    fn extents(&self) -> (usize, usize, usize);
+    /// `n x k` row-major, as the CUTLASS kernels dequantize it.
+    fn dequantized(&self) -> Vec<T>;
+    /// The decode GEMV's bound beyond the reference's for X (`m x k`).
+    fn gemv_error(&self, p: &WeightOnlyProblem, x: &[T]) -> Vec<f64>;
+}
+
+impl<T: Element> HostDequantized<T> for HostWeight<T> {
+    fn extents(&self) -> (usize, usize, usize) {
+        (self.n, self.k, self.group_size)
+    }
+    fn dequantized(&self) -> Vec<T> {
+        HostWeight::dequantized(self)
+    }
+    fn gemv_error(&self, p: &WeightOnlyProblem, x: &[T]) -> Vec<f64> {
+        HostWeight::gemv_error(self, p, x)
+    }
+}
+
+/// An FP8 weight's e4m3 values (`n x k` row-major) and per-channel scales.
+struct HostFp8<T> {
+    values: Vec<u8>,
+    scales: Vec<T>,
+    n: usize,
+    k: usize,
+}
+
+impl<T: Element> HostDequantized<T> for HostFp8<T> {
+    fn extents(&self) -> (usize, usize, usize) {
+        (self.n, self.k, self.k)
+    }
+    fn dequantized(&self) -> Vec<T> {
+        reference::dequantize_fp8_weight(&self.values, &self.scales, self.n, self.k).unwrap()
+    }
+    fn gemv_error(&self, _: &WeightOnlyProblem, _: &[T]) -> Vec<f64> {
+        unreachable!("the decode GEMV reads 4-bit weights only")
+    }
+}
+
 /// Runs `m` tokens through the weight on one kernel (or the library's choice) into a poisoned Y
 /// and compares it with the reference; returns the plan's kernel name.
 #[allow(clippy::too_many_arguments)]
@@ -172,7 +214,7 @@ fn check<T: WeightOnlyInput>(
     ctx: &Arc<CudaContext>,
     stream: &Arc<CudaStream>,
     rng: &mut StdRng,
-    w: &HostWeight<T>,
+    w: &dyn HostDequantized<T>,
     qw: &QuantizedWeight<T>,
     m: usize,
     beta: f32,
@@ -184,11 +226,12 @@ fn check<T: WeightOnlyInput>(
         None => WeightOnlyGemm::<T>::new(ctx, &p),
     }
     .unwrap();
-    let x: Vec<T> = integers(rng, m * w.k, 2);
-    let c: Vec<T> = integers(rng, m * w.n, 3);
+    let (n, k, group_size) = w.extents();
+    let x: Vec<T> = integers(rng, m * k, 2);
+    let c: Vec<T> = integers(rng, m * n, 3);
     let dx = stream.clone_htod(&x).unwrap();
     let dc = stream.clone_htod(&c).unwrap();
-    let mut dy = stream.clone_htod(&vec![T::POISON; m * w.n]).unwrap();
+    let mut dy = stream.clone_htod(&vec![T::POISON; m * n]).unwrap();
     let cin = (beta != 0.0).then_some(&dc as &dyn cudarc::driver::DevicePtr<T>);
     plan.run(stream, &dx, qw, cin, &mut dy, Workspace::Managed)
         .unwrap();
@@ -198,17 +241,14 @@ fn check<T: WeightOnlyInput>(
     if plan.is_gemv() {
         want.extra_error = w.gemv_error(&p, &x);
     }
-    let geometry = cutlass_gemm::GemmProblem::new(m, w.n, w.k)
+    let geometry = cutlass_gemm::GemmProblem::new(m, n, k)
         .resolve(cutlass_gemm::OperandName::D)
         .unwrap();
     let cmp = reference::compare(&y, &geometry, &want);
     assert!(
         cmp.passed(),
-        "{} m={m} n={} k={} g={}: {cmp:?}",
-        plan.kernel_name(),
-        w.n,
-        w.k,
-        w.group_size
+        "{} m={m} n={n} k={k} g={group_size}: {cmp:?}",
+        plan.kernel_name()
     );
     plan.kernel_name()
 }
@@ -524,12 +564,12 @@ fn weight_only_refusals_name_the_rule() {
         .all(|v| v.to_bits() == bf16::POISON.to_bits()));
     // The host path of every kernel runs up to the launch.
     for k in built_weight_only_kernels() {
-        let format = if k.spec.a.ty == DataType::U4 {
-            WeightFormat::ZeroPoint
-        } else {
-            WeightFormat::Symmetric
+        let (format, group) = match k.spec.a.ty {
+            DataType::U4 => (WeightFormat::ZeroPoint, 128),
+            DataType::E4M3 => (WeightFormat::Fp8, 4096),
+            _ => (WeightFormat::Symmetric, 128),
         };
-        let p = WeightOnlyProblem::new(16, 4096, 4096, 128, format);
+        let p = WeightOnlyProblem::new(16, 4096, 4096, group, format);
         match k.spec.b.ty {
             DataType::Bf16 => WeightOnlyGemm::<bf16>::with_kernel(&ctx, &p, k.name)
                 .unwrap()
@@ -541,6 +581,202 @@ fn weight_only_refusals_name_the_rule() {
                 .unwrap(),
         }
     }
+}
+
+/// The FP8 quantizer's definition on the host: per row `s = max|w| / 448` rounded to T (1 where
+/// that rounds to 0 or overflows), `q = e4m3(w / s)` (f32 division, RNE, saturating).
+fn quantize_fp8_host<T: Element>(w: &[T], n: usize, k: usize) -> HostFp8<T> {
+    let mut values = Vec::with_capacity(n * k);
+    let mut scales = Vec::with_capacity(n);
+    for row in w.chunks_exact(k).take(n) {
+        let amax = row
+            .iter()
+            .fold(0.0f32, |a, x| a.max((x.to_f64() as f32).abs()));
+        let mut s = T::from_f64(f64::from(amax / 448.0)).to_f64() as f32;
+        if s.is_nan() || s <= 0.0 || s.is_infinite() {
+            s = 1.0;
+        }
+        scales.push(T::from_f64(f64::from(s)));
+        values.extend(
+            row.iter()
+                .map(|x| cutlass_gemm::numeric::E4M3::from_f32(x.to_f64() as f32 / s).to_bits()),
+        );
+    }
+    HostFp8 {
+        values,
+        scales,
+        n,
+        k,
+    }
+}
+
+/// FP8 weights (e4m3 with a scale per output channel): the GPU quantizer bit for bit against its
+/// definition (rows of different magnitudes, a row of zeros, values that saturate), the weight
+/// from a checkpoint's tensors the same, then every FP8 kernel of the build and the library's
+/// choice at 1 to 257 tokens against the f64 reference over the host's dequantized weight, and X
+/// = I, which reads the dequantized weight back exactly.
+fn fp8_weights<T: WeightOnlyInput>() {
+    let (ctx, stream) = device();
+    let mut rng = rng();
+    let kernels: Vec<&str> = built_weight_only_kernels()
+        .iter()
+        .filter(|k| k.spec.b.ty == T::DATA_TYPE && k.spec.a.ty == DataType::E4M3)
+        .map(|k| k.name)
+        .collect();
+    assert!(
+        !kernels.is_empty(),
+        "no {} FP8 weight-only kernel in this build (features weight-only)",
+        T::DATA_TYPE
+    );
+    let filter = kernel_filter();
+    let problems: &[(usize, usize)] = if quick() {
+        &[(272, 512)]
+    } else {
+        &[(272, 512), (256, 1024)]
+    };
+    let tokens: &[usize] = if quick() {
+        &[1, 17]
+    } else {
+        &[1, 5, 16, 17, 64, 100, 257]
+    };
+    for &(n, k) in problems {
+        // Rows of magnitudes 2^-6 to 2^6, one of zeros, one whose largest value is 1000 times
+        // the rest (the rest quantize to few bits, subnormals among them).
+        let w: Vec<T> = (0..n * k)
+            .map(|e| {
+                let (j, i) = (e / k, e % k);
+                let v = rng.random_range(-1.0..1.0) * 2f64.powi(j as i32 % 13 - 6);
+                T::from_f64(match j {
+                    3 => 0.0,
+                    5 if i == 7 => 1000.0,
+                    _ => v,
+                })
+            })
+            .collect();
+        let dw = stream.clone_htod(&w).unwrap();
+        let qw = QuantizedWeight::quantize(&stream, &dw, n, k, k, WeightFormat::Fp8).unwrap();
+        assert_eq!(qw.format(), WeightFormat::Fp8);
+        assert_eq!(qw.group_size(), k);
+        let host = quantize_fp8_host(&w, n, k);
+        assert_eq!(stream.clone_dtoh(qw.packed()).unwrap(), host.values);
+        let scales = stream.clone_dtoh(qw.scales()).unwrap();
+        assert!(scales
+            .iter()
+            .zip(&host.scales)
+            .all(|(a, b)| a.to_f64() == b.to_f64()));
+        assert_eq!(scales[3].to_f64(), 1.0, "a row of zeros gets the scale 1");
+        // The quantization's error: half an e4m3 step of the value, or of the smallest
+        // subnormal, times the scale, plus the scale's and the product's roundings.
+        let deq = host.dequantized();
+        for (e, (x, d)) in w.iter().zip(&deq).enumerate() {
+            let s = host.scales[e / k].to_f64();
+            let (x, d) = (x.to_f64(), d.to_f64());
+            let bound = (x.abs() / 16.0).max(s * 2f64.powi(-10)) + 2.0 * T::UNIT_ROUNDOFF * x.abs();
+            assert!((x - d).abs() <= bound, "w[{e}] = {x}, dequantized {d}");
+        }
+        // From a checkpoint's tensors: the same weight.
+        let dq = stream.clone_htod(&host.values).unwrap();
+        let ds = stream.clone_htod(&host.scales).unwrap();
+        let loaded = QuantizedWeight::from_fp8(&stream, &dq, &ds, n, k).unwrap();
+        assert!(same(&stream, loaded.packed(), qw.packed()));
+        let bits = |v: Vec<T>| v.iter().map(|x| x.to_f64().to_bits()).collect::<Vec<_>>();
+        assert_eq!(
+            bits(stream.clone_dtoh(loaded.scales()).unwrap()),
+            bits(stream.clone_dtoh(qw.scales()).unwrap())
+        );
+        for &kernel in kernels
+            .iter()
+            .filter(|k| filter.as_deref().is_none_or(|text| k.contains(text)))
+        {
+            for &m in tokens {
+                let beta = if m % 2 == 1 { 0.5 } else { 0.0 };
+                check(&ctx, &stream, &mut rng, &host, &qw, m, beta, Some(kernel));
+            }
+            println!("{kernel}: {} problems as the reference", tokens.len());
+        }
+        for m in [1, 16, 33, 64, 200, 1100] {
+            let name = check(&ctx, &stream, &mut rng, &host, &qw, m, 0.0, None);
+            assert!(name.contains("_e4m3_"), "{name}");
+        }
+        // X = I (k x k): Y = dequant(W)ᵀ, each element one exact product.
+        let mut eye = vec![T::from_f64(0.0); k * k];
+        for i in 0..k {
+            eye[i * k + i] = T::from_f64(1.0);
+        }
+        let p = WeightOnlyProblem::for_weight(k, &qw);
+        let plan = WeightOnlyGemm::<T>::new(&ctx, &p).unwrap();
+        let dx = stream.clone_htod(&eye).unwrap();
+        let mut dy = stream.clone_htod(&vec![T::POISON; k * n]).unwrap();
+        plan.run(&stream, &dx, &qw, None, &mut dy, Workspace::Managed)
+            .unwrap();
+        let y = stream.clone_dtoh(&dy).unwrap();
+        for j in 0..n {
+            for i in 0..k {
+                assert_eq!(
+                    y[i * n + j].to_f64(),
+                    deq[j * k + i].to_f64(),
+                    "{} w[{j}][{i}]",
+                    plan.kernel_name()
+                );
+            }
+        }
+    }
+    // Refusals: a group other than k, the decode GEMV by name, a 4-bit weight on an FP8 plan.
+    let p = WeightOnlyProblem::new(16, 256, 512, 128, WeightFormat::Fp8);
+    assert!(matches!(
+        WeightOnlyGemm::<T>::new(&ctx, &p).unwrap_err(),
+        Error::InvalidProblem {
+            reason: ProblemRule::Weight {
+                rule: WeightRule::PerChannel {
+                    group_size: 128,
+                    k: 512
+                }
+            }
+        }
+    ));
+    let p = WeightOnlyProblem::new(16, 256, 512, 512, WeightFormat::Fp8);
+    assert!(matches!(
+        WeightOnlyGemm::<T>::with_kernel(&ctx, &p, WEIGHT_ONLY_GEMV).unwrap_err(),
+        Error::KernelMismatch {
+            reason: cutlass_gemm::KernelRule::GemvFp8,
+            ..
+        }
+    ));
+    let plan = WeightOnlyGemm::<T>::new(&ctx, &p).unwrap();
+    let four_bit = HostWeight::<T>::random(&mut rng, 256, 512, 512, false).upload(&stream);
+    let dx = stream
+        .clone_htod(&vec![T::from_f64(1.0); 16 * 512])
+        .unwrap();
+    let mut dy = stream.clone_htod(&vec![T::POISON; 16 * 256]).unwrap();
+    let err = plan
+        .run(&stream, &dx, &four_bit, None, &mut dy, Workspace::Managed)
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::InvalidProblem {
+                reason: ProblemRule::Weight {
+                    rule: WeightRule::Format {
+                        weight: WeightFormat::Symmetric,
+                        plan: WeightFormat::Fp8
+                    }
+                }
+            }
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn bf16_fp8_weights_match_the_reference() {
+    fp8_weights::<bf16>();
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn f16_fp8_weights_match_the_reference() {
+    fp8_weights::<f16>();
 }
 
 /// The fused epilogue on every weight-only kernel that has it (bias per output feature or per
