@@ -1513,9 +1513,10 @@ impl candle_core::CustomOp3 for GroupedMatmulFp8Blockwise {
     }
 }
 
-/// A linear layer `y = x · dequant(W)ᵀ (+ bias)` with a 4-bit weight ([`crate::QuantizedWeight`],
-/// the weight-only kernels of the `weight-only` feature, Hopper): bf16 or f16 activations, the
-/// weight quantized here ([`WeightOnlyLinear::quantize`]) or taken from a GPTQ or AWQ checkpoint
+/// A linear layer `y = x · dequant(W)ᵀ (+ bias)` with a 4-bit or FP8 weight
+/// ([`crate::QuantizedWeight`], the weight-only kernels of the `weight-only` feature, Hopper):
+/// bf16 or f16 activations, the weight quantized here ([`WeightOnlyLinear::quantize`]; FP8 with
+/// `group_size` = in_features) or taken from a GPTQ or AWQ checkpoint
 /// as those tools write it in safetensors ([`WeightOnlyLinear::from_gptq`],
 /// [`WeightOnlyLinear::from_awq`]). The bias, when given, is added after the GEMM.
 pub struct WeightOnlyLinear {
@@ -1564,7 +1565,8 @@ macro_rules! by_activation {
 
 impl WeightOnlyLinear {
     /// Quantizes `weight` (`(out_features, in_features)`, bf16 or f16 on a CUDA device: the
-    /// activations' type) in groups of `group_size` columns, symmetric or with zero points
+    /// activations' type) in groups of `group_size` columns, symmetric or with zero points, or to
+    /// FP8 with a scale per output feature (`group_size` = in_features)
     /// ([`crate::QuantizedWeight::quantize`]).
     pub fn quantize(
         weight: &Tensor,
