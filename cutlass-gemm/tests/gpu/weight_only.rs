@@ -416,6 +416,31 @@ fn gptq_and_awq_checkpoints_load_bit_for_bit() {
     }
 }
 
+/// The weight as the library's kernel for it dequantizes it, read back through X = I (k x k): Y =
+/// dequant(W)ᵀ, each element one exact product. Returns it `n x k` row-major, and the kernel.
+fn dequantized_on_gpu<T: WeightOnlyInput>(
+    ctx: &Arc<CudaContext>,
+    stream: &Arc<CudaStream>,
+    qw: &QuantizedWeight<T>,
+) -> (Vec<f64>, &'static str) {
+    let (n, k) = (qw.n(), qw.k());
+    let mut eye = vec![T::from_f64(0.0); k * k];
+    for i in 0..k {
+        eye[i * k + i] = T::from_f64(1.0);
+    }
+    let p = WeightOnlyProblem::for_weight(k, qw);
+    let plan = WeightOnlyGemm::<T>::new(ctx, &p).unwrap();
+    let dx = stream.clone_htod(&eye).unwrap();
+    let mut dy = stream.clone_htod(&vec![T::POISON; k * n]).unwrap();
+    plan.run(stream, &dx, qw, None, &mut dy, Workspace::Managed)
+        .unwrap();
+    let y = stream.clone_dtoh(&dy).unwrap();
+    let w = (0..n * k)
+        .map(|e| y[(e % k) * n + e / k].to_f64())
+        .collect();
+    (w, plan.kernel_name())
+}
+
 /// The quantizer's definition, on the host: per group the scale rounded to T, then the values.
 fn quantize_host<T: Element>(w: &[T], n: usize, k: usize, g: usize, zp: bool) -> Vec<f64> {
     let mut out = vec![0.0; n * k];
@@ -470,23 +495,12 @@ fn quantizer_matches_its_definition_through_the_kernel() {
             WeightFormat::Symmetric
         };
         let qw = QuantizedWeight::quantize(&stream, &dw, n, k, g, format).unwrap();
-        // X = I (k x k): Y = dequant(W)ᵀ, each element one exact product.
-        let mut eye = vec![bf16::from_f64(0.0); k * k];
-        for i in 0..k {
-            eye[i * k + i] = bf16::from_f64(1.0);
-        }
-        let p = WeightOnlyProblem::for_weight(k, &qw);
-        let plan = WeightOnlyGemm::<bf16>::new(&ctx, &p).unwrap();
-        let dx = stream.clone_htod(&eye).unwrap();
-        let mut dy = stream.clone_htod(&vec![bf16::POISON; k * n]).unwrap();
-        plan.run(&stream, &dx, &qw, None, &mut dy, Workspace::Managed)
-            .unwrap();
-        let y = stream.clone_dtoh(&dy).unwrap();
+        let (y, _) = dequantized_on_gpu(&ctx, &stream, &qw);
         let want = quantize_host(&w, n, k, g, zp);
         let mut worst = 0.0f64;
         for j in 0..n {
             for i in 0..k {
-                let got = y[i * n + j].to_f64();
+                let got = y[j * k + i];
                 assert_eq!(
                     got,
                     want[j * k + i],
@@ -698,27 +712,9 @@ fn fp8_weights<T: WeightOnlyInput>() {
             let name = check(&ctx, &stream, &mut rng, &host, &qw, m, 0.0, None);
             assert!(name.contains("_e4m3_"), "{name}");
         }
-        // X = I (k x k): Y = dequant(W)ᵀ, each element one exact product.
-        let mut eye = vec![T::from_f64(0.0); k * k];
-        for i in 0..k {
-            eye[i * k + i] = T::from_f64(1.0);
-        }
-        let p = WeightOnlyProblem::for_weight(k, &qw);
-        let plan = WeightOnlyGemm::<T>::new(&ctx, &p).unwrap();
-        let dx = stream.clone_htod(&eye).unwrap();
-        let mut dy = stream.clone_htod(&vec![T::POISON; k * n]).unwrap();
-        plan.run(&stream, &dx, &qw, None, &mut dy, Workspace::Managed)
-            .unwrap();
-        let y = stream.clone_dtoh(&dy).unwrap();
-        for j in 0..n {
-            for i in 0..k {
-                assert_eq!(
-                    y[i * n + j].to_f64(),
-                    deq[j * k + i].to_f64(),
-                    "{} w[{j}][{i}]",
-                    plan.kernel_name()
-                );
-            }
+        let (y, kernel) = dequantized_on_gpu(&ctx, &stream, &qw);
+        for (e, (got, want)) in y.iter().zip(&deq).enumerate() {
+            assert_eq!(*got, want.to_f64(), "{kernel} w[{}][{}]", e / k, e % k);
         }
     }
     // Refusals: a group other than k, the decode GEMV by name, a 4-bit weight on an FP8 plan.
