@@ -1,9 +1,10 @@
-//! Weight-only quantized GEMMs: 4-bit weights, bf16 or f16 activations.
+//! Weight-only quantized GEMMs: 4-bit and FP8 weights, bf16 or f16 activations.
 //!
 //! A decoding language model reads every weight once per generated token while doing little
 //! arithmetic on it, so at a few tokens per step its linear layers are bound by memory bandwidth.
 //! Weights stored in 4 bits, with one scale (and optionally one zero point) per group of k, move a
-//! quarter of bf16's bytes. [`WeightOnlyGemm`] computes a linear layer's
+//! quarter of bf16's bytes; FP8 (e4m3) weights with a scale per output channel
+//! ([`WeightFormat::Fp8`], [`QuantizedWeight::quantize_fp8`]) half. [`WeightOnlyGemm`] computes a linear layer's
 //!
 //! `Y = alpha · X · dequant(W)ᵀ + beta · C`
 //!
@@ -163,7 +164,8 @@ pub fn check_weight_extents(n: usize, k: usize, group_size: usize) -> Result<()>
     }
 }
 
-/// A layer's weight quantized to 4 bits, packed for the weight-only kernels, on one device.
+/// A layer's weight quantized to 4 bits (packed for the weight-only kernels) or to FP8 (as
+/// stored), on one device.
 #[derive(Debug)]
 pub struct QuantizedWeight<T: WeightOnlyInput> {
     packed: CudaSlice<u8>,
@@ -747,7 +749,7 @@ enum Engine {
     Gemv,
 }
 
-/// A planned weight-only GEMM: activations, C and Y of `T` (bf16 or f16), a 4-bit weight.
+/// A planned weight-only GEMM: activations, C and Y of `T` (bf16 or f16), a 4-bit or FP8 weight.
 #[derive(Debug, Clone)]
 pub struct WeightOnlyGemm<T: WeightOnlyInput> {
     problem: WeightOnlyProblem,
