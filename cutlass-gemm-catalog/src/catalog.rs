@@ -304,7 +304,8 @@ pub const WEIGHT_ONLY_FORMATS: [(DataType, MixedInputMode); 2] = [
 
 /// The FP8 weight format of the weight-only kernels: e4m3 values read as stored (row-major, no
 /// packing), with one scale per output channel (a group of k as long as k), on the tiles of
-/// [`SM90_TILES_WEIGHT_ONLY`] without the fused epilogue.
+/// [`SM90_TILES_WEIGHT_ONLY`] (the bf16 ones of [`WEIGHT_ONLY_FUSED_TILES`] also with the fused
+/// epilogue).
 pub const WEIGHT_ONLY_FP8_FORMAT: (DataType, MixedInputMode) =
     (DataType::E4M3, MixedInputMode::ScaleOnly);
 
@@ -1353,11 +1354,22 @@ pub fn sm90() -> Vec<KernelSpec> {
             });
         }
     }
-    // FP8 weights (last: the entries before keep their order).
+    // FP8 weights (last: the entries before keep their order), and their fused twins on the same
+    // tiles as the 4-bit formats'.
     for wide in [DataType::Bf16, DataType::F16] {
         for t in SM90_TILES_WEIGHT_ONLY {
             out.push(weight_only_spec(WEIGHT_ONLY_FP8_FORMAT, wide, t));
         }
+    }
+    for t in SM90_TILES_WEIGHT_ONLY
+        .iter()
+        .filter(|t| WEIGHT_ONLY_FUSED_TILES.contains(&t.tile))
+    {
+        let spec = weight_only_spec(WEIGHT_ONLY_FP8_FORMAT, DataType::Bf16, t);
+        out.push(KernelSpec {
+            fusion: Fusion::ScaleBiasActivation { bias: spec.d.ty },
+            ..spec
+        });
     }
     out
 }

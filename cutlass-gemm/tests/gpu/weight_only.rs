@@ -805,16 +805,40 @@ fn fused_epilogues_on_weight_only_kernels() {
         Epilogue::bias(),
     ];
     let (n, k, g) = (272, 512, 128);
-    for zp in [false, true] {
-        let w = HostWeight::<bf16>::random(&mut rng, n, k, g, zp);
-        let qw = w.upload(&stream);
+    for format in [
+        WeightFormat::Symmetric,
+        WeightFormat::ZeroPoint,
+        WeightFormat::Fp8,
+    ] {
+        let fp8 = format == WeightFormat::Fp8;
+        let (w, qw): (Box<dyn HostDequantized<bf16>>, QuantizedWeight<bf16>) = if fp8 {
+            let v: Vec<bf16> = (0..n * k)
+                .map(|_| bf16::from_f64(rng.random_range(-1.0..1.0)))
+                .collect();
+            let dv = stream.clone_htod(&v).unwrap();
+            let qw = QuantizedWeight::quantize_fp8(&stream, &dv, n, k).unwrap();
+            // The GPU quantizer is its host definition bit for bit (fp8_weights).
+            (Box::new(quantize_fp8_host(&v, n, k)), qw)
+        } else {
+            let w =
+                HostWeight::<bf16>::random(&mut rng, n, k, g, format == WeightFormat::ZeroPoint);
+            let qw = w.upload(&stream);
+            (Box::new(w), qw)
+        };
         let dequantized = w.dequantized();
-        let kernels: Vec<&str> = fused
+        let of_format = |s: &cutlass_gemm::KernelSpec| s.a.ty == format.catalog().0;
+        let kernels: Vec<&str> = built_weight_only_kernels()
             .iter()
-            .copied()
-            .filter(|name| kernels_for(DataType::Bf16, zp).contains(name))
+            .filter(|k| k.spec.fusion.is_fused() && of_format(&k.spec))
+            .map(|k| k.name)
             .collect();
-        let named = kernels.iter().chain([&WEIGHT_ONLY_GEMV]).map(|k| Some(*k));
+        assert!(
+            !kernels.is_empty(),
+            "no fused {format} kernel in this build"
+        );
+        // The decode GEMV reads 4-bit weights only.
+        let gemv_named = (!fp8).then_some(&WEIGHT_ONLY_GEMV);
+        let named = kernels.iter().chain(gemv_named).map(|k| Some(*k));
         for name in named.chain([None]) {
             for (i, e) in epilogues.iter().enumerate() {
                 let m = [1, 17, 200][i % 3];
@@ -833,8 +857,9 @@ fn fused_epilogues_on_weight_only_kernels() {
                 .unwrap()
                 .with_epilogue(*e)
                 .unwrap();
-                // The library's choice: the GEMV up to its tokens, a fused kernel beyond.
-                let gemv = name == Some(WEIGHT_ONLY_GEMV) || (name.is_none() && m <= GEMV_TOKENS);
+                // The library's choice: the GEMV up to its tokens (4-bit), a fused kernel beyond.
+                let gemv =
+                    name == Some(WEIGHT_ONLY_GEMV) || (name.is_none() && m <= GEMV_TOKENS && !fp8);
                 assert_eq!(plan.is_gemv(), gemv, "{}", e.describe());
                 assert!(
                     gemv || plan.kernel_name().contains("_evt_"),
@@ -923,15 +948,18 @@ fn fused_epilogues_on_weight_only_kernels() {
             }
         }
         println!(
-            "{} fused weight-only kernels and the GEMV (zp {zp}) as the reference",
+            "{} fused weight-only kernels ({format}) and the library's choice as the reference",
             kernels.len()
         );
         // Refusals.
         let p = WeightOnlyProblem::for_weight(4, &qw);
-        let plain = kernels_for(DataType::Bf16, zp)
-            .into_iter()
-            .find(|k| !k.contains("_evt_"))
-            .unwrap();
+        let plain = built_weight_only_kernels()
+            .iter()
+            .find(|k| {
+                of_format(&k.spec) && k.spec.b.ty == DataType::Bf16 && !k.spec.fusion.is_fused()
+            })
+            .unwrap()
+            .name;
         match WeightOnlyGemm::<bf16>::with_kernel(&ctx, &p, plain)
             .unwrap()
             .with_epilogue(Epilogue::bias())
