@@ -164,8 +164,10 @@ int main(int argc, char **argv) {
         double worst = 0;
         for (const auto &v : variants) {
           const auto run = [&] {
+            const Shape shape{v.slices, v.resident};
             const int status = v.slices == 0 ? cutlass_rs_weight_gemv(&a, CUTLASS_RS_DTYPE_BF16, zp, 1, stream)
-                                             : run_checked(&a, CUTLASS_RS_DTYPE_BF16, zp, stream, Shape{v.slices, v.resident});
+                               : zp        ? launch<__nv_bfloat16, true>(a, stream, shape)
+                                           : launch<__nv_bfloat16, false>(a, stream, shape);
             if (status != 0) {
               std::printf("\nstatus %d\n", status);
               std::exit(1);

@@ -288,7 +288,7 @@ fn candidates(
         KernelMode::Matching(f) => f.matches(WEIGHT_ONLY_GEMV),
         _ => false,
     };
-    if gemv && name != WEIGHT_ONLY_GEMV && p.m <= GEMV_MAX_TOKENS && p.format != WeightFormat::Fp8 {
+    if gemv && name != WEIGHT_ONLY_GEMV && p.m <= GEMV_MAX_TOKENS {
         out.push((
             WeightOnlyGemm::<bf16>::plan(dev.info, p, Some(WEIGHT_ONLY_GEMV))?,
             false,

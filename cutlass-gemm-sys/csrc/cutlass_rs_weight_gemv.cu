@@ -1,6 +1,6 @@
 // The weight-only decode GEMV: Y = act(alpha . X . dequant(W)^T + beta . C + ...) for a few tokens
-// (m <= CUTLASS_RS_WEIGHT_GEMV_MAX_TOKENS), where reading the 4-bit weight once at the speed of
-// memory is the whole cost. Hand-written, not generated; compiled by cutlass-gemm-sys's build
+// (m <= CUTLASS_RS_WEIGHT_GEMV_MAX_TOKENS), where reading the 4-bit or FP8 weight once at the
+// speed of memory is the whole cost. Hand-written, not generated; compiled by cutlass-gemm-sys's build
 // script for every selected architecture (it needs sm_80's mma.sync and cp.async only). The C ABI
 // is in cutlass_rs_weight_only_abi.h.
 //
@@ -25,11 +25,14 @@
 // round each of them to the activations' type first: the two differ by that rounding (and by the
 // f32 sums over M + u; cutlass_gemm::reference::weight_only_gemv_error bounds both).
 //
+// FP8 weights (e4m3, row-major, a scale per row) take a kernel of their own, further down.
+//
 // The warps of a block add their partial sums in shared memory in a fixed order, so the result
 // does not depend on timing. No workspace, no second launch.
 
 #include <atomic>
 #include <cstdint>
+#include <type_traits>
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -300,6 +303,42 @@ __device__ inline void multiply(const uint8_t *slot, int lane, float (&acc)[kSli
   }
 }
 
+// The warps' partial sums (the accumulators of an m16n8k16 MMA: element e of lane l in token group
+// t of slice r is row (l / 4) + 8 (e / 2) of the slice, token 8 t + 2 (l % 4) + e % 2), added in
+// warp order in shared memory (`partial`, kSlices . kTokenGroups . 512 floats a warp, free for it),
+// then the epilogue: Y = act(alpha . row_scale . col_scale . (channel_scale . sum) + beta . C +
+// biases), with channel_scale the FP8 weight's per-channel scale (none for 4-bit weights, whose
+// scales went into the sums).
+template <class T, int kSlices, int kTokenGroups>
+__device__ inline void finish(const Params<T> &p, const float (&acc)[kSlices][kTokenGroups][4], float *partial,
+                              int warp, int lane, int warps, const T *channel_scale) {
+  constexpr int kValues = kSlices * kTokenGroups * 4 * 32;
+#pragma unroll
+  for (int r = 0; r < kSlices; ++r)
+#pragma unroll
+    for (int t = 0; t < kTokenGroups; ++t)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) partial[warp * kValues + ((r * kTokenGroups + t) * 4 + e) * 32 + lane] = acc[r][t][e];
+  __syncthreads();
+  for (int i = threadIdx.x; i < kValues; i += blockDim.x) {
+    float v = 0.f;
+    for (int u = 0; u < warps; ++u) v += partial[u * kValues + i];
+    const int l = i & 31, e = (i >> 5) & 3, t = (i >> 7) % kTokenGroups, r = (i >> 7) / kTokenGroups;
+    const int row_at = (blockIdx.x * kSlices + r) * 16 + (l >> 2) + 8 * (e >> 1);
+    const int token = t * 8 + (l & 3) * 2 + (e & 1);
+    if (token >= p.m) continue;
+    if (channel_scale) v *= Pair<T>::to_float(channel_scale[row_at]);
+    float scale = p.alpha;
+    if (p.row_scale) scale *= p.row_scale[row_at];
+    if (p.col_scale) scale *= p.col_scale[token];
+    v *= scale;
+    if (p.beta != 0.f) v += p.beta * Pair<T>::to_float(p.c[token * p.ldc + row_at]);
+    if (p.row_bias) v += Pair<T>::to_float(p.row_bias[row_at]);
+    if (p.col_bias) v += Pair<T>::to_float(p.col_bias[token]);
+    p.d[token * p.ldd + row_at] = Pair<T>::from_float(cutlass_rs::activate(v, p.activation));
+  }
+}
+
 // One block per kSlices x 16 rows of W (kSlices divides the weight's slices); kTokenGroups groups
 // of 8 tokens. Warp u takes the chunks u, u + warps, ... of k, the copies of its next kStages - 1
 // chunks in flight while it multiplies one.
@@ -332,36 +371,188 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(const Params<T> p)
     multiply<T, kZeros>(ring + slot * S::kBytes, lane, acc);
     slot = slot + 1 < kStages ? slot + 1 : 0;
   }
-  // The warps' partial sums, added in warp order.
+  // The ring is free once every warp is past its last chunk; the partial sums reuse it.
+  static_assert(kSlices * kTokenGroups * 4 * 32 * sizeof(float) <= kStages * S::kBytes, "partial sums fit the ring");
   __syncthreads();
-  float *partial = reinterpret_cast<float *>(shared);
-  constexpr int kValues = kSlices * kTokenGroups * 4 * 32;
-  static_assert(kValues * sizeof(float) <= kStages * S::kBytes, "partial sums fit the ring");
+  finish<T, kSlices, kTokenGroups>(p, acc, reinterpret_cast<float *>(shared), warp, lane, warps, nullptr);
+}
+
+// FP8 weights (e4m3, n x k row-major, a scale per row): no ring in shared memory, the bytes go
+// from memory to registers, each warp loading a few chunks (64 columns of k) of its rows before it
+// multiplies any. The order of k within a chunk is free (X's values follow the weight's), so a
+// 16 x 64 chunk of a 16-row slice is the A operand of four MMAs as the lanes load it: lane l reads
+// the 16 bytes at columns 16 (l % 4) of the slice's rows l / 4 and l / 4 + 8 (64 contiguous bytes
+// a row for the four lanes of a quad), word j of which (columns 16 (l % 4) + 4 j + 0..3) feeds MMA
+// j, and the 16 values of X at the same columns for its token l / 4 of each group of 8 (from L1
+// or L2: X is small). Seven logic operations and shifts a word move its four e4m3 bytes into
+// 16-bit patterns (sign in place, exponent and mantissa shifted right), reading 2^-120 (bf16) or
+// 2^-8 (f16) times the e4m3 values, subnormals included; a multiplication by 2^120 (2^8) a pair
+// makes them exact. The bytes pair as (b0, b2) and (b1, b3), so X's values pair the same way
+// (a byte permutation a register). The MMAs' f32 sums are the exact products' (e4m3 times a 16-bit
+// value is exact in f32); the row's scale multiplies the sum once, in finish.
+template <class T>
+struct Fp8;
+template <>
+struct Fp8<__nv_bfloat16> {
+  static constexpr int kShift = 4;                   // 8 exponent bits against e4m3's 4
+  static constexpr uint32_t kRescale = 0x7B807B80u;  // 2^120, the exponent biases' difference
+};
+template <>
+struct Fp8<__half> {
+  static constexpr int kShift = 1;                   // 5 exponent bits against e4m3's 4
+  static constexpr uint32_t kRescale = 0x5C005C00u;  // 2^8
+};
+
+// The four e4m3 values of a word (bytes b0 to b3) as the pairs (b0, b2) and (b1, b3) of T.
+template <class T>
+__device__ inline void e4m3_pairs(uint32_t q, uint32_t &even, uint32_t &odd) {
+  constexpr uint32_t kSign = 0x80008000u, kBits = 0x7F007F00u;
+  odd = (q & kSign) | ((q & kBits) >> Fp8<T>::kShift);
+  q <<= 8;
+  even = (q & kSign) | ((q & kBits) >> Fp8<T>::kShift);
+  const uint32_t rescale = Fp8<T>::kRescale;
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    const __nv_bfloat162 k = *reinterpret_cast<const __nv_bfloat162 *>(&rescale);
+    const __nv_bfloat162 e = __hmul2(*reinterpret_cast<__nv_bfloat162 *>(&even), k);
+    const __nv_bfloat162 o = __hmul2(*reinterpret_cast<__nv_bfloat162 *>(&odd), k);
+    even = *reinterpret_cast<const uint32_t *>(&e);
+    odd = *reinterpret_cast<const uint32_t *>(&o);
+  } else {
+    const __half2 k = *reinterpret_cast<const __half2 *>(&rescale);
+    const __half2 e = __hmul2(*reinterpret_cast<__half2 *>(&even), k);
+    const __half2 o = __hmul2(*reinterpret_cast<__half2 *>(&odd), k);
+    even = *reinterpret_cast<const uint32_t *>(&e);
+    odd = *reinterpret_cast<const uint32_t *>(&o);
+  }
+}
+
+// 16 bytes the warp reads once: past L1.
+__device__ inline uint4 load_streaming(const void *at) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(at));
+  return v;
+}
+
+// The lane's weight bytes of a chunk (zeros when `in` is false).
+template <int kSlices>
+__device__ inline void load_fp8_weight(const uint8_t *w, int64_t rows8, int chunk, bool in, uint4 (&wv)[kSlices][2]) {
 #pragma unroll
   for (int r = 0; r < kSlices; ++r)
 #pragma unroll
-    for (int t = 0; t < kTokenGroups; ++t)
+    for (int h = 0; h < 2; ++h)
+      wv[r][h] = in ? load_streaming(w + (2 * r + h) * rows8 + int64_t(chunk) * kChunk) : make_uint4(0, 0, 0, 0);
+}
+
+// The lane's 16 values of X of a chunk for each token group (zeros past m).
+template <class T, int kTokenGroups>
+__device__ inline void load_fp8_x(const T *const (&x)[kTokenGroups], int chunk, uint4 (&xv)[kTokenGroups][2]) {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) partial[warp * kValues + ((r * kTokenGroups + t) * 4 + e) * 32 + lane] = acc[r][t][e];
-  __syncthreads();
-  for (int i = threadIdx.x; i < kValues; i += blockDim.x) {
-    float v = 0.f;
-    for (int u = 0; u < warps; ++u) v += partial[u * kValues + i];
-    // Accumulator element e of lane l in token group t of slice r: row (l / 4) + 8 (e / 2) of the
-    // slice, token 8 t + 2 (l % 4) + e % 2.
-    const int l = i & 31, e = (i >> 5) & 3, t = (i >> 7) % kTokenGroups, r = (i >> 7) / kTokenGroups;
-    const int row_at = (blockIdx.x * kSlices + r) * 16 + (l >> 2) + 8 * (e >> 1);
-    const int token = t * 8 + (l & 3) * 2 + (e & 1);
-    if (token >= p.m) continue;
-    float scale = p.alpha;
-    if (p.row_scale) scale *= p.row_scale[row_at];
-    if (p.col_scale) scale *= p.col_scale[token];
-    v *= scale;
-    if (p.beta != 0.f) v += p.beta * Pair<T>::to_float(p.c[token * p.ldc + row_at]);
-    if (p.row_bias) v += Pair<T>::to_float(p.row_bias[row_at]);
-    if (p.col_bias) v += Pair<T>::to_float(p.col_bias[token]);
-    p.d[token * p.ldd + row_at] = Pair<T>::from_float(cutlass_rs::activate(v, p.activation));
+  for (int t = 0; t < kTokenGroups; ++t)
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+      xv[t][h] = x[t] ? __ldg(reinterpret_cast<const uint4 *>(x[t] + chunk * kChunk) + h) : make_uint4(0, 0, 0, 0);
+}
+
+// One chunk's products, added to the warp's accumulators.
+template <class T, int kSlices, int kTokenGroups>
+__device__ inline void multiply_fp8(const uint4 (&wv)[kSlices][2], const uint4 (&xv)[kTokenGroups][2],
+                                    float (&acc)[kSlices][kTokenGroups][4]) {
+  // B of MMA j: X's values 4 j + (0, 2) and 4 j + (1, 3) of the lane's 16, as the bytes pair.
+  uint32_t b[kTokenGroups][4][2];
+#pragma unroll
+  for (int t = 0; t < kTokenGroups; ++t) {
+    const uint32_t v[8] = {xv[t][0].x, xv[t][0].y, xv[t][0].z, xv[t][0].w,
+                           xv[t][1].x, xv[t][1].y, xv[t][1].z, xv[t][1].w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      b[t][j][0] = __byte_perm(v[2 * j], v[2 * j + 1], 0x5410);
+      b[t][j][1] = __byte_perm(v[2 * j], v[2 * j + 1], 0x7632);
+    }
   }
+#pragma unroll
+  for (int r = 0; r < kSlices; ++r) {
+    const uint32_t lo[4] = {wv[r][0].x, wv[r][0].y, wv[r][0].z, wv[r][0].w};
+    const uint32_t hi[4] = {wv[r][1].x, wv[r][1].y, wv[r][1].z, wv[r][1].w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      // A: rows l / 4 and l / 4 + 8, the columns B's registers hold.
+      uint32_t a[4];
+      e4m3_pairs<T>(lo[j], a[0], a[2]);
+      e4m3_pairs<T>(hi[j], a[1], a[3]);
+#pragma unroll
+      for (int t = 0; t < kTokenGroups; ++t) mma<T>(acc[r][t], a, b[t][j][0], b[t][j][1], acc[r][t]);
+    }
+  }
+}
+
+// One block per kSlices x 16 rows of W; its warps share k in runs of kUnroll consecutive chunks,
+// warp u taking the runs u, u + warps, .... Without kPipe it loads a run's weight and X, then
+// multiplies them; with kPipe it loads the next run's weight while it multiplies one (and loads X
+// as it multiplies).
+template <class T, int kSlices, int kTokenGroups, int kUnroll, bool kPipe>
+__global__ void __launch_bounds__(kMaxWarps * 32) gemv_fp8_kernel(const Params<T> p) {
+  extern __shared__ uint4 shared[];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  const int quad = lane & 3, row = lane >> 2;
+  const uint8_t *w =
+      reinterpret_cast<const uint8_t *>(p.w) + (int64_t(blockIdx.x) * kSlices * 16 + row) * p.k + quad * 16;
+  const int64_t rows8 = int64_t(8) * p.k;
+  // The lane's token of each token group (its column of B), or none past m.
+  const T *x[kTokenGroups];
+#pragma unroll
+  for (int t = 0; t < kTokenGroups; ++t) {
+    const int token = t * 8 + row;
+    x[t] = token < p.m ? p.x + token * p.ldx + quad * 16 : nullptr;
+  }
+  const int chunks = p.k / kChunk, runs = (chunks + kUnroll - 1) / kUnroll;
+  // Chunk u of run `run`.
+  auto chunk_of = [](int run, int u) { return run * kUnroll + u; };
+  float acc[kSlices][kTokenGroups][4] = {};
+  if constexpr (!kPipe) {
+    for (int run = warp; run < runs; run += warps) {
+      uint4 wv[kUnroll][kSlices][2], xv[kUnroll][kTokenGroups][2];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int chunk = chunk_of(run, u);
+        load_fp8_weight<kSlices>(w, rows8, chunk, chunk < chunks, wv[u]);
+        if (chunk < chunks) load_fp8_x<T, kTokenGroups>(x, chunk, xv[u]);
+      }
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u)
+        if (chunk_of(run, u) < chunks) multiply_fp8<T>(wv[u], xv[u], acc);
+    }
+  } else {
+    uint4 wv[kUnroll][kSlices][2];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int chunk = chunk_of(warp, u);
+      load_fp8_weight<kSlices>(w, rows8, chunk, warp < runs && chunk < chunks, wv[u]);
+    }
+    for (int run = warp; run < runs; run += warps) {
+      uint4 next[kUnroll][kSlices][2];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int chunk = chunk_of(run + warps, u);
+        load_fp8_weight<kSlices>(w, rows8, chunk, run + warps < runs && chunk < chunks, next[u]);
+      }
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int chunk = chunk_of(run, u);
+        if (chunk < chunks) {
+          uint4 xv[kTokenGroups][2];
+          load_fp8_x<T, kTokenGroups>(x, chunk, xv);
+          multiply_fp8<T>(wv[u], xv, acc);
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u)
+#pragma unroll
+        for (int r = 0; r < kSlices; ++r) wv[u][r][0] = next[u][r][0], wv[u][r][1] = next[u][r][1];
+    }
+  }
+  finish<T, kSlices, kTokenGroups>(p, acc, reinterpret_cast<float *>(shared), warp, lane, warps, p.scales);
 }
 
 int cuda_status(cudaError_t e) { return e == cudaSuccess ? CUTLASS_RS_OK : CUTLASS_RS_ERROR_CUDA_BASE + static_cast<int>(e); }
@@ -372,7 +563,10 @@ template <class T>
 int start(void (*kernel)(Params<T>), dim3 grid, dim3 block, size_t shared, cudaStream_t stream, const Params<T> &p) {
   if (shared > kDefaultShared) {
     const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared));
-    if (e != cudaSuccess) return cuda_status(e);
+    if (e != cudaSuccess) {
+      (void)cudaGetLastError();  // not left for the next launch's check
+      return cuda_status(e);
+    }
   }
   kernel<<<grid, block, shared, stream>>>(p);
   return cuda_status(cudaGetLastError());
@@ -451,8 +645,9 @@ Shape choose_shape(int64_t m, int64_t n, int64_t sms) {
   return shape;
 }
 
-template <class T, bool kZeros>
-int launch(const cutlass_rs_weight_only_args &a, cudaStream_t stream, Shape shape) {
+// The kernels' arguments from the C ones (the 4-bit layout's strides aside).
+template <class T>
+Params<T> params(const cutlass_rs_weight_only_args &a) {
   Params<T> p;
   p.m = static_cast<int>(a.m);
   p.n = static_cast<int>(a.n);
@@ -461,13 +656,7 @@ int launch(const cutlass_rs_weight_only_args &a, cudaStream_t stream, Shape shap
   p.x = static_cast<const T *>(a.x);
   p.ldx = a.ldx;
   p.w = static_cast<const uint32_t *>(a.w);
-  // The packed layout's offsets (in values) of the blocks next to the first, as words; the
-  // kernels' layout must tile its 16 x 16 blocks as whole, lane-ordered 128-byte runs.
-  const auto layout = cutlass_rs::weight::packed_layout<cutlass::bfloat16_t>(p.n, p.k);
-  const int64_t origin = layout(0, 0, 0);
-  p.block_col_words = (int64_t(layout(0, 16, 0)) - origin) / 8;
-  // The kernel reads a block's slices as consecutive 128-byte runs.
-  if ((int64_t(layout(16, 0, 0)) - origin) / 8 != 32) return CUTLASS_RS_ERROR_INVALID;
+  p.block_col_words = 0;
   p.scales = static_cast<const T *>(a.scales);
   p.zeros = static_cast<const T *>(a.zeros);
   p.c = static_cast<const T *>(a.c);
@@ -482,6 +671,19 @@ int launch(const cutlass_rs_weight_only_args &a, cudaStream_t stream, Shape shap
   p.beta = a.beta;
   p.activation = a.activation;
   p.chunks_per_group_inv = static_cast<double>(kChunk) / static_cast<double>(p.group_size);
+  return p;
+}
+
+template <class T, bool kZeros>
+int launch(const cutlass_rs_weight_only_args &a, cudaStream_t stream, Shape shape) {
+  Params<T> p = params<T>(a);
+  // The packed layout's offsets (in values) of the blocks next to the first, as words; the
+  // kernels' layout must tile its 16 x 16 blocks as whole, lane-ordered 128-byte runs.
+  const auto layout = cutlass_rs::weight::packed_layout<cutlass::bfloat16_t>(p.n, p.k);
+  const int64_t origin = layout(0, 0, 0);
+  p.block_col_words = (int64_t(layout(0, 16, 0)) - origin) / 8;
+  // The kernel reads a block's slices as consecutive 128-byte runs.
+  if ((int64_t(layout(16, 0, 0)) - origin) / 8 != 32) return CUTLASS_RS_ERROR_INVALID;
   const int64_t sms = a.sm_count > 0 ? a.sm_count : 1;
   switch (shape.slices) {
     case 1:
@@ -493,51 +695,118 @@ int launch(const cutlass_rs_weight_only_args &a, cudaStream_t stream, Shape shap
   }
 }
 
+// Launches the FP8 GEMV for kTokenGroups groups of 8 tokens, shaped for them: its slices a block,
+// chunks a run, whether it pipelines (see gemv_fp8_kernel) and its warps a block. Fitted on an
+// H200 to the layers of Llama-3-8B and -70B at 1 to 32 tokens (docs/performance.md): up to 8
+// tokens, one slice and runs of two chunks, as many warps as make 32 an SM over the grid; 9 to 24,
+// two slices and runs of two, 16 warps an SM, and a count of warps that divides the runs (a warp
+// with one run more than the others kept the block waiting: 0.98x cuBLAS against 1.23x on the 8B
+// qkv layer at 16 tokens); 25 to 32, two slices, runs of one chunk, the next one's weight loaded
+// while one is multiplied, 32 warps an SM.
+template <class T, int kTokenGroups, int kSlices = (kTokenGroups == 1 ? 1 : 2)>
+int launch_fp8_groups(const Params<T> &p, int64_t sms, int device, cudaStream_t stream) {
+  // One slice a block where the weight's slices are odd.
+  if constexpr (kSlices > 1) {
+    if ((p.n / 16) % kSlices != 0) return launch_fp8_groups<T, kTokenGroups, 1>(p, sms, device, stream);
+  }
+  constexpr int kUnroll = kTokenGroups == 4 ? 1 : 2;
+  constexpr bool kPipe = kTokenGroups == 4, kBalanced = kTokenGroups == 2 || kTokenGroups == 3;
+  // Warps an SM the grid is sized for.
+  constexpr int kResidentWarps = kBalanced ? 16 : 32;
+  const int64_t blocks = p.n / 16 / kSlices, chunks = p.k / kChunk;
+  // The partial sums' shared memory a warp.
+  const size_t per_warp = size_t(kSlices) * kTokenGroups * 4 * 32 * sizeof(float);
+  // Warps a block: between 1 and 16, at most the runs of k, within the shared memory; with
+  // kBalanced the largest divisor of the runs below that, unless it is less than half of it (the
+  // 148 runs of Qwen2.5-7B's down layer would have taken 4 warps rather than 16, and ran 0.81x
+  // cuBLAS so; 1.60x with 16).
+  const int64_t runs = (chunks + kUnroll - 1) / kUnroll;
+  int64_t warps = sms * kResidentWarps / blocks;
+  if (warps > kMaxWarps) warps = kMaxWarps;
+  if (warps > runs) warps = runs;
+  while (warps > 1 && size_t(warps) * per_warp > max_shared(device)) --warps;
+  if (warps < 1) warps = 1;
+  if (kBalanced) {
+    int64_t divisor = warps;
+    while (runs % divisor != 0) --divisor;
+    if (2 * divisor >= warps) warps = divisor;
+  }
+  return start(gemv_fp8_kernel<T, kSlices, kTokenGroups, kUnroll, kPipe>, dim3(static_cast<unsigned>(blocks)),
+               dim3(static_cast<unsigned>(warps) * 32), warps * per_warp, stream, p);
+}
+
+template <class T>
+int launch_fp8(const cutlass_rs_weight_only_args &a, int64_t sms, cudaStream_t stream) {
+  const Params<T> p = params<T>(a);
+  switch ((p.m + 7) / 8) {
+    case 1:
+      return launch_fp8_groups<T, 1>(p, sms, a.device_id, stream);
+    case 2:
+      return launch_fp8_groups<T, 2>(p, sms, a.device_id, stream);
+    case 3:
+      return launch_fp8_groups<T, 3>(p, sms, a.device_id, stream);
+    default:
+      return launch_fp8_groups<T, 4>(p, sms, a.device_id, stream);
+  }
+}
+
 bool aligned(const void *p, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
 // The rules of cutlass_rs_weight_gemv's arguments.
-int check(const cutlass_rs_weight_only_args *a, int32_t dtype, int32_t zero_points) {
+int check(const cutlass_rs_weight_only_args *a, int32_t dtype, int32_t weight) {
   if (a == nullptr) return CUTLASS_RS_ERROR_NULL_ARGUMENT;
   if (dtype != CUTLASS_RS_DTYPE_BF16 && dtype != CUTLASS_RS_DTYPE_F16) return CUTLASS_RS_ERROR_INVALID_DATA_TYPE;
-  if (zero_points != 0 && zero_points != 1) return CUTLASS_RS_ERROR_INVALID;
-  if (a->x == nullptr || a->w == nullptr || a->scales == nullptr || a->d == nullptr ||
-      (zero_points && a->zeros == nullptr) || (a->beta != 0.f && a->c == nullptr))
+  if (weight != CUTLASS_RS_WEIGHT_GEMV_S4 && weight != CUTLASS_RS_WEIGHT_GEMV_U4_ZEROS &&
+      weight != CUTLASS_RS_WEIGHT_GEMV_E4M3)
+    return CUTLASS_RS_ERROR_INVALID;
+  const bool zeros = weight == CUTLASS_RS_WEIGHT_GEMV_U4_ZEROS, fp8 = weight == CUTLASS_RS_WEIGHT_GEMV_E4M3;
+  if (a->x == nullptr || a->w == nullptr || a->scales == nullptr || a->d == nullptr || (zeros && a->zeros == nullptr) ||
+      (a->beta != 0.f && a->c == nullptr))
     return CUTLASS_RS_ERROR_NULL_ARGUMENT;
-  if (!zero_points && a->zeros != nullptr) return CUTLASS_RS_ERROR_INVALID;
+  if (!zeros && a->zeros != nullptr) return CUTLASS_RS_ERROR_INVALID;
   // n * k below 2^31: the packed layout's index (and its strides, computed on the host) are int.
   if (a->m < 1 || a->m > CUTLASS_RS_WEIGHT_GEMV_MAX_TOKENS || a->n < 16 || a->n % 16 != 0 || a->k < 64 ||
       a->k % 64 != 0 || a->n > INT32_MAX || a->k > INT32_MAX || a->n * a->k > INT32_MAX || a->group_size < 64 ||
-      a->group_size % 64 != 0 || a->k % a->group_size != 0 || a->ldx < a->k || a->ldd < a->n ||
-      (a->c != nullptr && a->ldc < a->n))
+      a->group_size % 64 != 0 || a->k % a->group_size != 0 || (fp8 && a->group_size != a->k) || a->ldx < a->k ||
+      a->ldd < a->n || (a->c != nullptr && a->ldc < a->n))
     return CUTLASS_RS_ERROR_INVALID_PROBLEM;
   if (a->activation < CUTLASS_RS_ACTIVATION_IDENTITY || a->activation > CUTLASS_RS_ACTIVATION_SILU)
     return CUTLASS_RS_ERROR_INVALID;
-  // X, W, the scales and the zeros are copied 16 bytes at a time.
-  if (!aligned(a->x, 16) || a->ldx % 8 != 0 || !aligned(a->w, 16) || !aligned(a->scales, 16) ||
+  // X and W are read 16 bytes at a time, and the 4-bit weight's scales and zeros copied so (the
+  // FP8 weight's scales are read one by one).
+  if (!aligned(a->x, 16) || a->ldx % 8 != 0 || !aligned(a->w, 16) || !aligned(a->scales, fp8 ? 2 : 16) ||
       (a->zeros != nullptr && !aligned(a->zeros, 16)))
     return CUTLASS_RS_ERROR_MISALIGNED_OPERAND;
   return CUTLASS_RS_OK;
 }
 
-int run_checked(const cutlass_rs_weight_only_args *args, int32_t dtype, int32_t zero_points, void *stream,
-                Shape shape) {
+template <class T>
+int run_typed(const cutlass_rs_weight_only_args &a, int32_t weight, cudaStream_t stream) {
+  const int64_t sms = a.sm_count > 0 ? a.sm_count : 1;
+  switch (weight) {
+    case CUTLASS_RS_WEIGHT_GEMV_E4M3:
+      return launch_fp8<T>(a, sms, stream);
+    case CUTLASS_RS_WEIGHT_GEMV_U4_ZEROS:
+      return launch<T, true>(a, stream, choose_shape(a.m, a.n, sms));
+    default:
+      return launch<T, false>(a, stream, choose_shape(a.m, a.n, sms));
+  }
+}
+
+int run_checked(const cutlass_rs_weight_only_args *args, int32_t dtype, int32_t weight, void *stream) {
   int current = -1;
   const cudaError_t e = cudaGetDevice(&current);
   if (e != cudaSuccess) return CUTLASS_RS_ERROR_CUDA_BASE + static_cast<int>(e);
   if (current != args->device_id) return CUTLASS_RS_ERROR_WRONG_DEVICE;
   auto s = static_cast<cudaStream_t>(stream);
-  if (dtype == CUTLASS_RS_DTYPE_BF16) {
-    return zero_points ? launch<__nv_bfloat16, true>(*args, s, shape) : launch<__nv_bfloat16, false>(*args, s, shape);
-  }
-  return zero_points ? launch<__half, true>(*args, s, shape) : launch<__half, false>(*args, s, shape);
+  return dtype == CUTLASS_RS_DTYPE_BF16 ? run_typed<__nv_bfloat16>(*args, weight, s) : run_typed<__half>(*args, weight, s);
 }
 
 }  // namespace
 
-extern "C" int cutlass_rs_weight_gemv(const cutlass_rs_weight_only_args *args, int32_t dtype, int32_t zero_points,
+extern "C" int cutlass_rs_weight_gemv(const cutlass_rs_weight_only_args *args, int32_t dtype, int32_t weight,
                                       int32_t launch_it, void *stream) {
-  const int status = check(args, dtype, zero_points);
+  const int status = check(args, dtype, weight);
   if (status != CUTLASS_RS_OK || !launch_it) return status;
-  return run_checked(args, dtype, zero_points, stream,
-                     choose_shape(args->m, args->n, args->sm_count > 0 ? args->sm_count : 1));
+  return run_checked(args, dtype, weight, stream);
 }

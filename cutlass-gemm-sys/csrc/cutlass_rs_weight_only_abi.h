@@ -138,18 +138,23 @@ int cutlass_rs_weight_quantize_fp8(const void *w, int64_t ldw, int32_t dtype, in
 
 /* The decode GEMV: the Y of a weight-only kernel (the fused epilogue's vectors and activation
  * included, C read only when beta is not 0) for 1 to CUTLASS_RS_WEIGHT_GEMV_MAX_TOKENS tokens,
- * from the same packed weight, scales and zeros, without a workspace. Hand-written
+ * from the same weight, scales and zeros, without a workspace. Hand-written
  * (csrc/cutlass_rs_weight_gemv.cu), built for every architecture of the build. It computes with
- * the exact q * s + z (each group's scale and zero applied to f32 sums), not rounded to X's type
- * first as the kernels above do. dtype: X's type (CUTLASS_RS_DTYPE_BF16 or CUTLASS_RS_DTYPE_F16);
- * zero_points: 0 for signed values with scales only (zeros null), 1 for unsigned values with
- * zeros. Rules: n a multiple of 16, k and group_size multiples of 64, group_size dividing k,
- * n * k below 2^31, ldx >= k and a multiple of 8, X, W, the scales and the zeros 16-byte aligned,
- * ldc, ldd >= n;
- * args->device_id the current device. With launch 0 it checks the arguments only. Uses
- * args->sm_count to size its blocks and ignores splits. */
+ * the exact dequantized values (q * s + z for 4-bit weights, each group's scale and zero applied
+ * to f32 sums; e4m3(q) for FP8 ones, the row's scale applied to the f32 sum), not rounded to X's
+ * type first as the kernels above do. dtype: X's type (CUTLASS_RS_DTYPE_BF16 or
+ * CUTLASS_RS_DTYPE_F16); weight: CUTLASS_RS_WEIGHT_GEMV_S4 (signed packed 4-bit values, scales
+ * only, zeros null), CUTLASS_RS_WEIGHT_GEMV_U4_ZEROS (unsigned, with zeros) or
+ * CUTLASS_RS_WEIGHT_GEMV_E4M3 (e4m3 values row-major, a scale per row: group_size = k, zeros null).
+ * Rules: n a multiple of 16, k and group_size multiples of 64, group_size dividing k, n * k below
+ * 2^31, ldx >= k and a multiple of 8, X and W 16-byte aligned, the 4-bit weights' scales and zeros
+ * too, ldc, ldd >= n; args->device_id the current device. With launch 0 it checks the arguments
+ * only. Uses args->sm_count to size its blocks and ignores splits. */
 #define CUTLASS_RS_WEIGHT_GEMV_MAX_TOKENS 32
-int cutlass_rs_weight_gemv(const cutlass_rs_weight_only_args *args, int32_t dtype, int32_t zero_points,
+#define CUTLASS_RS_WEIGHT_GEMV_S4 0
+#define CUTLASS_RS_WEIGHT_GEMV_U4_ZEROS 1
+#define CUTLASS_RS_WEIGHT_GEMV_E4M3 2
+int cutlass_rs_weight_gemv(const cutlass_rs_weight_only_args *args, int32_t dtype, int32_t weight,
                            int32_t launch, void *stream);
 
 #ifdef __cplusplus

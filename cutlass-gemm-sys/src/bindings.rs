@@ -44,6 +44,9 @@ pub const CUTLASS_RS_WEIGHT_FORMAT_PLAIN: i32 = 0;
 pub const CUTLASS_RS_WEIGHT_FORMAT_GPTQ: i32 = 1;
 pub const CUTLASS_RS_WEIGHT_FORMAT_AWQ: i32 = 2;
 pub const CUTLASS_RS_WEIGHT_GEMV_MAX_TOKENS: i32 = 32;
+pub const CUTLASS_RS_WEIGHT_GEMV_S4: i32 = 0;
+pub const CUTLASS_RS_WEIGHT_GEMV_U4_ZEROS: i32 = 1;
+pub const CUTLASS_RS_WEIGHT_GEMV_E4M3: i32 = 2;
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct cutlass_rs_gemm_args {
@@ -590,7 +593,7 @@ unsafe extern "C" {
     pub fn cutlass_rs_weight_gemv(
         args: *const cutlass_rs_weight_only_args,
         dtype: i32,
-        zero_points: i32,
+        weight: i32,
         launch: i32,
         stream: *mut ::std::os::raw::c_void,
     ) -> ::std::os::raw::c_int;

@@ -361,22 +361,22 @@ pub(crate) fn hand_written_runs_on(cc: (i32, i32)) -> bool {
         .any(|a| a.runs_on(cc))
 }
 
-/// The weight-only decode GEMV over C arguments: its checks only (`stream` `None`), or the checks
-/// and the launch on `stream`.
+/// The weight-only decode GEMV over C arguments (`weight` a `CUTLASS_RS_WEIGHT_GEMV_*` code): its
+/// checks only (`stream` `None`), or the checks and the launch on `stream`.
 ///
 /// # Safety
 /// When launching, as [`RegistryKernel::launch_abi`] for the pointers of `abi`.
 pub(crate) unsafe fn weight_gemv(
     abi: &cutlass_gemm_sys::cutlass_rs_weight_only_args,
     dtype: i32,
-    zero_points: bool,
+    weight: i32,
     stream: Option<sys::CUstream>,
 ) -> Result<()> {
     let launch = stream.map_or(std::ptr::null_mut(), |s| s as *mut std::ffi::c_void);
     let status = cutlass_gemm_sys::cutlass_rs_weight_gemv(
         abi,
         dtype,
-        i32::from(zero_points),
+        weight,
         i32::from(stream.is_some()),
         launch,
     );

@@ -939,6 +939,54 @@ pub fn weight_only_gemv_error<T: Element>(
     Ok(out)
 }
 
+/// How far the decode GEMV ([`crate::WEIGHT_ONLY_GEMV`]) may be from [`weight_only`]'s
+/// reference over an FP8 weight beyond a 16-bit GEMM's bound, per output element (`m x n`,
+/// row-major), to add to [`Reference::extra_error`]. The arguments are
+/// [`dequantize_fp8_weight`]'s and X (`m x k`, row-major) of the problem.
+///
+/// The GEMV multiplies the e4m3 values `q` themselves (exact in 16 bits) with X, sums the products
+/// (exact in f32) in f32 over all of k, and scales the sum by the row's `s` once, where the
+/// reference (like the CUTLASS kernels) rounds each `q · s` to `T`: `Σ_k |x|·|q s − round(q s)|`,
+/// plus k f32 additions whose partial sums are at most `Σ_k |q x|`, each off by at most two units
+/// of f32 (the tensor cores may truncate), and the scaling's one rounding: `(2 k + 1)·u·|s|·Σ|q x|`.
+/// Both times `|alpha|`.
+pub fn fp8_weight_gemv_error<T: Element>(
+    problem: &crate::WeightOnlyProblem,
+    x: &[T],
+    values: &[u8],
+    scales: &[T],
+) -> Result<Vec<f64>> {
+    problem.check()?;
+    let (m, n, k) = (problem.m, problem.n, problem.k);
+    crate::error::require_len(OperandName::A, x.len(), m * k)?;
+    let rounded = dequantize_fp8_weight(values, scales, n, k)?;
+    let sums = (2 * k + 1) as f64 * f32::UNIT_ROUNDOFF;
+    // Per weight element: the rounding the reference has and the GEMV has not, and the f32 sums'.
+    let per_element: Vec<f64> = values[..n * k]
+        .iter()
+        .zip(&rounded)
+        .enumerate()
+        .map(|(e, (&q, r))| {
+            let exact = crate::numeric::E4M3::from_bits(q).to_f64() * scales[e / k].to_f64();
+            (exact - r.to_f64()).abs() + sums * exact.abs()
+        })
+        .collect();
+    let alpha = f64::from(problem.alpha).abs();
+    let mut out = Vec::with_capacity(m * n);
+    for t in 0..m {
+        let row = &x[t * k..(t + 1) * k];
+        for j in 0..n {
+            let e: f64 = row
+                .iter()
+                .zip(&per_element[j * k..(j + 1) * k])
+                .map(|(x, w)| x.to_f64().abs() * w)
+                .sum();
+            out.push(alpha * e);
+        }
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -978,6 +1026,37 @@ mod tests {
             }
             assert!((v - want).abs() <= 1e-12 * want, "{v} {want}");
             assert!(*v > sums * s.to_f64(), "some products round");
+        }
+    }
+
+    /// The FP8 GEMV's extra bound on numbers worked out by hand: only the f32 sums' where q · s is
+    /// exact in bf16 (s a power of two), the roundings' besides where it is not.
+    #[test]
+    fn fp8_gemv_error_is_the_rounding_and_the_sums() {
+        let (n, k) = (16, 64);
+        let p = crate::WeightOnlyProblem::new(1, n, k, k, crate::WeightFormat::Fp8);
+        // e4m3 1.0 (0x38) and -1.875 (0xBF) alternating: Σ|q| = 32 · 2.875 = 92 a row.
+        let values: Vec<u8> = (0..n * k)
+            .map(|i| if i % 2 == 0 { 0x38 } else { 0xBF })
+            .collect();
+        let x = vec![bf16::from_f32(-2.0); k];
+        let sums = (2 * k + 1) as f64 * f32::UNIT_ROUNDOFF;
+        let e = fp8_weight_gemv_error(&p, &x, &values, &vec![bf16::from_f32(0.5); n]).unwrap();
+        assert_eq!(e.len(), n);
+        let want = sums * 0.5 * 92.0 * 2.0;
+        for v in &e {
+            assert!((v - want).abs() <= 1e-12 * want, "{v} {want}");
+        }
+        // s = bf16(0.3) = 0.30078125 (7 significant bits): 1.875 · s needs 11 and rounds to bf16;
+        // 1.0 · s is exact. The bound grows by 32 · |x| · that rounding.
+        let s = bf16::from_f32(0.3);
+        let e = fp8_weight_gemv_error(&p, &x, &values, &vec![s; n]).unwrap();
+        let exact = 1.875 * s.to_f64();
+        let rounding = (exact - bf16::from_f64(exact).to_f64()).abs();
+        assert!(rounding > 0.0);
+        let want = sums * s.to_f64() * 92.0 * 2.0 + 32.0 * 2.0 * rounding;
+        for v in &e {
+            assert!((v - want).abs() <= 1e-12 * want, "{v} {want}");
         }
     }
 

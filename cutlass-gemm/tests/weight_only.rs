@@ -3,6 +3,7 @@
 //! kernels of the other registries, GPTQ's act-order check, and the host dequantization worked out
 //! by hand.
 
+use cutlass_gemm::plans::weight_only::{GEMV_MAX_TOKENS, GEMV_TOKENS};
 use cutlass_gemm::reference;
 use cutlass_gemm::{
     built_weight_only_kernels, BuildHint, DeviceInfo, Error, Extent, Family, Gemm, GemmProblem,
@@ -437,11 +438,11 @@ fn host_dequantization_rounds_once_as_the_kernels_do() {
     ));
 }
 
-/// FP8 weights: one scale per output channel (a group as long as k), the CUTLASS kernels at every
-/// token count (the decode GEMV reads 4-bit weights only), and the host dequantization worked out
-/// by hand.
+/// FP8 weights: one scale per output channel (a group as long as k); the decode GEMV up to 16
+/// tokens (and named up to its most), the CUTLASS FP8 kernels beyond; and the host
+/// dequantization worked out by hand.
 #[test]
-fn fp8_weights_take_one_group_and_the_cutlass_kernels() {
+fn fp8_weights_take_one_group_the_gemv_then_the_cutlass_kernels() {
     let p = |m, g| WeightOnlyProblem::new(m, 4096, 4096, g, WeightFormat::Fp8);
     assert_eq!(
         weight_rule(WeightOnlyGemm::<bf16>::plan(H100, &p(1, 128), None).unwrap_err()),
@@ -450,15 +451,6 @@ fn fp8_weights_take_one_group_and_the_cutlass_kernels() {
             k: 4096
         }
     );
-    match WeightOnlyGemm::<bf16>::plan(H100, &p(1, 4096), Some(cutlass_gemm::WEIGHT_ONLY_GEMV))
-        .unwrap_err()
-    {
-        Error::KernelMismatch {
-            reason: KernelRule::GemvFp8,
-            ..
-        } => {}
-        other => panic!("{other}"),
-    }
     if built_weight_only_kernels().is_empty() {
         match WeightOnlyGemm::<bf16>::plan(H100, &p(1, 4096), None).unwrap_err() {
             Error::NoKernel { build_with, .. } => {
@@ -468,20 +460,35 @@ fn fp8_weights_take_one_group_and_the_cutlass_kernels() {
         }
         return;
     }
+    let named =
+        |m| WeightOnlyGemm::<bf16>::plan(H100, &p(m, 4096), Some(cutlass_gemm::WEIGHT_ONLY_GEMV));
+    for m in [1, 17, GEMV_MAX_TOKENS] {
+        let plan = named(m).unwrap();
+        assert!(plan.is_gemv());
+        plan.prepare().unwrap();
+    }
+    match named(GEMV_MAX_TOKENS + 1).unwrap_err() {
+        Error::KernelMismatch {
+            reason: KernelRule::GemvTokens { .. },
+            ..
+        } => {}
+        other => panic!("{other}"),
+    }
     for m in [1, 16, 17, 64, 65, 4096] {
-        for name in [
-            WeightOnlyGemm::<bf16>::plan(H100, &p(m, 4096), None)
-                .unwrap()
-                .kernel_name(),
-            WeightOnlyGemm::<f16>::plan(H100, &p(m, 4096), None)
-                .unwrap()
-                .kernel_name(),
+        let bf16_plan = WeightOnlyGemm::<bf16>::plan(H100, &p(m, 4096), None).unwrap();
+        let f16_plan = WeightOnlyGemm::<f16>::plan(H100, &p(m, 4096), None).unwrap();
+        for (gemv, name) in [
+            (bf16_plan.is_gemv(), bf16_plan.kernel_name()),
+            (f16_plan.is_gemv(), f16_plan.kernel_name()),
         ] {
-            assert!(
-                name.contains("_e4m3_") && name.contains("_scl_"),
-                "{m}: {name}"
-            );
-            assert!(!name.contains("_shfl_"), "{name}");
+            assert_eq!(gemv, m <= GEMV_TOKENS, "{m}: {name}");
+            if !gemv {
+                assert!(
+                    name.contains("_e4m3_") && name.contains("_scl_"),
+                    "{m}: {name}"
+                );
+                assert!(!name.contains("_shfl_"), "{name}");
+            }
         }
     }
 }

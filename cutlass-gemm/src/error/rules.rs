@@ -1063,8 +1063,6 @@ pub enum KernelRule {
         /// The most it takes.
         max: usize,
     },
-    /// The decode GEMV reads 4-bit weights only; an FP8 weight takes the CUTLASS kernels.
-    GemvFp8,
     /// Split-K over a kernel whose tile scheduler is not stream-K.
     SplitKNeedsStreamK {
         /// The splits asked for.
@@ -1152,10 +1150,6 @@ impl fmt::Display for KernelRule {
             KernelRule::GemvTokens { m, max } => write!(
                 f,
                 "the decode GEMV takes at most {max} tokens, the plan has {m}: plan it with a CUTLASS weight-only kernel"
-            ),
-            KernelRule::GemvFp8 => write!(
-                f,
-                "the decode GEMV reads 4-bit weights only: plan an FP8 weight with a CUTLASS weight-only kernel"
             ),
             KernelRule::SplitKNeedsStreamK { splits } => {
                 write!(f, "split-K ({splits} splits) needs a stream-K kernel")

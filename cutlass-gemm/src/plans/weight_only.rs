@@ -30,10 +30,14 @@
 //! warp's A operand), and computes every fused epilogue, in one launch without a workspace. It
 //! feeds the stored 4-bit values to the MMA as they are and applies each group's scale (and zero)
 //! to the f32 sums, so it computes with the exact dequantized values `q · s + z` where the CUTLASS
-//! kernels round each of them to the activations' type first.
+//! kernels round each of them to the activations' type first. FP8 weights take a kernel of their
+//! own in the same entry point: it loads the row-major e4m3 bytes straight into registers, turns
+//! them into 16-bit values with a few logic operations and one multiplication a pair (exactly),
+//! multiplies them with `mma.sync`, and applies each row's scale to the f32 sum.
 //!
 //! [`crate::reference::weight_only`] dequantizes exactly as the CUTLASS kernels do;
-//! [`crate::reference::weight_only_gemv_error`] bounds how far the GEMV may be from it.
+//! [`crate::reference::weight_only_gemv_error`] (4-bit weights) and
+//! [`crate::reference::fp8_weight_gemv_error`] (FP8 weights) bound how far the GEMV may be from it.
 
 use std::sync::Arc;
 
@@ -89,6 +93,15 @@ impl WeightFormat {
 
     fn has_zeros(self) -> bool {
         self == WeightFormat::ZeroPoint
+    }
+
+    /// The decode GEMV's code for the format (`CUTLASS_RS_WEIGHT_GEMV_*`).
+    fn gemv_code(self) -> i32 {
+        match self {
+            WeightFormat::Symmetric => cutlass_gemm_sys::CUTLASS_RS_WEIGHT_GEMV_S4,
+            WeightFormat::ZeroPoint => cutlass_gemm_sys::CUTLASS_RS_WEIGHT_GEMV_U4_ZEROS,
+            WeightFormat::Fp8 => cutlass_gemm_sys::CUTLASS_RS_WEIGHT_GEMV_E4M3,
+        }
     }
 
     /// Bytes the values of an `n x k` weight take (two 4-bit values a byte, one e4m3).
@@ -731,10 +744,12 @@ impl WeightOnlyProblem {
 
 /// Tokens up to which the library's choice is the decode GEMV ([`WEIGHT_ONLY_GEMV`]) rather than
 /// a CUTLASS kernel, where this build has it for the device. Fitted on an H200 to Llama-3-8B's
-/// and -70B's layers at 8 to 32 tokens (`docs/performance.md` scores other families): up to 16
-/// tokens the GEMV ran 0.97–2.2x the best CUTLASS tile on every layer (below 1.0x only on the 70B
-/// model's gate-and-up and qkv layers at 12–16 tokens, by 1–3 %); from 20 it lost on every layer
-/// but the smallest (0.53–0.96x), where two token groups become three or four.
+/// and -70B's layers at 8 to 32 tokens (`docs/performance.md` scores other families): with 4-bit
+/// weights, up to 16 tokens the GEMV ran 0.97–2.2x the best CUTLASS tile on every layer (below
+/// 1.0x only on the 70B model's gate-and-up and qkv layers at 12–16 tokens, by 1–3 %); from 20 it
+/// lost on every layer but the smallest (0.53–0.96x), where two token groups become three or four.
+/// FP8 weights take the same bound (their GEMV ran 1.25–1.9x cuBLAS's bf16 GEMM up to 16 tokens,
+/// where the CUTLASS FP8 kernels ran 0.9–1.6x).
 pub const GEMV_TOKENS: usize = 16;
 
 /// The most tokens the decode GEMV takes when named.
@@ -806,12 +821,6 @@ impl<T: WeightOnlyInput> WeightOnlyGemm<T> {
             cutlass_gemm_sys::WEIGHT_GEMV_BUILT && hand_written_runs_on(device.compute_capability);
         let engine = match kernel {
             Some(WEIGHT_ONLY_GEMV) => {
-                if problem.format == WeightFormat::Fp8 {
-                    return Err(Error::KernelMismatch {
-                        name: WEIGHT_ONLY_GEMV.into(),
-                        reason: KernelRule::GemvFp8,
-                    });
-                }
                 if problem.m > GEMV_MAX_TOKENS {
                     return Err(Error::KernelMismatch {
                         name: WEIGHT_ONLY_GEMV.into(),
@@ -955,7 +964,7 @@ impl<T: WeightOnlyInput> WeightOnlyGemm<T> {
             Engine::Kernel(k) => unsafe { k.prepare_abi(&args, workspace, self.workspace_size) },
             // SAFETY: without a stream the GEMV only checks its arguments.
             Engine::Gemv => unsafe {
-                weight_gemv(&args, T::DTYPE, self.problem.format.has_zeros(), None)
+                weight_gemv(&args, T::DTYPE, self.problem.format.gemv_code(), None)
             },
         }
     }
@@ -1125,7 +1134,7 @@ impl<T: WeightOnlyInput> WeightOnlyGemm<T> {
                 weight_gemv(
                     &args,
                     T::DTYPE,
-                    p.format.has_zeros(),
+                    p.format.gemv_code(),
                     Some(stream.cu_stream()),
                 )
             },
@@ -1169,9 +1178,9 @@ impl<T: WeightOnlyInput> WeightOnlyGemm<T> {
     }
 }
 
-/// Whether the library's choice for this problem is the decode GEMV ([`GEMV_TOKENS`]; 4-bit weights).
+/// Whether the library's choice for this problem is the decode GEMV ([`GEMV_TOKENS`]).
 fn gemv_serves(p: &WeightOnlyProblem) -> bool {
-    p.m <= GEMV_TOKENS && p.format != WeightFormat::Fp8
+    p.m <= GEMV_TOKENS
 }
 
 /// The decode GEMV is not in this build (no `weight-only` feature) or not compiled for this

@@ -202,8 +202,8 @@ impl<T: Element> HostDequantized<T> for HostFp8<T> {
     fn dequantized(&self) -> Vec<T> {
         reference::dequantize_fp8_weight(&self.values, &self.scales, self.n, self.k).unwrap()
     }
-    fn gemv_error(&self, _: &WeightOnlyProblem, _: &[T]) -> Vec<f64> {
-        unreachable!("the decode GEMV reads 4-bit weights only")
+    fn gemv_error(&self, p: &WeightOnlyProblem, x: &[T]) -> Vec<f64> {
+        reference::fp8_weight_gemv_error(p, x, &self.values, &self.scales).unwrap()
     }
 }
 
@@ -251,6 +251,25 @@ fn check<T: WeightOnlyInput>(
         plan.kernel_name()
     );
     plan.kernel_name()
+}
+
+/// The weight rule with which `plan.run` refuses `w` (a panic if it runs or fails otherwise).
+fn weight_refusal<T: WeightOnlyInput>(
+    plan: &WeightOnlyGemm<T>,
+    stream: &Arc<CudaStream>,
+    x: &CudaSlice<T>,
+    w: &QuantizedWeight<T>,
+    y: &mut CudaSlice<T>,
+) -> WeightRule {
+    match plan
+        .run(stream, x, w, None, y, Workspace::Managed)
+        .unwrap_err()
+    {
+        Error::InvalidProblem {
+            reason: ProblemRule::Weight { rule },
+        } => rule,
+        other => panic!("{other}"),
+    }
 }
 
 fn kernels_for(wide: DataType, zp: bool) -> Vec<&'static str> {
@@ -533,35 +552,11 @@ fn weight_only_refusals_name_the_rule() {
     let mut dy = stream.clone_htod(&vec![bf16::POISON; 8 * 256]).unwrap();
     // A weight of other extents or another format than the plan's.
     let other = HostWeight::<bf16>::random(&mut rng, 256, 512, 64, false).upload(&stream);
-    let err = plan
-        .run(&stream, &dx, &other, None, &mut dy, Workspace::Managed)
-        .unwrap_err();
-    assert!(
-        matches!(
-            err,
-            Error::InvalidProblem {
-                reason: ProblemRule::Weight {
-                    rule: WeightRule::Extents { .. }
-                }
-            }
-        ),
-        "{err}"
-    );
+    let rule = weight_refusal(&plan, &stream, &dx, &other, &mut dy);
+    assert!(matches!(rule, WeightRule::Extents { .. }), "{rule:?}");
     let zp = HostWeight::<bf16>::random(&mut rng, 256, 512, 128, true).upload(&stream);
-    let err = plan
-        .run(&stream, &dx, &zp, None, &mut dy, Workspace::Managed)
-        .unwrap_err();
-    assert!(
-        matches!(
-            err,
-            Error::InvalidProblem {
-                reason: ProblemRule::Weight {
-                    rule: WeightRule::Format { .. }
-                }
-            }
-        ),
-        "{err}"
-    );
+    let rule = weight_refusal(&plan, &stream, &dx, &zp, &mut dy);
+    assert!(matches!(rule, WeightRule::Format { .. }), "{rule:?}");
     // X shorter than m x k.
     let short = stream
         .clone_htod(&vec![bf16::from_f64(1.0); 8 * 512 - 1])
@@ -626,9 +621,10 @@ fn quantize_fp8_host<T: Element>(w: &[T], n: usize, k: usize) -> HostFp8<T> {
 
 /// FP8 weights (e4m3 with a scale per output channel): the GPU quantizer bit for bit against its
 /// definition (rows of different magnitudes, a row of zeros, values that saturate), the weight
-/// from a checkpoint's tensors the same, then every FP8 kernel of the build and the library's
-/// choice at 1 to 257 tokens against the f64 reference over the host's dequantized weight, and X
-/// = I, which reads the dequantized weight back exactly.
+/// from a checkpoint's tensors the same, then every FP8 kernel of the build, the decode GEMV at 1
+/// to 32 tokens and the library's choice at 1 to 1100 tokens against the f64 reference over the
+/// host's dequantized weight (the GEMV within its bound beyond it), and X = I, which reads the
+/// dequantized weight back exactly.
 fn fp8_weights<T: WeightOnlyInput>() {
     let (ctx, stream) = device();
     let mut rng = rng();
@@ -680,12 +676,19 @@ fn fp8_weights<T: WeightOnlyInput>() {
             .all(|(a, b)| a.to_f64() == b.to_f64()));
         assert_eq!(scales[3].to_f64(), 1.0, "a row of zeros gets the scale 1");
         // The quantization's error: half an e4m3 step of the value, or of the smallest
-        // subnormal, times the scale, plus the scale's and the product's roundings.
+        // subnormal, times the scale, plus the scale's and the product's roundings (the product's
+        // at least half of T's smallest subnormal step where it falls below T's normal range).
+        let half_subnormal = match T::DATA_TYPE {
+            DataType::F16 => 2f64.powi(-25),
+            _ => 2f64.powi(-134),
+        };
         let deq = host.dequantized();
         for (e, (x, d)) in w.iter().zip(&deq).enumerate() {
             let s = host.scales[e / k].to_f64();
             let (x, d) = (x.to_f64(), d.to_f64());
-            let bound = (x.abs() / 16.0).max(s * 2f64.powi(-10)) + 2.0 * T::UNIT_ROUNDOFF * x.abs();
+            let bound = (x.abs() / 16.0).max(s * 2f64.powi(-10))
+                + 2.0 * T::UNIT_ROUNDOFF * x.abs()
+                + half_subnormal;
             assert!((x - d).abs() <= bound, "w[{e}] = {x}, dequantized {d}");
         }
         // From a checkpoint's tensors: the same weight.
@@ -708,16 +711,44 @@ fn fp8_weights<T: WeightOnlyInput>() {
             }
             println!("{kernel}: {} problems as the reference", tokens.len());
         }
-        for m in [1, 16, 33, 64, 200, 1100] {
+        // The decode GEMV by name, at every token count it takes (its shapes change at 9, 17
+        // and 25 tokens; 272 rows are an odd count of 16-row slices).
+        let gemv_tokens: &[usize] = if quick() {
+            &[1, 16]
+        } else {
+            &[1, 2, 7, 8, 9, 16, 17, 24, 25, 32]
+        };
+        for &m in gemv_tokens {
+            let beta = if m % 2 == 1 { 0.5 } else { 0.0 };
+            check(
+                &ctx,
+                &stream,
+                &mut rng,
+                &host,
+                &qw,
+                m,
+                beta,
+                Some(WEIGHT_ONLY_GEMV),
+            );
+        }
+        println!(
+            "{WEIGHT_ONLY_GEMV}: {} problems as the reference",
+            gemv_tokens.len()
+        );
+        for m in [1, 16, 17, 33, 64, 200, 1100] {
             let name = check(&ctx, &stream, &mut rng, &host, &qw, m, 0.0, None);
-            assert!(name.contains("_e4m3_"), "{name}");
+            if m <= GEMV_TOKENS {
+                assert_eq!(name, WEIGHT_ONLY_GEMV);
+            } else {
+                assert!(name.contains("_e4m3_"), "{name}");
+            }
         }
         let (y, kernel) = dequantized_on_gpu(&ctx, &stream, &qw);
         for (e, (got, want)) in y.iter().zip(&deq).enumerate() {
             assert_eq!(*got, want.to_f64(), "{kernel} w[{}][{}]", e / k, e % k);
         }
     }
-    // Refusals: a group other than k, the decode GEMV by name, a 4-bit weight on an FP8 plan.
+    // Refusals: a group other than k, a 4-bit weight on an FP8 plan (the GEMV's and a kernel's).
     let p = WeightOnlyProblem::new(16, 256, 512, 128, WeightFormat::Fp8);
     assert!(matches!(
         WeightOnlyGemm::<T>::new(&ctx, &p).unwrap_err(),
@@ -730,37 +761,21 @@ fn fp8_weights<T: WeightOnlyInput>() {
             }
         }
     ));
-    let p = WeightOnlyProblem::new(16, 256, 512, 512, WeightFormat::Fp8);
-    assert!(matches!(
-        WeightOnlyGemm::<T>::with_kernel(&ctx, &p, WEIGHT_ONLY_GEMV).unwrap_err(),
-        Error::KernelMismatch {
-            reason: cutlass_gemm::KernelRule::GemvFp8,
-            ..
-        }
-    ));
-    let plan = WeightOnlyGemm::<T>::new(&ctx, &p).unwrap();
     let four_bit = HostWeight::<T>::random(&mut rng, 256, 512, 512, false).upload(&stream);
-    let dx = stream
-        .clone_htod(&vec![T::from_f64(1.0); 16 * 512])
-        .unwrap();
-    let mut dy = stream.clone_htod(&vec![T::POISON; 16 * 256]).unwrap();
-    let err = plan
-        .run(&stream, &dx, &four_bit, None, &mut dy, Workspace::Managed)
-        .unwrap_err();
-    assert!(
-        matches!(
-            err,
-            Error::InvalidProblem {
-                reason: ProblemRule::Weight {
-                    rule: WeightRule::Format {
-                        weight: WeightFormat::Symmetric,
-                        plan: WeightFormat::Fp8
-                    }
-                }
+    for m in [16, 17] {
+        let p = WeightOnlyProblem::new(m, 256, 512, 512, WeightFormat::Fp8);
+        let plan = WeightOnlyGemm::<T>::new(&ctx, &p).unwrap();
+        assert_eq!(plan.is_gemv(), m <= GEMV_TOKENS);
+        let dx = stream.clone_htod(&vec![T::from_f64(1.0); m * 512]).unwrap();
+        let mut dy = stream.clone_htod(&vec![T::POISON; m * 256]).unwrap();
+        assert_eq!(
+            weight_refusal(&plan, &stream, &dx, &four_bit, &mut dy),
+            WeightRule::Format {
+                weight: WeightFormat::Symmetric,
+                plan: WeightFormat::Fp8
             }
-        ),
-        "{err}"
-    );
+        );
+    }
 }
 
 #[test]
@@ -836,9 +851,7 @@ fn fused_epilogues_on_weight_only_kernels() {
             !kernels.is_empty(),
             "no fused {format} kernel in this build"
         );
-        // The decode GEMV reads 4-bit weights only.
-        let gemv_named = (!fp8).then_some(&WEIGHT_ONLY_GEMV);
-        let named = kernels.iter().chain(gemv_named).map(|k| Some(*k));
+        let named = kernels.iter().chain([&WEIGHT_ONLY_GEMV]).map(|k| Some(*k));
         for name in named.chain([None]) {
             for (i, e) in epilogues.iter().enumerate() {
                 let m = [1, 17, 200][i % 3];
@@ -857,9 +870,8 @@ fn fused_epilogues_on_weight_only_kernels() {
                 .unwrap()
                 .with_epilogue(*e)
                 .unwrap();
-                // The library's choice: the GEMV up to its tokens (4-bit), a fused kernel beyond.
-                let gemv =
-                    name == Some(WEIGHT_ONLY_GEMV) || (name.is_none() && m <= GEMV_TOKENS && !fp8);
+                // The library's choice: the GEMV up to its tokens, a fused kernel beyond.
+                let gemv = name == Some(WEIGHT_ONLY_GEMV) || (name.is_none() && m <= GEMV_TOKENS);
                 assert_eq!(plan.is_gemv(), gemv, "{}", e.describe());
                 assert!(
                     gemv || plan.kernel_name().contains("_evt_"),
