@@ -33,7 +33,9 @@
 //! kernels round each of them to the activations' type first. FP8 weights take a kernel of their
 //! own in the same entry point: it loads the row-major e4m3 bytes straight into registers, turns
 //! them into 16-bit values with a few logic operations and one multiplication a pair (exactly),
-//! multiplies them with `mma.sync`, and applies each row's scale to the f32 sum.
+//! multiplies them with `mma.sync`, and applies each row's scale to the f32 sum. It reads e4m3's
+//! NaN byte (0x7F, 0xFF) as ±480: an FP8 weight holding NaN gives finite rows through it, where the
+//! CUTLASS kernels give NaN.
 //!
 //! [`crate::reference::weight_only`] dequantizes exactly as the CUTLASS kernels do;
 //! [`crate::reference::weight_only_gemv_error`] (4-bit weights) and
