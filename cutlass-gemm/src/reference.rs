@@ -948,8 +948,8 @@ pub fn weight_only_gemv_error<T: Element>(
 /// (exact in f32) in f32 over all of k, and scales the sum by the row's `s` once, where the
 /// reference (like the CUTLASS kernels) rounds each `q · s` to `T`: `Σ_k |x|·|q s − round(q s)|`,
 /// plus k f32 additions whose partial sums are at most `Σ_k |q x|`, each off by at most two units
-/// of f32 (the tensor cores may truncate), and the scaling's one rounding: `(2 k + 1)·u·|s|·Σ|q x|`.
-/// Both times `|alpha|`.
+/// of f32 (the tensor cores may truncate), and the scaling's one rounding: `(2 k + 1)·u·|s|·Σ|q x|`
+/// (to first order, on that model of the tensor cores' accumulation). Both times `|alpha|`.
 pub fn fp8_weight_gemv_error<T: Element>(
     problem: &crate::WeightOnlyProblem,
     x: &[T],
