@@ -16,7 +16,8 @@ namespace cutlass_rs {
 template <int Kind>
 __device__ inline float activate_as(float x) {
   if constexpr (Kind == CUTLASS_RS_ACTIVATION_RELU) {
-    return fmaxf(x, 0.0f);
+    // Not fmaxf, which would turn NaN into 0: NaN stays NaN, as with PyTorch's relu.
+    return x < 0.0f ? 0.0f : x;
   } else if constexpr (Kind == CUTLASS_RS_ACTIVATION_GELU_TANH) {
     float t;
     asm("tanh.approx.f32 %0, %1;" : "=f"(t) : "f"(0.7978845608028654f * x * (1.0f + 0.044715f * x * x)));

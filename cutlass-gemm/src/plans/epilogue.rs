@@ -31,7 +31,7 @@ pub enum Activation {
     /// None.
     #[default]
     Identity,
-    /// `max(x, 0)`.
+    /// `max(x, 0)`; NaN stays NaN (as with PyTorch's `relu`).
     Relu,
     /// GELU's tanh approximation, `0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))` (PyTorch's
     /// `approximate="tanh"`), with the GPU's hardware tanh (`tanh.approx.f32`, within 2^-10.9).
@@ -67,7 +67,14 @@ impl Activation {
     pub fn apply(self, x: f64) -> f64 {
         match self {
             Activation::Identity => x,
-            Activation::Relu => x.max(0.0),
+            // Not f64::max, which would turn NaN into 0.
+            Activation::Relu => {
+                if x < 0.0 {
+                    0.0
+                } else {
+                    x
+                }
+            }
             Activation::GeluTanh => {
                 let c = (2.0 / std::f64::consts::PI).sqrt();
                 0.5 * x * (1.0 + (c * (x + 0.044715 * x * x * x)).tanh())
@@ -419,6 +426,10 @@ mod tests {
         ];
         for (act, x, want) in cases {
             assert!((act.apply(x) - want).abs() < 1e-12, "{act} {x}");
+        }
+        // NaN stays NaN through every activation (ReLU included, as PyTorch's relu).
+        for act in Activation::ALL {
+            assert!(act.apply(f64::NAN).is_nan(), "{act}");
         }
         // The Lipschitz bounds hold on a fine grid.
         for act in Activation::ALL {
