@@ -132,9 +132,17 @@ int cutlass_rs_weight_quantize(const void *w, int64_t ldw, int32_t dtype, int64_
 /* Quantizes a 16-bit weight w (n x k row-major, ldw; dtype bf16 or f16) to FP8 e4m3 with one scale
  * per row (output channel): s = max|w| / 448 rounded to the weight's type (1 where that rounds to
  * 0 or overflows), q = e4m3(w / s) rounded to nearest even and saturated to +-448
- * (__NV_SATFINITE). Writes q row-major (n * k bytes) and the n scales. */
+ * (__NV_SATFINITE). A row holding NaN or +-Inf gets s = NaN and q = 0x7F (NaN). Writes q
+ * row-major (n * k bytes) and the n scales. The 4-bit quantizer above likewise gives a group
+ * holding NaN or +-Inf s = NaN, the zero point 0 and the lowest value. */
 int cutlass_rs_weight_quantize_fp8(const void *w, int64_t ldw, int32_t dtype, int64_t n, int64_t k,
                                    void *q, void *scales, void *stream);
+
+/* Sets to NaN the scale of every row of an FP8 weight (q: n x k e4m3 bytes row-major; scales: n
+ * values of dtype bf16 or f16) that holds e4m3's NaN byte (0x7F or 0xFF), once at load time, so
+ * that every kernel gives NaN for that row (the decode GEMV reads the bytes as finite values). */
+int cutlass_rs_weight_fp8_nan_rows(const void *q, int64_t n, int64_t k, int32_t dtype, void *scales,
+                                   void *stream);
 
 /* The decode GEMV: the Y of a weight-only kernel (the fused epilogue's vectors and activation
  * included, C read only when beta is not 0) for 1 to CUTLASS_RS_WEIGHT_GEMV_MAX_TOKENS tokens,

@@ -89,7 +89,12 @@ __global__ void zeros_kernel(int32_t format, const void *qzeros, const T *scales
   }
 }
 
+// NaN in f32: the scale of a group (FP8: a row) that holds NaN or +-Inf, which 4 bits (e4m3)
+// cannot hold, so that the weight's row gives NaN through every kernel.
+constexpr uint32_t kNanBits = 0x7FC00000u;
+
 // One thread per (row, group): the group's scale (and zero point), then its values, two per byte.
+// A group holding NaN or +-Inf gets the scale NaN, the zero point 0 and the values qlo.
 template <class T>
 __global__ void quantize_kernel(const T *w, int64_t ldw, int64_t n, int64_t k, int64_t group_size,
                                 int32_t zero_points, uint8_t *q, T *scales, uint8_t *zp) {
@@ -100,11 +105,13 @@ __global__ void quantize_kernel(const T *w, int64_t ldw, int64_t n, int64_t k, i
     const int64_t j = e / groups, g = e - j * groups;
     const T *row = w + j * ldw + g * group_size;
     float lo = 0.f, hi = 0.f, amax = 0.f;
+    bool finite = true;
     for (int64_t i = 0; i < group_size; ++i) {
       const float v = to_float(row[i]);
       lo = fminf(lo, v);
       hi = fmaxf(hi, v);
       amax = fmaxf(amax, fabsf(v));
+      finite = finite && isfinite(v);
     }
     float s = zero_points ? (hi - lo) / 15.f : amax / 7.f;
     const T s_stored = from_float<T>(s > 0.f ? s : 1.f);
@@ -112,9 +119,10 @@ __global__ void quantize_kernel(const T *w, int64_t ldw, int64_t n, int64_t k, i
     // A scale that rounds to zero or overflows falls back to 1 (the group is then all zeros or
     // saturates); the reference sees the stored scale either way.
     if (!(s > 0.f) || isinf(s)) s = 1.f;
+    if (!finite) s = __uint_as_float(kNanBits);
     scales[g * n + j] = from_float<T>(s);
     int32_t z = 0;
-    if (zero_points) {
+    if (zero_points && finite) {
       z = static_cast<int32_t>(fminf(fmaxf(rintf(-lo / s), 0.f), 15.f));
       zp[g * n + j] = static_cast<uint8_t>(z);
     }
@@ -123,7 +131,7 @@ __global__ void quantize_kernel(const T *w, int64_t ldw, int64_t n, int64_t k, i
     for (int64_t i = 0; i < group_size; i += 2) {
       uint32_t pair = 0;
       for (int h = 0; h < 2; ++h) {
-        const float v = fminf(fmaxf(rintf(to_float(row[i + h]) / s) + z, qlo), qhi);
+        const float v = finite ? fminf(fmaxf(rintf(to_float(row[i + h]) / s) + z, qlo), qhi) : qlo;
         pair |= (static_cast<uint32_t>(static_cast<int32_t>(v)) & 0xF) << (4 * h);
       }
       out[i / 2] = static_cast<uint8_t>(pair);
@@ -133,6 +141,7 @@ __global__ void quantize_kernel(const T *w, int64_t ldw, int64_t n, int64_t k, i
 
 // One block per row: the row's largest magnitude, its scale s = max|w| / 448 rounded to T (1 where
 // that rounds to zero or overflows), then q = e4m3(w / s), rounded to nearest even and saturated.
+// A row holding NaN or +-Inf gets the scale NaN and the values 0x7F (NaN).
 constexpr int kFp8Threads = 256;
 
 template <class T>
@@ -142,24 +151,50 @@ __global__ void quantize_fp8_kernel(const T *w, int64_t ldw, int64_t n, int64_t 
   for (int64_t j = blockIdx.x; j < n; j += gridDim.x) {
     const T *row = w + j * ldw;
     float amax = 0.f;
-    for (int64_t i = threadIdx.x; i < k; i += kFp8Threads) amax = fmaxf(amax, fabsf(to_float(row[i])));
+    bool finite = true;
+    for (int64_t i = threadIdx.x; i < k; i += kFp8Threads) {
+      const float v = to_float(row[i]);
+      amax = fmaxf(amax, fabsf(v));
+      finite = finite && isfinite(v);
+    }
     for (int off = 16; off > 0; off /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
     if (threadIdx.x % 32 == 0) warp_max[threadIdx.x / 32] = amax;
-    __syncthreads();
+    // A barrier, as __syncthreads, that also tells every thread whether any value was not finite.
+    const bool row_finite = !__syncthreads_or(!finite);
     if (threadIdx.x == 0) {
       float m = 0.f;
       for (int i = 0; i < kFp8Threads / 32; ++i) m = fmaxf(m, warp_max[i]);
       float s = to_float(from_float<T>(m / 448.f));
       if (!(s > 0.f) || isinf(s)) s = 1.f;
+      if (!row_finite) s = __uint_as_float(kNanBits);
       scales[j] = from_float<T>(s);
       row_scale = s;
     }
     __syncthreads();
     const float s = row_scale;
     for (int64_t i = threadIdx.x; i < k; i += kFp8Threads) {
-      q[j * k + i] = static_cast<uint8_t>(__nv_cvt_float_to_fp8(to_float(row[i]) / s, __NV_SATFINITE, __NV_E4M3));
+      q[j * k + i] = row_finite
+          ? static_cast<uint8_t>(__nv_cvt_float_to_fp8(to_float(row[i]) / s, __NV_SATFINITE, __NV_E4M3))
+          : uint8_t{0x7F};
     }
     __syncthreads();
+  }
+}
+
+// One block per row of an FP8 weight: the row's scale becomes NaN where a byte is e4m3's NaN
+// (bit 7 of (b & 0x7F) + 1 is set exactly for b & 0x7F == 0x7F; no carry leaves a byte).
+template <class T>
+__global__ void fp8_nan_rows_kernel(const uint8_t *q, int64_t n, int64_t k, T *scales) {
+  for (int64_t j = blockIdx.x; j < n; j += gridDim.x) {
+    const uint8_t *row = q + j * k;
+    uint32_t bits = 0;
+    for (int64_t i = 4 * int64_t(threadIdx.x); i < k; i += 4 * kFp8Threads) {
+      uint32_t word = 0;
+      for (int b = 0; b < 4 && i + b < k; ++b) word |= uint32_t(row[i + b]) << (8 * b);
+      bits |= (word & 0x7F7F7F7Fu) + 0x01010101u;
+    }
+    if (__syncthreads_or((bits & 0x80808080u) != 0) && threadIdx.x == 0)
+      scales[j] = from_float<T>(__uint_as_float(kNanBits));
   }
 }
 
@@ -230,6 +265,24 @@ extern "C" int cutlass_rs_weight_quantize(const void *w, int64_t ldw, int32_t dt
     quantize_kernel<<<blocks_for(total), kThreads, 0, st>>>(static_cast<const __half *>(w), ldw, n, k, group_size,
                                                            zero_points, static_cast<uint8_t *>(q),
                                                            static_cast<__half *>(scales), static_cast<uint8_t *>(zp));
+  } else {
+    return CUTLASS_RS_ERROR_INVALID_DATA_TYPE;
+  }
+  return launch_error();
+}
+
+extern "C" int cutlass_rs_weight_fp8_nan_rows(const void *q, int64_t n, int64_t k, int32_t dtype, void *scales,
+                                              void *stream) {
+  if (q == nullptr || scales == nullptr) return CUTLASS_RS_ERROR_NULL_ARGUMENT;
+  if (n <= 0 || k <= 0) return CUTLASS_RS_ERROR_INVALID_PROBLEM;
+  cudaStream_t st = static_cast<cudaStream_t>(stream);
+  const unsigned blocks = static_cast<unsigned>(n < 65535 * 16 ? n : 65535 * 16);
+  if (dtype == CUTLASS_RS_DTYPE_BF16) {
+    fp8_nan_rows_kernel<<<blocks, kFp8Threads, 0, st>>>(static_cast<const uint8_t *>(q), n, k,
+                                                        static_cast<__nv_bfloat16 *>(scales));
+  } else if (dtype == CUTLASS_RS_DTYPE_F16) {
+    fp8_nan_rows_kernel<<<blocks, kFp8Threads, 0, st>>>(static_cast<const uint8_t *>(q), n, k,
+                                                        static_cast<__half *>(scales));
   } else {
     return CUTLASS_RS_ERROR_INVALID_DATA_TYPE;
   }

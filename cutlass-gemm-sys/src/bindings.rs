@@ -590,6 +590,16 @@ unsafe extern "C" {
     ) -> ::std::os::raw::c_int;
 }
 unsafe extern "C" {
+    pub fn cutlass_rs_weight_fp8_nan_rows(
+        q: *const ::std::os::raw::c_void,
+        n: i64,
+        k: i64,
+        dtype: i32,
+        scales: *mut ::std::os::raw::c_void,
+        stream: *mut ::std::os::raw::c_void,
+    ) -> ::std::os::raw::c_int;
+}
+unsafe extern "C" {
     pub fn cutlass_rs_weight_gemv(
         args: *const cutlass_rs_weight_only_args,
         dtype: i32,

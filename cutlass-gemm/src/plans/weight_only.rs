@@ -34,8 +34,8 @@
 //! own in the same entry point: it loads the row-major e4m3 bytes straight into registers, turns
 //! them into 16-bit values with a few logic operations and one multiplication a pair (exactly),
 //! multiplies them with `mma.sync`, and applies each row's scale to the f32 sum. It reads e4m3's
-//! NaN byte (0x7F, 0xFF) as ±480: an FP8 weight holding NaN gives finite rows through it, where the
-//! CUTLASS kernels give NaN.
+//! NaN byte (0x7F, 0xFF) as ±480; a row holding one gets the scale NaN when the weight is made
+//! (`from_fp8`, `quantize_fp8`), so it gives NaN there as in the CUTLASS kernels.
 //!
 //! [`crate::reference::weight_only`] dequantizes exactly as the CUTLASS kernels do;
 //! [`crate::reference::weight_only_gemv_error`] (4-bit weights) and
@@ -198,7 +198,9 @@ impl<T: WeightOnlyInput> QuantizedWeight<T> {
     /// clamp(round(w / s), -8, 7)`) or with zero points (`s = (max - min) / 15`, `zp =
     /// clamp(round(-min / s), 0, 15)`, `q = clamp(round(w / s) + zp, 0, 15)`; the group's range
     /// includes 0). Scales are rounded to `T` before the values are computed from them; a group
-    /// of zeros gets the scale 1. [`WeightFormat::Fp8`] takes `group_size == k`
+    /// of zeros gets the scale 1. A group holding NaN or ±Inf, which 4 bits cannot hold, gets the
+    /// scale NaN, the zero point 0 and the values -8 (0 with zero points), so that its row of the
+    /// GEMM's output is NaN. [`WeightFormat::Fp8`] takes `group_size == k`
     /// ([`QuantizedWeight::quantize_fp8`]).
     pub fn quantize(
         stream: &Arc<CudaStream>,
@@ -260,8 +262,10 @@ impl<T: WeightOnlyInput> QuantizedWeight<T> {
     /// Quantizes a bf16/f16 weight (`n x k` row-major, `w.len() >= n * k`) to FP8 e4m3 with one
     /// scale per output channel (row), on `stream`: `s = max|w| / 448` rounded to `T` (a row of
     /// zeros gets 1; a scale that would round to 0 gets `T`'s smallest normal value), `q =
-    /// e4m3(w / s)`, rounded to nearest even and saturated to ±448 (`__NV_SATFINITE`). Values
-    /// are stored as they are, row-major ([`WeightFormat::Fp8`]).
+    /// e4m3(w / s)`, rounded to nearest even and saturated to ±448 (`__NV_SATFINITE`). A row
+    /// holding NaN or ±Inf gets the scale NaN and the values 0x7F (e4m3's NaN), so that its row of
+    /// the GEMM's output is NaN. Values are stored as they are, row-major
+    /// ([`WeightFormat::Fp8`]).
     pub fn quantize_fp8(
         stream: &Arc<CudaStream>,
         w: &dyn DevicePtr<T>,
@@ -307,7 +311,10 @@ impl<T: WeightOnlyInput> QuantizedWeight<T> {
 
     /// Takes an FP8 checkpoint's tensors: e4m3 values (`n x k` row-major, one byte each, as
     /// stored) and one scale per output channel (`n` values of `T`: convert a checkpoint's f32
-    /// scales first; a per-tensor scale is `n` equal ones). Copies both on `stream`.
+    /// scales first; a per-tensor scale is `n` equal ones). Copies both on `stream`; a row holding
+    /// e4m3's NaN byte (0x7F, 0xFF) gets the scale NaN in the copy, so that every kernel gives NaN
+    /// for that row of the output (the decode GEMV reads the bytes as finite values; the weight
+    /// cannot change after this check).
     pub fn from_fp8(
         stream: &Arc<CudaStream>,
         values: &CudaSlice<u8>,
@@ -322,9 +329,26 @@ impl<T: WeightOnlyInput> QuantizedWeight<T> {
         crate::error::require_stream(stream, device)?;
         let mut copy = stream.alloc_zeros::<u8>(n * k)?;
         stream.memcpy_dtod(&values.slice(..n * k), &mut copy)?;
+        let mut scales = copy_scales(stream, scales, n)?;
+        {
+            let (pq, _gq) = copy.device_ptr(stream);
+            let (ps, _gs) = scales.device_ptr_mut(stream);
+            // SAFETY: both were allocated above for n x k bytes and n scales on the stream's
+            // device.
+            check_status("cutlass_rs_weight_fp8_nan_rows", unsafe {
+                cutlass_gemm_sys::cutlass_rs_weight_fp8_nan_rows(
+                    pq as *const _,
+                    n as i64,
+                    k as i64,
+                    T::DTYPE,
+                    ps as *mut _,
+                    stream.cu_stream() as *mut _,
+                )
+            })?;
+        }
         Ok(QuantizedWeight {
             packed: copy,
-            scales: copy_scales(stream, scales, n)?,
+            scales,
             zeros: None,
             n,
             k,

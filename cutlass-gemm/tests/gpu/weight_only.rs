@@ -470,6 +470,11 @@ fn quantize_host<T: Element>(w: &[T], n: usize, k: usize, g: usize, zp: bool) ->
             let lo = v.iter().copied().fold(0.0, f64::min);
             let hi = v.iter().copied().fold(0.0, f64::max);
             let amax = v.iter().fold(0.0f64, |a, x| a.max(x.abs()));
+            if v.iter().any(|x| !x.is_finite()) {
+                // Scale NaN: the group dequantizes to NaN.
+                out[j * k + group * g..j * k + (group + 1) * g].fill(f64::NAN);
+                continue;
+            }
             let raw = if zp {
                 ((hi - lo) as f32 / 15.0) as f64
             } else {
@@ -504,9 +509,14 @@ fn quantizer_matches_its_definition_through_the_kernel() {
     let mut rng = rng();
     let (n, k, g) = (128, 256, 64);
     for zp in [false, true] {
-        let w: Vec<bf16> = (0..n * k)
+        let mut w: Vec<bf16> = (0..n * k)
             .map(|_| bf16::from_f64(rng.random_range(-1.0..1.0) * if zp { 1.0 } else { 0.5 }))
             .collect();
+        // Values 4 bits cannot hold: their groups (row 3's second, row 70's last) get the scale
+        // NaN, and the rows read back as NaN (X = I: NaN times 0 is NaN).
+        w[3 * k + g + 5] = bf16::NAN;
+        w[70 * k + k - 1] = bf16::INFINITY;
+        let nan_groups = [(3, 1), (70, k / g - 1)];
         let dw = stream.clone_htod(&w).unwrap();
         let format = if zp {
             WeightFormat::ZeroPoint
@@ -514,12 +524,26 @@ fn quantizer_matches_its_definition_through_the_kernel() {
             WeightFormat::Symmetric
         };
         let qw = QuantizedWeight::quantize(&stream, &dw, n, k, g, format).unwrap();
+        let scales = stream.clone_dtoh(qw.scales()).unwrap();
+        for (e, s) in scales.iter().enumerate() {
+            let (group, j) = (e / n, e % n);
+            assert_eq!(
+                s.is_nan(),
+                nan_groups.contains(&(j, group)),
+                "scale of row {j} group {group}"
+            );
+        }
         let (y, _) = dequantized_on_gpu(&ctx, &stream, &qw);
         let want = quantize_host(&w, n, k, g, zp);
         let mut worst = 0.0f64;
         for j in 0..n {
             for i in 0..k {
                 let got = y[j * k + i];
+                if nan_groups.iter().any(|&(row, _)| row == j) {
+                    assert!(got.is_nan(), "w[{j}][{i}]: {got}");
+                    assert_eq!(want[j * k + i].is_nan(), nan_groups.contains(&(j, i / g)));
+                    continue;
+                }
                 assert_eq!(
                     got,
                     want[j * k + i],
@@ -598,6 +622,11 @@ fn quantize_fp8_host<T: Element>(w: &[T], n: usize, k: usize) -> HostFp8<T> {
     let mut values = Vec::with_capacity(n * k);
     let mut scales = Vec::with_capacity(n);
     for row in w.chunks_exact(k).take(n) {
+        if row.iter().any(|x| !x.to_f64().is_finite()) {
+            scales.push(T::from_f64(f64::NAN));
+            values.extend(std::iter::repeat_n(0x7F, k));
+            continue;
+        }
         let amax = row
             .iter()
             .fold(0.0f32, |a, x| a.max((x.to_f64() as f32).abs()));
@@ -788,6 +817,217 @@ fn bf16_fp8_weights_match_the_reference() {
 #[ignore = "needs a CUDA GPU"]
 fn f16_fp8_weights_match_the_reference() {
     fp8_weights::<f16>();
+}
+
+/// Runs `m` tokens through an FP8 weight whose rows `nan_rows` hold NaN bytes (with ReLU after
+/// the GEMM when `relu`): every token of those rows must be NaN, and the others the reference's
+/// values over `clean` (the weight with its NaN bytes made 0) within their bounds. Returns the
+/// plan's kernel name.
+#[allow(clippy::too_many_arguments)]
+fn check_nan_rows<T: WeightOnlyInput>(
+    ctx: &Arc<CudaContext>,
+    stream: &Arc<CudaStream>,
+    rng: &mut StdRng,
+    clean: &HostFp8<T>,
+    qw: &QuantizedWeight<T>,
+    nan_rows: &[usize],
+    m: usize,
+    relu: bool,
+    kernel: Option<&str>,
+) -> &'static str {
+    use cutlass_gemm::{Activation, Epilogue};
+    let (n, k) = (clean.n, clean.k);
+    let p = WeightOnlyProblem::for_weight(m, qw).with_scalars(1.5, 0.0);
+    let mut plan = match kernel {
+        Some(name) => WeightOnlyGemm::<T>::with_kernel(ctx, &p, name),
+        None => WeightOnlyGemm::<T>::new(ctx, &p),
+    }
+    .unwrap();
+    if relu {
+        plan = plan
+            .with_epilogue(Epilogue::NONE.with_activation(Activation::Relu))
+            .unwrap();
+    }
+    let x: Vec<T> = integers(rng, m * k, 2);
+    let dx = stream.clone_htod(&x).unwrap();
+    let mut dy = stream.clone_htod(&vec![T::POISON; m * n]).unwrap();
+    if relu {
+        let none = cutlass_gemm::EpilogueOperands {
+            bias: None,
+            row_scales: None,
+            col_scales: None,
+        };
+        plan.run_fused(stream, &dx, qw, None, &mut dy, &none, Workspace::Managed)
+    } else {
+        plan.run(stream, &dx, qw, None, &mut dy, Workspace::Managed)
+    }
+    .unwrap();
+    let mut y = stream.clone_dtoh(&dy).unwrap();
+    let mut want = reference::weight_only(&p, &x, &clean.dequantized(), None).unwrap();
+    if plan.is_gemv() {
+        want.extra_error = clean.gemv_error(&p, &x);
+    }
+    if relu {
+        // ReLU's Lipschitz constant is 1: the bounds stand.
+        for v in &mut want.value {
+            *v = v.max(0.0);
+        }
+    }
+    let name = plan.kernel_name();
+    for t in 0..m {
+        for &j in nan_rows {
+            let got = y[t * n + j].to_f64();
+            assert!(
+                got.is_nan(),
+                "{name} m={m} relu={relu}: y[{t}][{j}] = {got}, not NaN"
+            );
+            // Checked: the comparison below covers the other rows.
+            y[t * n + j] = T::from_f64(want.value[t * n + j]);
+        }
+    }
+    let geometry = cutlass_gemm::GemmProblem::new(m, n, k)
+        .resolve(cutlass_gemm::OperandName::D)
+        .unwrap();
+    let cmp = reference::compare(&y, &geometry, &want);
+    assert!(
+        cmp.passed(),
+        "{name} m={m} n={n} k={k} relu={relu}: {cmp:?}"
+    );
+    name
+}
+
+/// An FP8 checkpoint with NaN bytes (e4m3's 0x7F and 0xFF, in rows of both halves of a 16-row
+/// slice, in the first, a middle and the last column) and a long k (8256: 129 chunks of 64, an odd
+/// count of runs of two, several runs a warp, a last run cut short): `from_fp8` gives exactly
+/// those rows the scale NaN; the decode GEMV by name at every token count it takes (its
+/// one-slice, two-slice and pipelined shapes) and the library's choice past it give NaN for every
+/// token of those rows, through ReLU too (as NaN weights dequantized first would), and the
+/// reference's values within their bounds elsewhere. Then the FP8 quantizer on rows holding NaN
+/// and -Inf, the same way.
+fn fp8_nan_bytes_and_long_rows<T: WeightOnlyInput>() {
+    let (ctx, stream) = device();
+    let mut rng = rng();
+    let (n, k) = (256, 8256);
+    // Random e4m3 bytes, NaN made the largest finite value; scales in [1/512, 1/256).
+    let mut values: Vec<u8> = (0..n * k)
+        .map(|_| {
+            let b: u8 = rng.random();
+            if b & 0x7F == 0x7F {
+                b - 1
+            } else {
+                b
+            }
+        })
+        .collect();
+    let scales: Vec<T> = (0..n)
+        .map(|_| T::from_f64(rng.random_range(1.0..2.0) / 512.0))
+        .collect();
+    let clean = HostFp8 {
+        values: values.clone(),
+        scales: scales.clone(),
+        n,
+        k,
+    };
+    // (row, column, byte): rows 0 and 13 are row l / 4 of their slice, 24 and 255 row l / 4 + 8.
+    let nan_at = [
+        (0, 0, 0x7F),
+        (13, 4100, 0xFF),
+        (24, k - 1, 0x7F),
+        (255, 64, 0xFF),
+    ];
+    let nan_rows: Vec<usize> = nan_at.iter().map(|&(j, _, _)| j).collect();
+    let mut clean = clean;
+    for &(j, i, byte) in &nan_at {
+        values[j * k + i] = byte;
+        clean.values[j * k + i] = 0;
+    }
+    let dq = stream.clone_htod(&values).unwrap();
+    let ds = stream.clone_htod(&scales).unwrap();
+    let qw = QuantizedWeight::from_fp8(&stream, &dq, &ds, n, k).unwrap();
+    assert_eq!(stream.clone_dtoh(qw.packed()).unwrap(), values);
+    for (j, (got, want)) in stream
+        .clone_dtoh(qw.scales())
+        .unwrap()
+        .iter()
+        .zip(&scales)
+        .enumerate()
+    {
+        if nan_rows.contains(&j) {
+            assert!(got.to_f64().is_nan(), "scale of row {j}: {}", got.to_f64());
+        } else {
+            assert_eq!(got.to_f64(), want.to_f64(), "scale of row {j}");
+        }
+    }
+    let gemv_tokens: &[usize] = if quick() {
+        &[1, 16, 32]
+    } else {
+        &[1, 2, 8, 9, 16, 17, 24, 25, 32]
+    };
+    for &m in gemv_tokens {
+        check_nan_rows(
+            &ctx,
+            &stream,
+            &mut rng,
+            &clean,
+            &qw,
+            &nan_rows,
+            m,
+            m % 2 == 1,
+            Some(WEIGHT_ONLY_GEMV),
+        );
+    }
+    // The fused epilogue's CUTLASS kernels are bf16's.
+    let relu = T::DATA_TYPE == DataType::Bf16;
+    for m in [1, 16, 17, 64] {
+        let name = check_nan_rows(
+            &ctx, &stream, &mut rng, &clean, &qw, &nan_rows, m, relu, None,
+        );
+        assert_eq!(name == WEIGHT_ONLY_GEMV, m <= GEMV_TOKENS, "{name}");
+    }
+    // The quantizer: rows holding NaN or -Inf get the scale NaN and NaN bytes (its host
+    // definition), and give NaN through the GEMV and the CUTLASS kernels.
+    let (n, k) = (64, 512);
+    let mut w: Vec<T> = (0..n * k)
+        .map(|_| T::from_f64(rng.random_range(-1.0..1.0)))
+        .collect();
+    w[5 * k + 100] = T::from_f64(f64::NAN);
+    w[40 * k] = T::from_f64(f64::NEG_INFINITY);
+    let nan_rows = [5, 40];
+    let dw = stream.clone_htod(&w).unwrap();
+    let qw = QuantizedWeight::quantize_fp8(&stream, &dw, n, k).unwrap();
+    let host = quantize_fp8_host(&w, n, k);
+    assert_eq!(stream.clone_dtoh(qw.packed()).unwrap(), host.values);
+    let scales = stream.clone_dtoh(qw.scales()).unwrap();
+    for (j, (got, want)) in scales.iter().zip(&host.scales).enumerate() {
+        let (got, want) = (got.to_f64(), want.to_f64());
+        assert!(
+            got == want || (got.is_nan() && want.is_nan()),
+            "scale {j}: {got}, {want}"
+        );
+        assert_eq!(got.is_nan(), nan_rows.contains(&j), "scale {j}");
+    }
+    let mut clean = host;
+    for j in nan_rows {
+        clean.values[j * k..(j + 1) * k].fill(0);
+        clean.scales[j] = T::from_f64(1.0);
+    }
+    for m in [1, 17] {
+        check_nan_rows(
+            &ctx, &stream, &mut rng, &clean, &qw, &nan_rows, m, false, None,
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn bf16_fp8_nan_bytes_and_long_rows() {
+    fp8_nan_bytes_and_long_rows::<bf16>();
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn f16_fp8_nan_bytes_and_long_rows() {
+    fp8_nan_bytes_and_long_rows::<f16>();
 }
 
 /// The fused epilogue on every weight-only kernel that has it (bias per output feature or per
