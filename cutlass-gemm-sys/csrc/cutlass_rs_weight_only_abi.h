@@ -124,7 +124,8 @@ int cutlass_rs_weight_zeros(int32_t format, const void *qzeros, const void *scal
  * zp = clamp(round(-min / s), 0, 15), q = clamp(round(w / s) + zp, 0, 15) as u4). Writes q in
  * the PLAIN format (n * k / 2 bytes), the scales ((k / group_size) x n) and, when asymmetric, the
  * zero points (groups x n uint8, the PLAIN format of cutlass_rs_weight_zeros). A group of zeros
- * gets s = 1. */
+ * gets s = 1; a group holding NaN or +-Inf gets s = NaN, the zero point 0 and the lowest value
+ * (-8, or 0 with zero points), so that its row of any GEMM's output is NaN. */
 int cutlass_rs_weight_quantize(const void *w, int64_t ldw, int32_t dtype, int64_t n, int64_t k,
                                int64_t group_size, int32_t zero_points, void *q, void *scales,
                                void *zp, void *stream);
@@ -133,8 +134,7 @@ int cutlass_rs_weight_quantize(const void *w, int64_t ldw, int32_t dtype, int64_
  * per row (output channel): s = max|w| / 448 rounded to the weight's type (1 where that rounds to
  * 0 or overflows), q = e4m3(w / s) rounded to nearest even and saturated to +-448
  * (__NV_SATFINITE). A row holding NaN or +-Inf gets s = NaN and q = 0x7F (NaN). Writes q
- * row-major (n * k bytes) and the n scales. The 4-bit quantizer above likewise gives a group
- * holding NaN or +-Inf s = NaN, the zero point 0 and the lowest value. */
+ * row-major (n * k bytes) and the n scales. */
 int cutlass_rs_weight_quantize_fp8(const void *w, int64_t ldw, int32_t dtype, int64_t n, int64_t k,
                                    void *q, void *scales, void *stream);
 
@@ -153,7 +153,9 @@ int cutlass_rs_weight_fp8_nan_rows(const void *q, int64_t n, int64_t k, int32_t 
  * type first as the kernels above do. dtype: X's type (CUTLASS_RS_DTYPE_BF16 or
  * CUTLASS_RS_DTYPE_F16); weight: CUTLASS_RS_WEIGHT_GEMV_S4 (signed packed 4-bit values, scales
  * only, zeros null), CUTLASS_RS_WEIGHT_GEMV_U4_ZEROS (unsigned, with zeros) or
- * CUTLASS_RS_WEIGHT_GEMV_E4M3 (e4m3 values row-major, a scale per row: group_size = k, zeros null).
+ * CUTLASS_RS_WEIGHT_GEMV_E4M3 (e4m3 values row-major, a scale per row: group_size = k, zeros null;
+ * it reads e4m3's NaN byte as +-480, so an FP8 weight from elsewhere than the quantizer needs
+ * cutlass_rs_weight_fp8_nan_rows first for NaN to reach Y).
  * Rules: n a multiple of 16, k and group_size multiples of 64, group_size dividing k, n * k below
  * 2^31, ldx >= k and a multiple of 8, X and W 16-byte aligned, the 4-bit weights' scales and zeros
  * too, ldc, ldd >= n; args->device_id the current device. With launch 0 it checks the arguments

@@ -122,8 +122,8 @@ __global__ void quantize_kernel(const T *w, int64_t ldw, int64_t n, int64_t k, i
     if (!finite) s = __uint_as_float(kNanBits);
     scales[g * n + j] = from_float<T>(s);
     int32_t z = 0;
-    if (zero_points && finite) {
-      z = static_cast<int32_t>(fminf(fmaxf(rintf(-lo / s), 0.f), 15.f));
+    if (zero_points) {
+      if (finite) z = static_cast<int32_t>(fminf(fmaxf(rintf(-lo / s), 0.f), 15.f));
       zp[g * n + j] = static_cast<uint8_t>(z);
     }
     const float qlo = zero_points ? 0.f : -8.f, qhi = zero_points ? 15.f : 7.f;

@@ -261,7 +261,7 @@ impl<T: WeightOnlyInput> QuantizedWeight<T> {
 
     /// Quantizes a bf16/f16 weight (`n x k` row-major, `w.len() >= n * k`) to FP8 e4m3 with one
     /// scale per output channel (row), on `stream`: `s = max|w| / 448` rounded to `T` (a row of
-    /// zeros gets 1; a scale that would round to 0 gets `T`'s smallest normal value), `q =
+    /// zeros gets 1, as does a scale that would round to 0 or overflow), `q =
     /// e4m3(w / s)`, rounded to nearest even and saturated to ±448 (`__NV_SATFINITE`). A row
     /// holding NaN or ±Inf gets the scale NaN and the values 0x7F (e4m3's NaN), so that its row of
     /// the GEMM's output is NaN. Values are stored as they are, row-major

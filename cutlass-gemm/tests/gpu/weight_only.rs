@@ -450,7 +450,10 @@ fn dequantized_on_gpu<T: WeightOnlyInput>(
     let p = WeightOnlyProblem::for_weight(k, qw);
     let plan = WeightOnlyGemm::<T>::new(ctx, &p).unwrap();
     let dx = stream.clone_htod(&eye).unwrap();
-    let mut dy = stream.clone_htod(&vec![T::POISON; k * n]).unwrap();
+    // A finite poison (T::POISON is NaN, which rows expected to be NaN would pass as unwritten).
+    let mut dy = stream
+        .clone_htod(&vec![T::from_f64(12345.0); k * n])
+        .unwrap();
     plan.run(stream, &dx, qw, None, &mut dy, Workspace::Managed)
         .unwrap();
     let y = stream.clone_dtoh(&dy).unwrap();
@@ -850,7 +853,10 @@ fn check_nan_rows<T: WeightOnlyInput>(
     }
     let x: Vec<T> = integers(rng, m * k, 2);
     let dx = stream.clone_htod(&x).unwrap();
-    let mut dy = stream.clone_htod(&vec![T::POISON; m * n]).unwrap();
+    // A finite poison: T::POISON is NaN, which an unwritten NaN row would pass as.
+    let mut dy = stream
+        .clone_htod(&vec![T::from_f64(12345.0); m * n])
+        .unwrap();
     if relu {
         let none = cutlass_gemm::EpilogueOperands {
             bias: None,
@@ -928,10 +934,11 @@ fn fp8_nan_bytes_and_long_rows<T: WeightOnlyInput>() {
         n,
         k,
     };
-    // (row, column, byte): rows 0 and 13 are row l / 4 of their slice, 24 and 255 row l / 4 + 8.
+    // (row, column, byte): rows 0 and 21 are in the first half of their 16-row slice (row l / 4
+    // of the GEMV's lanes), 24 and 255 in the second (row l / 4 + 8).
     let nan_at = [
         (0, 0, 0x7F),
-        (13, 4100, 0xFF),
+        (21, 4100, 0xFF),
         (24, k - 1, 0x7F),
         (255, 64, 0xFF),
     ];
