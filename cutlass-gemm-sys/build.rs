@@ -713,6 +713,7 @@ fn compile_kernels(
                 codegen::WEIGHT_PACK_SOURCE_NAME,
                 codegen::WEIGHT_LAYOUT_HEADER_NAME,
                 codegen::WEIGHT_ONLY_ABI_HEADER_NAME,
+                codegen::WEIGHT_PREP_ABI_HEADER_NAME,
             ],
         ),
         (
@@ -721,6 +722,7 @@ fn compile_kernels(
                 codegen::WEIGHT_GEMV_SOURCE_NAME,
                 codegen::WEIGHT_LAYOUT_HEADER_NAME,
                 codegen::WEIGHT_ONLY_ABI_HEADER_NAME,
+                codegen::WEIGHT_PREP_ABI_HEADER_NAME,
                 codegen::ACTIVATION_HEADER_NAME,
             ],
         ),

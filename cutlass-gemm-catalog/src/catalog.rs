@@ -309,7 +309,17 @@ pub const WEIGHT_ONLY_FORMATS: [(DataType, MixedInputMode); 2] = [
 pub const WEIGHT_ONLY_FP8_FORMAT: (DataType, MixedInputMode) =
     (DataType::E4M3, MixedInputMode::ScaleOnly);
 
-/// One weight-only entry: an s4/u4 weight (A, in the packed order) or an e4m3 one (A, row-major)
+/// The int8 weight format of the weight-only kernels: s8 values read as stored (row-major, no
+/// packing), with one scale per output channel (symmetric per-channel int8, "W8A16"), on the same
+/// tiles and fused twins as [`WEIGHT_ONLY_FP8_FORMAT`].
+pub const WEIGHT_ONLY_INT8_FORMAT: (DataType, MixedInputMode) =
+    (DataType::I8, MixedInputMode::ScaleOnly);
+
+/// The formats with one byte a value and a scale per output channel, in the catalog's order.
+pub const WEIGHT_ONLY_PER_CHANNEL_FORMATS: [(DataType, MixedInputMode); 2] =
+    [WEIGHT_ONLY_FP8_FORMAT, WEIGHT_ONLY_INT8_FORMAT];
+
+/// One weight-only entry: an s4/u4 weight (A, in the packed order) or an e4m3 or s8 one (A, row-major)
 /// times bf16/f16 activations (B), C and D column-major of the activations' type.
 pub fn weight_only_spec(
     (weight, mode): (DataType, MixedInputMode),
@@ -1354,22 +1364,24 @@ pub fn sm90() -> Vec<KernelSpec> {
             });
         }
     }
-    // FP8 weights (last: the entries before keep their order), and their fused twins on the same
-    // tiles as the 4-bit formats'.
-    for wide in [DataType::Bf16, DataType::F16] {
-        for t in SM90_TILES_WEIGHT_ONLY {
-            out.push(weight_only_spec(WEIGHT_ONLY_FP8_FORMAT, wide, t));
+    // FP8, then int8 weights (last: the entries before keep their order), each with its fused
+    // twins on the same tiles as the 4-bit formats'.
+    for format in WEIGHT_ONLY_PER_CHANNEL_FORMATS {
+        for wide in [DataType::Bf16, DataType::F16] {
+            for t in SM90_TILES_WEIGHT_ONLY {
+                out.push(weight_only_spec(format, wide, t));
+            }
         }
-    }
-    for t in SM90_TILES_WEIGHT_ONLY
-        .iter()
-        .filter(|t| WEIGHT_ONLY_FUSED_TILES.contains(&t.tile))
-    {
-        let spec = weight_only_spec(WEIGHT_ONLY_FP8_FORMAT, DataType::Bf16, t);
-        out.push(KernelSpec {
-            fusion: Fusion::ScaleBiasActivation { bias: spec.d.ty },
-            ..spec
-        });
+        for t in SM90_TILES_WEIGHT_ONLY
+            .iter()
+            .filter(|t| WEIGHT_ONLY_FUSED_TILES.contains(&t.tile))
+        {
+            let spec = weight_only_spec(format, DataType::Bf16, t);
+            out.push(KernelSpec {
+                fusion: Fusion::ScaleBiasActivation { bias: spec.d.ty },
+                ..spec
+            });
+        }
     }
     out
 }

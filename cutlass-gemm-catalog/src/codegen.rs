@@ -84,9 +84,13 @@ pub const WEIGHT_ONLY_HEADER_NAME: &str = "cutlass_rs_weight_only.hpp";
 /// The packed order of the weight-only kernels' weights, included by those kernels and by
 /// [`WEIGHT_PACK_SOURCE_NAME`].
 pub const WEIGHT_LAYOUT_HEADER_NAME: &str = "cutlass_rs_weight_layout.hpp";
-/// The weight-only kernels' C ABI (argument struct, registry entry, weight preparation), included by
-/// the weight-only kernels, the weight preparation kernels and the rendered C header.
+/// The weight-only kernels' C ABI (argument struct, registry entry), included by the weight-only
+/// kernels, the hand-written weight kernels and the rendered C header.
 pub const WEIGHT_ONLY_ABI_HEADER_NAME: &str = "cutlass_rs_weight_only_abi.h";
+/// The hand-written weight kernels' C ABI (packing, zeros, quantizers, the decode GEMV), included by
+/// those kernels and the rendered C header, not by the CUTLASS weight-only kernels (whose cached
+/// objects it therefore leaves valid).
+pub const WEIGHT_PREP_ABI_HEADER_NAME: &str = "cutlass_rs_weight_prep_abi.h";
 /// The weight preparation kernels (packing, zeros, quantizer) of `cutlass-gemm-sys/csrc`.
 pub const WEIGHT_PACK_SOURCE_NAME: &str = "cutlass_rs_weight_pack.cu";
 /// The weight-only decode GEMV (hand-written, `csrc/`).

@@ -6,9 +6,9 @@
 //! | `bf16`, `f16` | SM90 | the default set's kernels with inputs of that type |
 //! | `fp8` | SM90 | the default set's FP8 tensor-wise kernels (e4m3 x e4m3 -> bf16) |
 //! | `fp8-blockwise` | SM90 | the default set's FP8 kernels with 1x128 x 128x128 blockwise scales |
-//! | `tf32`, `i8` | SM90 | every tf32 (s8) entry of the catalog |
+//! | `tf32`, `i8` | SM90 | every tf32 (dense s8) entry of the catalog |
 //! | `sm100`, `sm120` | SM100, SM120 | a starter set of block-scaled and narrow-precision kernels |
-//! | `weight-only` | SM90 | 4-bit weights times bf16/f16 activations ([`crate::catalog::is_default_weight_only`]) |
+//! | `weight-only` | SM90 | 4-bit, FP8 and int8 weights times bf16/f16 activations ([`crate::catalog::is_default_weight_only`]) |
 //!
 //! | preset | entries |
 //! |---|---|
@@ -32,13 +32,13 @@ pub enum Family {
     Fp8Blockwise,
     /// Every SM90 tf32 entry.
     Tf32,
-    /// Every SM90 s8 entry.
+    /// Every SM90 s8 x s8 entry (not the weight-only kernels' s8 weights).
     I8,
     /// SM100 block-scaled and narrow-precision kernels (the names in [`SM100_STARTER`]).
     Sm100,
     /// SM120 block-scaled kernels (the names in [`SM120_STARTER`]).
     Sm120,
-    /// SM90 weight-only kernels: s4 and u4 weights times bf16 and f16 activations
+    /// SM90 weight-only kernels: s4, u4, e4m3 and s8 weights times bf16 and f16 activations
     /// ([`crate::catalog::SM90_TILES_WEIGHT_ONLY`]).
     WeightOnly,
 }
@@ -143,7 +143,8 @@ impl Family {
             Family::Fp8 => is_default(spec) && fp8(spec.a.ty) && spec.blockwise.is_none(),
             Family::Fp8Blockwise => is_default(spec) && spec.blockwise.is_some(),
             Family::Tf32 => spec.a.ty == DataType::Tf32,
-            Family::I8 => spec.a.ty == DataType::I8,
+            // Dense s8 GEMMs (the int8 weights of the weight-only kernels are `weight-only`'s).
+            Family::I8 => spec.a.ty == DataType::I8 && spec.mixed_input.is_none(),
             Family::WeightOnly => is_default_weight_only(spec),
             // The starter kernels, with CUTLASS's epilogue and with the fused one.
             Family::Sm100 | Family::Sm120 => {

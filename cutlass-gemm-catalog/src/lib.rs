@@ -292,7 +292,7 @@ mod tests {
                 );
                 assert!(src.contains(s.tile_scheduler.cpp_type()));
                 // A 4-bit weight in the packed order, with the text its sources have always had
-                // (their cached objects stay valid); an e4m3 one as stored.
+                // (their cached objects stay valid); an e4m3 or s8 one as stored.
                 let layout = if mx.shuffled {
                     format!(
                         "// The narrow operand (the weight, cutlass::layout::RowMajor n x k) in the packed order of\n// cutlass_rs_weight_layout.hpp.\nusing LayoutNarrow = cutlass_rs::weight::PackedLayout<{wide}>;\n"

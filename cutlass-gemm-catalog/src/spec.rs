@@ -1327,21 +1327,25 @@ impl KernelSpec {
             }
             return Ok(());
         };
-        if !matches!(self.a.ty, DataType::S4 | DataType::U4 | DataType::E4M3)
-            || !matches!(self.b.ty, DataType::Bf16 | DataType::F16)
+        if !matches!(
+            self.a.ty,
+            DataType::S4 | DataType::U4 | DataType::E4M3 | DataType::I8
+        ) || !matches!(self.b.ty, DataType::Bf16 | DataType::F16)
         {
             return Err(format!(
-                "{name}: the catalog's mixed-input kernels take an s4/u4/e4m3 A (the weight) and a bf16/f16 B"
+                "{name}: the catalog's mixed-input kernels take an s4/u4/e4m3/s8 A (the weight) and a bf16/f16 B"
             ));
         }
         let four_bit = self.a.ty.bits() == 4;
         if mx.mode == MixedInputMode::ConvertOnly || mx.shuffled != four_bit {
             return Err(format!(
-                "{name}: the catalog's mixed-input kernels scale their weight (_scl, _sclzr) and read a 4-bit one in the packed order (_shfl), an e4m3 one as stored"
+                "{name}: the catalog's mixed-input kernels scale their weight (_scl, _sclzr) and read a 4-bit one in the packed order (_shfl), an 8-bit one as stored"
             ));
         }
         if !four_bit && mx.mode != MixedInputMode::ScaleOnly {
-            return Err(format!("{name}: an e4m3 weight takes scales only (_scl)"));
+            return Err(format!(
+                "{name}: an e4m3 or s8 weight takes scales only (_scl)"
+            ));
         }
         if (self.a.layout, self.b.layout, self.c.layout, self.d.layout)
             != (

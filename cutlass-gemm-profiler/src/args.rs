@@ -255,14 +255,38 @@ pub struct ProfileArgs {
     )]
     pub tokens: Vec<usize>,
     /// Measure the weight-only GEMM instead (a build with the `weight-only` feature): 4-bit
-    /// weights (w4a16 and w4a16-zp, groups of 128) and FP8 weights with a scale per output
-    /// channel (fp8w), with bf16 activations on Llama-3-8B's and
+    /// weights (w4a16 and w4a16-zp, groups of 128), int8 and FP8 weights with a scale per output
+    /// channel (w8a16, fp8w), with bf16 activations on Llama-3-8B's and
     /// -70B's linear layers at 1 to 8192 tokens (or `--shapes`' whose weights the kernels take),
-    /// against cuBLAS's bf16 GEMM and this crate's own. Takes `--kernels` (`all`: every
-    /// weight-only kernel of the build, stream-K ones also with split-K 2 and 4), `--rounds` and
-    /// `--csv`.
+    /// against cuBLAS's bf16 GEMM and this crate's own. Takes `--weights`, `--kernels` (`all`:
+    /// every weight-only kernel of the build, stream-K ones also with split-K 2 and 4), `--rounds`
+    /// and `--csv`.
     #[arg(long, conflicts_with_all = ["epilogue", "grouped"])]
     pub weight_only: bool,
+    /// With `--weight-only`: the weight formats to measure, comma-separated (default all four:
+    /// w4a16, w4a16-zp, w8a16, fp8w).
+    #[arg(
+        long,
+        value_name = "FORMATS",
+        value_enum,
+        value_delimiter = ',',
+        requires = "weight_only"
+    )]
+    pub weights: Vec<WeightArg>,
+}
+
+/// A weight format of `profile --weight-only --weights`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum WeightArg {
+    /// 4-bit, symmetric, groups of 128 (s4 values, scales).
+    W4a16,
+    /// 4-bit with zero points, groups of 128 (u4 values, scales, zeros).
+    #[value(name = "w4a16-zp")]
+    W4a16Zp,
+    /// int8, symmetric, a scale per output channel (s8 values).
+    W8a16,
+    /// FP8 e4m3, a scale per output channel.
+    Fp8w,
 }
 
 #[derive(Debug, Args)]

@@ -1,11 +1,11 @@
-//! `cutlass-profiler profile --weight-only`: this crate's weight-only GEMM (4-bit and FP8 weights,
+//! `cutlass-profiler profile --weight-only`: this crate's weight-only GEMM (4-bit, FP8 and int8 weights,
 //! bf16 activations) on Llama-3-8B's and Llama-3-70B's linear layers (or, with `--shapes`, a shape
 //! file's), against cuBLAS's bf16 GEMM on the bf16 weight and against this crate's own bf16 GEMM,
 //! in one process, kernel against kernel.
 //!
 //! The weight is a random bf16 matrix, quantized on the GPU in groups of 128 (`w4a16`: symmetric,
 //! s4 values and scales; `w4a16-zp`: u4 values, scales and zero points) and to FP8 with a scale per
-//! output channel (`fp8w`: e4m3 values). Inputs rotate over enough
+//! output channel (`fp8w`: e4m3 values; `w8a16`: s8 values), as `--weights` selects. Inputs rotate over enough
 //! copies to exceed twice the L2 cache, so the weight is read from memory as in a model. `diff` is
 //! the relative difference between our result and cuBLAS's on the unquantized weight: the
 //! quantization's error, not a check (the GPU tests check the kernels against the f64 reference on
@@ -24,7 +24,7 @@ use cutlass_gemm::{
 };
 use half::bf16;
 
-use crate::args::{KernelMode, ProfileArgs};
+use crate::args::{KernelMode, ProfileArgs, WeightArg};
 use crate::device::Device;
 use crate::shapes::Shape;
 use crate::timing::{fill, median, rel_diff, rotation, time, to_f64};
@@ -69,7 +69,7 @@ pub fn run(args: &ProfileArgs) -> Result<ExitCode> {
         CudaBlas::new(dev.stream.clone()).context("cuBLAS (libcublas.so must be loadable)")?;
     let rounds = args.rounds.clamp(1, 100);
     println!(
-        "device: {} (cc {}.{}, {} SMs, copy {:.0} GB/s); weight-only GEMM (4-bit weights in groups of {GROUP}, FP8 weights per channel; bf16 activations), kernel against kernel, median of {rounds} rounds",
+        "device: {} (cc {}.{}, {} SMs, copy {:.0} GB/s); weight-only GEMM (4-bit weights in groups of {GROUP}, int8 and FP8 weights per channel; bf16 activations), kernel against kernel, median of {rounds} rounds",
         dev.name(),
         dev.info.compute_capability.0,
         dev.info.compute_capability.1,
@@ -82,6 +82,7 @@ pub fn run(args: &ProfileArgs) -> Result<ExitCode> {
         "roofline", "diff"
     );
     let mut rows = Vec::new();
+    let formats = formats(args);
     for Layer {
         model,
         layer,
@@ -96,12 +97,8 @@ pub fn run(args: &ProfileArgs) -> Result<ExitCode> {
         let weights: Vec<CudaSlice<bf16>> = (0..rotation(&dev, w_bytes))
             .map(|i| fill(stream, n * k, 100 + i as u64))
             .collect::<Result<_>>()?;
-        for format in FORMATS {
-            let group = if format == WeightFormat::Fp8 {
-                k
-            } else {
-                GROUP
-            };
+        for &format in &formats {
+            let group = if format.is_per_channel() { k } else { GROUP };
             let quantized: Vec<QuantizedWeight<bf16>> = (0..sets)
                 .map(|i| {
                     let w = &weights[i % weights.len()];
@@ -147,7 +144,7 @@ pub fn run(args: &ProfileArgs) -> Result<ExitCode> {
             }
         }
     }
-    summary(&rows);
+    summary(&rows, &formats);
     if let Some(path) = &args.csv {
         let mut w = csv::Writer::from_path(path).with_context(|| format!("{}", path.display()))?;
         w.write_record([
@@ -230,17 +227,30 @@ fn layers(args: &ProfileArgs) -> Result<Vec<Layer>> {
     Ok(out)
 }
 
-/// The weight formats measured, in the order of the output.
-const FORMATS: [WeightFormat; 3] = [
-    WeightFormat::Symmetric,
-    WeightFormat::ZeroPoint,
-    WeightFormat::Fp8,
-];
+/// The weight formats measured (`--weights`, default all), in the order of the output.
+fn formats(args: &ProfileArgs) -> Vec<WeightFormat> {
+    let all = [
+        WeightArg::W4a16,
+        WeightArg::W4a16Zp,
+        WeightArg::W8a16,
+        WeightArg::Fp8w,
+    ];
+    all.into_iter()
+        .filter(|w| args.weights.is_empty() || args.weights.contains(w))
+        .map(|w| match w {
+            WeightArg::W4a16 => WeightFormat::Symmetric,
+            WeightArg::W4a16Zp => WeightFormat::ZeroPoint,
+            WeightArg::W8a16 => WeightFormat::Int8,
+            WeightArg::Fp8w => WeightFormat::Fp8,
+        })
+        .collect()
+}
 
 fn label(f: WeightFormat) -> &'static str {
     match f {
         WeightFormat::Symmetric => "w4a16",
         WeightFormat::ZeroPoint => "w4a16-zp",
+        WeightFormat::Int8 => "w8a16",
         WeightFormat::Fp8 => "fp8w",
     }
 }
@@ -403,13 +413,13 @@ fn case(
 }
 
 /// Geometric means of the speedups over cuBLAS by format and token band.
-fn summary(rows: &[Row]) {
+fn summary(rows: &[Row], formats: &[WeightFormat]) {
     let geo = |v: &[f64]| (v.iter().map(|x| x.ln()).sum::<f64>() / v.len() as f64).exp();
     println!();
     println!(
         "geometric means (time of cuBLAS bf16 / ours; the library's choice), min in brackets:"
     );
-    for format in FORMATS {
+    for &format in formats {
         for (band, lo, hi) in [
             ("1-16 tokens", 1, 16),
             ("17-64 tokens", 17, 64),

@@ -1,8 +1,8 @@
 // The weight-only decode GEMV: Y = act(alpha . X . dequant(W)^T + beta . C + ...) for a few tokens
-// (m <= CUTLASS_RS_WEIGHT_GEMV_MAX_TOKENS), where reading the 4-bit or FP8 weight once at the
-// speed of memory is the whole cost. Hand-written, not generated; compiled by cutlass-gemm-sys's build
-// script for every selected architecture (it needs sm_80's mma.sync and cp.async only). The C ABI
-// is in cutlass_rs_weight_only_abi.h.
+// (m <= CUTLASS_RS_WEIGHT_GEMV_MAX_TOKENS), where reading the 4-bit, FP8 or int8 weight once at the
+// speed of memory is the whole cost. Hand-written, not generated; compiled by cutlass-gemm-sys's
+// build script for every selected architecture (it needs sm_80's mma.sync and cp.async only). The
+// C ABI is in cutlass_rs_weight_prep_abi.h.
 //
 // It reads the packed weight the CUTLASS kernels read (cutlass_rs_weight_layout.hpp): a 16 x 16
 // block of W (rows x k) is 128 contiguous bytes, lane t's eight values in the 32-bit word t, which
@@ -25,7 +25,8 @@
 // round each of them to the activations' type first: the two differ by that rounding (and by the
 // f32 sums over M + u; cutlass_gemm::reference::weight_only_gemv_error bounds both).
 //
-// FP8 weights (e4m3, row-major, a scale per row) take a kernel of their own, further down.
+// FP8 and int8 weights (e4m3 or s8, row-major, a scale per row) take a kernel of their own, further
+// down.
 //
 // The warps of a block add their partial sums in shared memory in a fixed order, so the result
 // does not depend on timing. No workspace, no second launch.
@@ -42,7 +43,7 @@
 #include "cutlass_rs_abi.h"
 #include "cutlass_rs_activation.cuh"
 #include "cutlass_rs_weight_layout.hpp"
-#include "cutlass_rs_weight_only_abi.h"
+#include "cutlass_rs_weight_prep_abi.h"
 
 namespace {
 
@@ -377,7 +378,8 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(const Params<T> p)
   finish<T, kSlices, kTokenGroups>(p, acc, reinterpret_cast<float *>(shared), warp, lane, warps, nullptr);
 }
 
-// FP8 weights (e4m3, n x k row-major, a scale per row): no ring in shared memory, the bytes go
+// FP8 weights (e4m3, n x k row-major, a scale per row; int8 ones, s8, the same way, each word
+// converted by s8_pairs instead): no ring in shared memory, the bytes go
 // from memory to registers, each warp loading a few chunks (64 columns of k) of its rows before it
 // multiplies any. The order of k within a chunk is free (X's values follow the weight's), so a
 // 16 x 64 chunk of a 16-row slice is the A operand of four MMAs as the lanes load it: lane l reads
@@ -426,6 +428,44 @@ __device__ inline void e4m3_pairs(uint32_t q, uint32_t &even, uint32_t &odd) {
   }
 }
 
+// The four s8 values of a word (bytes b0 to b3) as the pairs (b0, b2) and (b1, b3) of T, exact.
+// With its top bit flipped a byte is u = q + 128 in [0, 255]. f16: the pattern 0x64uu reads
+// 1024 + u, and one subtraction of 1152 a pair leaves q. bf16, whose 8 significant bits cannot
+// hold 256 + u: the f32 pattern 0x4B0000uu reads 2^23 + u, less 2^23 + 128 it is q, and the top
+// half of an f32 integer of at most 8 significant bits is that integer in bf16.
+template <class T>
+__device__ inline void s8_pairs(uint32_t q, uint32_t &even, uint32_t &odd) {
+  const uint32_t u = q ^ 0x80808080u;
+  if constexpr (std::is_same_v<T, __half>) {
+    const uint32_t bias = 0x64806480u;  // 1152 = 1024 + 128
+    uint32_t e = __byte_perm(u, 0x64646464u, 0x4240), o = __byte_perm(u, 0x64646464u, 0x4341);
+    const __half2 b = *reinterpret_cast<const __half2 *>(&bias);
+    const __half2 he = __hsub2(*reinterpret_cast<__half2 *>(&e), b);
+    const __half2 ho = __hsub2(*reinterpret_cast<__half2 *>(&o), b);
+    even = *reinterpret_cast<const uint32_t *>(&he);
+    odd = *reinterpret_cast<const uint32_t *>(&ho);
+  } else {
+    uint32_t f[4];
+#pragma unroll
+    for (int b = 0; b < 4; ++b)
+      f[b] = __float_as_uint(__uint_as_float(__byte_perm(u, 0x4B000000u, 0x7440 + b)) - 8388736.0f);
+    even = __byte_perm(f[0], f[2], 0x7632);
+    odd = __byte_perm(f[1], f[3], 0x7632);
+  }
+}
+
+// The bytes of a per-channel weight: e4m3 or s8 values.
+enum class Byte { kE4m3, kS8 };
+
+template <class T, Byte kByte>
+__device__ inline void byte_pairs(uint32_t q, uint32_t &even, uint32_t &odd) {
+  if constexpr (kByte == Byte::kE4m3) {
+    e4m3_pairs<T>(q, even, odd);
+  } else {
+    s8_pairs<T>(q, even, odd);
+  }
+}
+
 // 16 bytes the warp reads once: past L1.
 __device__ inline uint4 load_streaming(const void *at) {
   uint4 v;
@@ -456,7 +496,7 @@ __device__ inline void load_fp8_x(const T *const (&x)[kTokenGroups], int chunk, 
 }
 
 // One chunk's products, added to the warp's accumulators.
-template <class T, int kSlices, int kTokenGroups>
+template <class T, Byte kByte, int kSlices, int kTokenGroups>
 __device__ inline void multiply_fp8(const uint4 (&wv)[kSlices][2], const uint4 (&xv)[kTokenGroups][2],
                                     float (&acc)[kSlices][kTokenGroups][4]) {
   // B of MMA j: X's values 4 j + (0, 2) and 4 j + (1, 3) of the lane's 16, as the bytes pair.
@@ -479,8 +519,8 @@ __device__ inline void multiply_fp8(const uint4 (&wv)[kSlices][2], const uint4 (
     for (int j = 0; j < 4; ++j) {
       // A: rows l / 4 and l / 4 + 8, the columns B's registers hold.
       uint32_t a[4];
-      e4m3_pairs<T>(lo[j], a[0], a[2]);
-      e4m3_pairs<T>(hi[j], a[1], a[3]);
+      byte_pairs<T, kByte>(lo[j], a[0], a[2]);
+      byte_pairs<T, kByte>(hi[j], a[1], a[3]);
 #pragma unroll
       for (int t = 0; t < kTokenGroups; ++t) mma<T>(acc[r][t], a, b[t][j][0], b[t][j][1], acc[r][t]);
     }
@@ -491,7 +531,7 @@ __device__ inline void multiply_fp8(const uint4 (&wv)[kSlices][2], const uint4 (
 // warp u taking the runs u, u + warps, .... Without kPipe it loads a run's weight and X, then
 // multiplies them; with kPipe it loads the next run's weight while it multiplies one (and loads X
 // as it multiplies).
-template <class T, int kSlices, int kTokenGroups, int kUnroll, bool kPipe>
+template <class T, Byte kByte, int kSlices, int kTokenGroups, int kUnroll, bool kPipe>
 __global__ void __launch_bounds__(kMaxWarps * 32) gemv_fp8_kernel(const Params<T> p) {
   extern __shared__ uint4 shared[];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
@@ -521,7 +561,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_fp8_kernel(const Params<T
       }
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u)
-        if (chunk_of(run, u) < chunks) multiply_fp8<T>(wv[u], xv[u], acc);
+        if (chunk_of(run, u) < chunks) multiply_fp8<T, kByte>(wv[u], xv[u], acc);
     }
   } else {
     uint4 wv[kUnroll][kSlices][2];
@@ -543,7 +583,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_fp8_kernel(const Params<T
         if (chunk < chunks) {
           uint4 xv[kTokenGroups][2];
           load_fp8_x<T, kTokenGroups>(x, chunk, xv);
-          multiply_fp8<T>(wv[u], xv, acc);
+          multiply_fp8<T, kByte>(wv[u], xv, acc);
         }
       }
 #pragma unroll
@@ -703,11 +743,11 @@ int launch(const cutlass_rs_weight_only_args &a, cudaStream_t stream, Shape shap
 // with one run more than the others kept the block waiting: 0.98x cuBLAS against 1.23x on the 8B
 // qkv layer at 16 tokens); 25 to 32, two slices, runs of one chunk, the next one's weight loaded
 // while one is multiplied, 32 warps an SM.
-template <class T, int kTokenGroups, int kSlices = (kTokenGroups == 1 ? 1 : 2)>
+template <class T, Byte kByte, int kTokenGroups, int kSlices = (kTokenGroups == 1 ? 1 : 2)>
 int launch_fp8_groups(const Params<T> &p, int64_t sms, int device, cudaStream_t stream) {
   // One slice a block where the weight's slices are odd.
   if constexpr (kSlices > 1) {
-    if ((p.n / 16) % kSlices != 0) return launch_fp8_groups<T, kTokenGroups, 1>(p, sms, device, stream);
+    if ((p.n / 16) % kSlices != 0) return launch_fp8_groups<T, kByte, kTokenGroups, 1>(p, sms, device, stream);
   }
   constexpr int kUnroll = kTokenGroups == 4 ? 1 : 2;
   constexpr bool kPipe = kTokenGroups == 4, kBalanced = kTokenGroups == 2 || kTokenGroups == 3;
@@ -731,22 +771,22 @@ int launch_fp8_groups(const Params<T> &p, int64_t sms, int device, cudaStream_t 
     while (runs % divisor != 0) --divisor;
     if (2 * divisor >= warps) warps = divisor;
   }
-  return start(gemv_fp8_kernel<T, kSlices, kTokenGroups, kUnroll, kPipe>, dim3(static_cast<unsigned>(blocks)),
+  return start(gemv_fp8_kernel<T, kByte, kSlices, kTokenGroups, kUnroll, kPipe>, dim3(static_cast<unsigned>(blocks)),
                dim3(static_cast<unsigned>(warps) * 32), warps * per_warp, stream, p);
 }
 
-template <class T>
+template <class T, Byte kByte>
 int launch_fp8(const cutlass_rs_weight_only_args &a, int64_t sms, cudaStream_t stream) {
   const Params<T> p = params<T>(a);
   switch ((p.m + 7) / 8) {
     case 1:
-      return launch_fp8_groups<T, 1>(p, sms, a.device_id, stream);
+      return launch_fp8_groups<T, kByte, 1>(p, sms, a.device_id, stream);
     case 2:
-      return launch_fp8_groups<T, 2>(p, sms, a.device_id, stream);
+      return launch_fp8_groups<T, kByte, 2>(p, sms, a.device_id, stream);
     case 3:
-      return launch_fp8_groups<T, 3>(p, sms, a.device_id, stream);
+      return launch_fp8_groups<T, kByte, 3>(p, sms, a.device_id, stream);
     default:
-      return launch_fp8_groups<T, 4>(p, sms, a.device_id, stream);
+      return launch_fp8_groups<T, kByte, 4>(p, sms, a.device_id, stream);
   }
 }
 
@@ -757,9 +797,11 @@ int check(const cutlass_rs_weight_only_args *a, int32_t dtype, int32_t weight) {
   if (a == nullptr) return CUTLASS_RS_ERROR_NULL_ARGUMENT;
   if (dtype != CUTLASS_RS_DTYPE_BF16 && dtype != CUTLASS_RS_DTYPE_F16) return CUTLASS_RS_ERROR_INVALID_DATA_TYPE;
   if (weight != CUTLASS_RS_WEIGHT_GEMV_S4 && weight != CUTLASS_RS_WEIGHT_GEMV_U4_ZEROS &&
-      weight != CUTLASS_RS_WEIGHT_GEMV_E4M3)
+      weight != CUTLASS_RS_WEIGHT_GEMV_E4M3 && weight != CUTLASS_RS_WEIGHT_GEMV_S8)
     return CUTLASS_RS_ERROR_INVALID;
-  const bool zeros = weight == CUTLASS_RS_WEIGHT_GEMV_U4_ZEROS, fp8 = weight == CUTLASS_RS_WEIGHT_GEMV_E4M3;
+  // fp8: the per-channel formats (e4m3 and s8), one byte a value and one group.
+  const bool zeros = weight == CUTLASS_RS_WEIGHT_GEMV_U4_ZEROS,
+             fp8 = weight == CUTLASS_RS_WEIGHT_GEMV_E4M3 || weight == CUTLASS_RS_WEIGHT_GEMV_S8;
   if (a->x == nullptr || a->w == nullptr || a->scales == nullptr || a->d == nullptr || (zeros && a->zeros == nullptr) ||
       (a->beta != 0.f && a->c == nullptr))
     return CUTLASS_RS_ERROR_NULL_ARGUMENT;
@@ -785,7 +827,9 @@ int run_typed(const cutlass_rs_weight_only_args &a, int32_t weight, cudaStream_t
   const int64_t sms = a.sm_count > 0 ? a.sm_count : 1;
   switch (weight) {
     case CUTLASS_RS_WEIGHT_GEMV_E4M3:
-      return launch_fp8<T>(a, sms, stream);
+      return launch_fp8<T, Byte::kE4m3>(a, sms, stream);
+    case CUTLASS_RS_WEIGHT_GEMV_S8:
+      return launch_fp8<T, Byte::kS8>(a, sms, stream);
     case CUTLASS_RS_WEIGHT_GEMV_U4_ZEROS:
       return launch<T, true>(a, stream, choose_shape(a.m, a.n, sms));
     default:

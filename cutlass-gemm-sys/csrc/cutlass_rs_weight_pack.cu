@@ -1,8 +1,8 @@
 // Weight preparation for the weight-only GEMM kernels: packing 4-bit weights (plain, GPTQ or AWQ)
 // into the order the kernels read, the kernels' additive zeros from a checkpoint's zero points, a
-// group-wise 4-bit quantizer of 16-bit weights and a per-channel FP8 one. Hand-written, not generated; compiled by
-// cutlass-gemm-sys's build script for every selected architecture. Run once, at load time.
-// The C ABI is in cutlass_rs_weight_only_abi.h.
+// group-wise 4-bit quantizer of 16-bit weights and per-channel FP8 and int8 ones. Hand-written, not
+// generated; compiled by cutlass-gemm-sys's build script for every selected architecture. Run once,
+// at load time. The C ABI is in cutlass_rs_weight_prep_abi.h.
 
 #include <cstdint>
 
@@ -14,7 +14,7 @@
 #include "cutlass/numeric_types.h"
 #include "cutlass_rs_abi.h"
 #include "cutlass_rs_weight_layout.hpp"
-#include "cutlass_rs_weight_only_abi.h"
+#include "cutlass_rs_weight_prep_abi.h"
 
 namespace {
 
@@ -139,13 +139,19 @@ __global__ void quantize_kernel(const T *w, int64_t ldw, int64_t n, int64_t k, i
   }
 }
 
-// One block per row: the row's largest magnitude, its scale s = max|w| / 448 rounded to T (1 where
-// that rounds to zero or overflows), then q = e4m3(w / s), rounded to nearest even and saturated.
-// A row holding NaN or +-Inf gets the scale NaN and the values 0x7F (NaN).
+// The per-channel formats of quantize_row_kernel.
+enum class PerChannel { kE4m3, kS8 };
+
+// One block per row: the row's largest magnitude, its scale s = max|w| / qmax rounded to T (1 where
+// that rounds to zero or overflows), then q = e4m3(w / s), rounded to nearest even and saturated
+// (qmax 448), or q = clamp(round(w / s), -127, 127), rounded to nearest even (s8, qmax 127). A row
+// holding NaN or +-Inf gets the scale NaN and the values 0x7F (e4m3's NaN) or 0.
 constexpr int kFp8Threads = 256;
 
-template <class T>
-__global__ void quantize_fp8_kernel(const T *w, int64_t ldw, int64_t n, int64_t k, uint8_t *q, T *scales) {
+template <class T, PerChannel kFormat>
+__global__ void quantize_row_kernel(const T *w, int64_t ldw, int64_t n, int64_t k, uint8_t *q, T *scales) {
+  constexpr float kMax = kFormat == PerChannel::kE4m3 ? 448.f : 127.f;
+  constexpr uint8_t kNotFinite = kFormat == PerChannel::kE4m3 ? 0x7F : 0;
   __shared__ float warp_max[kFp8Threads / 32];
   __shared__ float row_scale;
   for (int64_t j = blockIdx.x; j < n; j += gridDim.x) {
@@ -164,7 +170,7 @@ __global__ void quantize_fp8_kernel(const T *w, int64_t ldw, int64_t n, int64_t 
     if (threadIdx.x == 0) {
       float m = 0.f;
       for (int i = 0; i < kFp8Threads / 32; ++i) m = fmaxf(m, warp_max[i]);
-      float s = to_float(from_float<T>(m / 448.f));
+      float s = to_float(from_float<T>(m / kMax));
       if (!(s > 0.f) || isinf(s)) s = 1.f;
       if (!row_finite) s = __uint_as_float(kNanBits);
       scales[j] = from_float<T>(s);
@@ -173,9 +179,16 @@ __global__ void quantize_fp8_kernel(const T *w, int64_t ldw, int64_t n, int64_t 
     __syncthreads();
     const float s = row_scale;
     for (int64_t i = threadIdx.x; i < k; i += kFp8Threads) {
-      q[j * k + i] = row_finite
-          ? static_cast<uint8_t>(__nv_cvt_float_to_fp8(to_float(row[i]) / s, __NV_SATFINITE, __NV_E4M3))
-          : uint8_t{0x7F};
+      uint8_t v = kNotFinite;
+      if (row_finite) {
+        const float x = to_float(row[i]) / s;
+        if constexpr (kFormat == PerChannel::kE4m3) {
+          v = static_cast<uint8_t>(__nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3));
+        } else {
+          v = static_cast<uint8_t>(static_cast<int8_t>(fminf(fmaxf(rintf(x), -127.f), 127.f)));
+        }
+      }
+      q[j * k + i] = v;
     }
     __syncthreads();
   }
@@ -289,20 +302,36 @@ extern "C" int cutlass_rs_weight_fp8_nan_rows(const void *q, int64_t n, int64_t 
   return launch_error();
 }
 
-extern "C" int cutlass_rs_weight_quantize_fp8(const void *w, int64_t ldw, int32_t dtype, int64_t n, int64_t k,
-                                              void *q, void *scales, void *stream) {
+namespace {
+
+template <PerChannel kFormat>
+int quantize_per_channel(const void *w, int64_t ldw, int32_t dtype, int64_t n, int64_t k, void *q, void *scales,
+                         void *stream) {
   if (w == nullptr || q == nullptr || scales == nullptr) return CUTLASS_RS_ERROR_NULL_ARGUMENT;
   if (n <= 0 || k <= 0 || ldw < k) return CUTLASS_RS_ERROR_INVALID_PROBLEM;
   cudaStream_t st = static_cast<cudaStream_t>(stream);
   const unsigned blocks = static_cast<unsigned>(n < 65535 * 16 ? n : 65535 * 16);
   if (dtype == CUTLASS_RS_DTYPE_BF16) {
-    quantize_fp8_kernel<<<blocks, kFp8Threads, 0, st>>>(static_cast<const __nv_bfloat16 *>(w), ldw, n, k,
-                                                        static_cast<uint8_t *>(q), static_cast<__nv_bfloat16 *>(scales));
+    quantize_row_kernel<__nv_bfloat16, kFormat><<<blocks, kFp8Threads, 0, st>>>(
+        static_cast<const __nv_bfloat16 *>(w), ldw, n, k, static_cast<uint8_t *>(q),
+        static_cast<__nv_bfloat16 *>(scales));
   } else if (dtype == CUTLASS_RS_DTYPE_F16) {
-    quantize_fp8_kernel<<<blocks, kFp8Threads, 0, st>>>(static_cast<const __half *>(w), ldw, n, k,
-                                                        static_cast<uint8_t *>(q), static_cast<__half *>(scales));
+    quantize_row_kernel<__half, kFormat><<<blocks, kFp8Threads, 0, st>>>(
+        static_cast<const __half *>(w), ldw, n, k, static_cast<uint8_t *>(q), static_cast<__half *>(scales));
   } else {
     return CUTLASS_RS_ERROR_INVALID_DATA_TYPE;
   }
   return launch_error();
+}
+
+}  // namespace
+
+extern "C" int cutlass_rs_weight_quantize_fp8(const void *w, int64_t ldw, int32_t dtype, int64_t n, int64_t k,
+                                              void *q, void *scales, void *stream) {
+  return quantize_per_channel<PerChannel::kE4m3>(w, ldw, dtype, n, k, q, scales, stream);
+}
+
+extern "C" int cutlass_rs_weight_quantize_int8(const void *w, int64_t ldw, int32_t dtype, int64_t n, int64_t k,
+                                               void *q, void *scales, void *stream) {
+  return quantize_per_channel<PerChannel::kS8>(w, ldw, dtype, n, k, q, scales, stream);
 }

@@ -19,6 +19,7 @@ fn generate() -> String {
         codegen::ABI_HEADER_NAME,
         codegen::GROUPED_ABI_HEADER_NAME,
         codegen::WEIGHT_ONLY_ABI_HEADER_NAME,
+        codegen::WEIGHT_PREP_ABI_HEADER_NAME,
     ] {
         std::fs::copy(csrc.join(name), dir.join(name)).unwrap();
     }
@@ -33,7 +34,7 @@ fn generate() -> String {
         .expect("bindgen needs libclang: apt-get install libclang-dev, or set LIBCLANG_PATH");
     format!(
         "// generated, do not edit: bindgen over csrc/cutlass_rs_abi.h, csrc/cutlass_rs_grouped_abi.h, \
-         csrc/cutlass_rs_weight_only_abi.h and the registry part of cutlass_rs.h\n// (tests/bindings_fresh.rs checks it; CUTLASS_RS_BLESS=1 rewrites it).\n{}",
+         csrc/cutlass_rs_weight_only_abi.h, csrc/cutlass_rs_weight_prep_abi.h and the registry part of cutlass_rs.h\n// (tests/bindings_fresh.rs checks it; CUTLASS_RS_BLESS=1 rewrites it).\n{}",
         bindings
     )
 }

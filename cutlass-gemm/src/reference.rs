@@ -816,17 +816,44 @@ pub fn dequantize_fp8_weight<T: Element>(
     n: usize,
     k: usize,
 ) -> Result<Vec<T>> {
+    dequantize_per_channel(values, |q| e4m3_value(*q), scales, n, k)
+}
+
+/// An int8 weight-only GEMM's weight ([`crate::WeightFormat::Int8`]) dequantized on the host as
+/// the CUTLASS kernels do it: `w = round(q · s[j])` in `T` for row `j` (the s8 value is exact in
+/// `T`, and its product with the row's scale is rounded once). `values` holds the `n x k` s8
+/// values row-major, `scales` the `n` per-channel scales. Returns the weight `n x k` row-major.
+pub fn dequantize_int8_weight<T: Element>(
+    values: &[i8],
+    scales: &[T],
+    n: usize,
+    k: usize,
+) -> Result<Vec<T>> {
+    dequantize_per_channel(values, |q| f64::from(*q), scales, n, k)
+}
+
+fn e4m3_value(q: u8) -> f64 {
+    crate::numeric::E4M3::from_bits(q).to_f64()
+}
+
+/// A per-channel weight (one byte a value, `decode` giving its value) dequantized as the CUTLASS
+/// kernels do: `round(q · s[j])` in `T`.
+fn dequantize_per_channel<T: Element, B>(
+    values: &[B],
+    decode: impl Fn(&B) -> f64,
+    scales: &[T],
+    n: usize,
+    k: usize,
+) -> Result<Vec<T>> {
     crate::plans::weight_only::check_weight_extents(n, k, k)?;
     crate::error::require_len(OperandName::B, values.len(), n * k)?;
     crate::error::require_len(OperandName::Scales, scales.len(), n)?;
     let mut out = Vec::with_capacity(n * k);
     for (j, row) in values.chunks_exact(k).take(n).enumerate() {
         let s = scales[j].to_f64();
-        // A 4-bit-mantissa value times a 16-bit one: exact in f64, rounded once to T.
-        out.extend(
-            row.iter()
-                .map(|&q| T::from_f64(crate::numeric::E4M3::from_bits(q).to_f64() * s)),
-        );
+        // A value of at most 8 significant bits times a 16-bit one: exact in f64, rounded once
+        // to T.
+        out.extend(row.iter().map(|q| T::from_f64(decode(q) * s)));
     }
     Ok(out)
 }
@@ -956,18 +983,46 @@ pub fn fp8_weight_gemv_error<T: Element>(
     values: &[u8],
     scales: &[T],
 ) -> Result<Vec<f64>> {
+    per_channel_gemv_error(problem, x, values, e4m3_value_of, scales)
+}
+
+fn e4m3_value_of(q: &u8) -> f64 {
+    e4m3_value(*q)
+}
+
+/// How far the decode GEMV may be from [`weight_only`]'s reference over an int8 weight
+/// ([`crate::WeightFormat::Int8`]), as [`fp8_weight_gemv_error`] bounds it for FP8 ones (the GEMV
+/// multiplies the s8 values themselves, exact in 16 bits, and scales the row's f32 sum once). The
+/// arguments are [`dequantize_int8_weight`]'s and X (`m x k`, row-major) of the problem.
+pub fn int8_weight_gemv_error<T: Element>(
+    problem: &crate::WeightOnlyProblem,
+    x: &[T],
+    values: &[i8],
+    scales: &[T],
+) -> Result<Vec<f64>> {
+    per_channel_gemv_error(problem, x, values, |q| f64::from(*q), scales)
+}
+
+/// The bound of [`fp8_weight_gemv_error`] for a per-channel weight whose bytes `decode` reads.
+fn per_channel_gemv_error<T: Element, B>(
+    problem: &crate::WeightOnlyProblem,
+    x: &[T],
+    values: &[B],
+    decode: impl Fn(&B) -> f64 + Copy,
+    scales: &[T],
+) -> Result<Vec<f64>> {
     problem.check()?;
     let (m, n, k) = (problem.m, problem.n, problem.k);
     crate::error::require_len(OperandName::A, x.len(), m * k)?;
-    let rounded = dequantize_fp8_weight(values, scales, n, k)?;
+    let rounded = dequantize_per_channel(values, decode, scales, n, k)?;
     let sums = (2 * k + 1) as f64 * f32::UNIT_ROUNDOFF;
     // Per weight element: the rounding the reference has and the GEMV has not, and the f32 sums'.
     let per_element: Vec<f64> = values[..n * k]
         .iter()
         .zip(&rounded)
         .enumerate()
-        .map(|(e, (&q, r))| {
-            let exact = crate::numeric::E4M3::from_bits(q).to_f64() * scales[e / k].to_f64();
+        .map(|(e, (q, r))| {
+            let exact = decode(q) * scales[e / k].to_f64();
             (exact - r.to_f64()).abs() + sums * exact.abs()
         })
         .collect();
@@ -1055,6 +1110,50 @@ mod tests {
         let rounding = (exact - bf16::from_f64(exact).to_f64()).abs();
         assert!(rounding > 0.0);
         let want = sums * s.to_f64() * 92.0 * 2.0 + 32.0 * 2.0 * rounding;
+        for v in &e {
+            assert!((v - want).abs() <= 1e-12 * want, "{v} {want}");
+        }
+    }
+
+    /// The int8 weight dequantized and the GEMV's bound on numbers worked out by hand: -128, 127
+    /// and 3 at the scale 0.5 are exact; at s = bf16(0.3) 127 · s needs more bits than bf16 has.
+    #[test]
+    fn int8_weight_dequantized_and_gemv_error() {
+        let (n, k) = (16, 64);
+        let values: Vec<i8> = (0..n * k)
+            .map(|i| match (i % k) % 3 {
+                0 => -128,
+                1 => 127,
+                _ => 3,
+            })
+            .collect();
+        let w = dequantize_int8_weight(&values, &vec![bf16::from_f32(0.5); n], n, k).unwrap();
+        assert_eq!(
+            (w[0].to_f32(), w[1].to_f32(), w[2].to_f32()),
+            (-64.0, 63.5, 1.5)
+        );
+        let s = bf16::from_f32(0.3);
+        let w = dequantize_int8_weight(&values, &vec![s; n], n, k).unwrap();
+        let exact = 127.0 * s.to_f64();
+        assert_eq!(w[1].to_f64(), bf16::from_f64(exact).to_f64());
+        assert_ne!(w[1].to_f64(), exact, "127 · s rounds");
+        // A short buffer is refused.
+        assert!(dequantize_int8_weight(&values[1..], &vec![s; n], n, k).is_err());
+        let p = crate::WeightOnlyProblem::new(1, n, k, k, crate::WeightFormat::Int8);
+        let x = vec![bf16::from_f32(-2.0); k];
+        // At s = 0.5 only the f32 sums': Σ|q| a row is 22 · 128 + 21 · 127 + 21 · 3.
+        let q_sum = 22.0 * 128.0 + 21.0 * 127.0 + 21.0 * 3.0;
+        let sums = (2 * k + 1) as f64 * f32::UNIT_ROUNDOFF;
+        let e = int8_weight_gemv_error(&p, &x, &values, &vec![bf16::from_f32(0.5); n]).unwrap();
+        let want = sums * 0.5 * q_sum * 2.0;
+        for v in &e {
+            assert!((v - want).abs() <= 1e-12 * want, "{v} {want}");
+        }
+        // At s = bf16(0.3) the roundings of each q · s add, times |x| = 2.
+        let e = int8_weight_gemv_error(&p, &x, &values, &vec![s; n]).unwrap();
+        let rounding = |q: f64| (q * s.to_f64() - bf16::from_f64(q * s.to_f64()).to_f64()).abs();
+        let want = sums * s.to_f64() * q_sum * 2.0
+            + 2.0 * (22.0 * rounding(-128.0) + 21.0 * rounding(127.0) + 21.0 * rounding(3.0));
         for v in &e {
             assert!((v - want).abs() <= 1e-12 * want, "{v} {want}");
         }

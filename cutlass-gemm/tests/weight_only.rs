@@ -344,19 +344,20 @@ fn kernels_of_other_registries_are_refused() {
 }
 
 #[test]
-fn the_feature_builds_thirty_seven_kernels() {
+fn the_feature_builds_fifty_kernels() {
     use cutlass_gemm_catalog::catalog;
     let family: Vec<_> = catalog::all()
         .into_iter()
         .filter(|s| Family::WeightOnly.contains(s))
         .collect();
-    assert_eq!(family.len(), 37);
-    // Per activation type: five tiles with scales only, four with zero points, five for FP8
-    // weights; bf16 also three of them with the fused epilogue per weight format.
+    assert_eq!(family.len(), 50);
+    // Per activation type: five tiles with scales only, four with zero points, five each for FP8
+    // and int8 weights; bf16 also three of them with the fused epilogue per weight format.
     for (weight, n) in [
         (cutlass_gemm::DataType::S4, 5),
         (cutlass_gemm::DataType::U4, 4),
         (cutlass_gemm::DataType::E4M3, 5),
+        (cutlass_gemm::DataType::I8, 5),
     ] {
         for wide in [cutlass_gemm::DataType::Bf16, cutlass_gemm::DataType::F16] {
             let of = |fused: bool| {
@@ -377,11 +378,12 @@ fn the_feature_builds_thirty_seven_kernels() {
         }
     }
     for s in &family {
-        // 4-bit weights in the packed order, FP8 ones as stored.
+        // 4-bit weights in the packed order, FP8 and int8 ones as stored.
         assert!(
             s.name().contains("_scl_shfl_")
                 || s.name().contains("_sclzr_shfl_")
-                || (s.name().contains("_e4m3_") && s.name().contains("_scl_")),
+                || ((s.name().contains("_e4m3_") || s.name().contains("_s8_"))
+                    && s.name().contains("_scl_")),
             "{}",
             s.name()
         );
@@ -438,12 +440,20 @@ fn host_dequantization_rounds_once_as_the_kernels_do() {
     ));
 }
 
-/// FP8 weights: one scale per output channel (a group as long as k); the decode GEMV up to 16
-/// tokens (and named up to its most), the CUTLASS FP8 kernels beyond; and the host
-/// dequantization worked out by hand.
+/// FP8 and int8 weights: one scale per output channel (a group as long as k); the decode GEMV up
+/// to 16 tokens (and named up to its most), the CUTLASS kernels of the format beyond.
 #[test]
 fn fp8_weights_take_one_group_the_gemv_then_the_cutlass_kernels() {
-    let p = |m, g| WeightOnlyProblem::new(m, 4096, 4096, g, WeightFormat::Fp8);
+    per_channel_weights_take_one_group(WeightFormat::Fp8, "_e4m3_");
+}
+
+#[test]
+fn int8_weights_take_one_group_the_gemv_then_the_cutlass_kernels() {
+    per_channel_weights_take_one_group(WeightFormat::Int8, "_s8_");
+}
+
+fn per_channel_weights_take_one_group(format: WeightFormat, weight_type: &str) {
+    let p = |m, g| WeightOnlyProblem::new(m, 4096, 4096, g, format);
     assert_eq!(
         weight_rule(WeightOnlyGemm::<bf16>::plan(H100, &p(1, 128), None).unwrap_err()),
         WeightRule::PerChannel {
@@ -484,7 +494,7 @@ fn fp8_weights_take_one_group_the_gemv_then_the_cutlass_kernels() {
             assert_eq!(gemv, m <= GEMV_TOKENS, "{m}: {name}");
             if !gemv {
                 assert!(
-                    name.contains("_e4m3_") && name.contains("_scl_"),
+                    name.contains(weight_type) && name.contains("_scl_"),
                     "{m}: {name}"
                 );
                 assert!(!name.contains("_shfl_"), "{name}");

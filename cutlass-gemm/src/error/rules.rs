@@ -628,7 +628,7 @@ pub enum WeightRule {
         /// The plan's.
         plan: crate::plans::weight_only::WeightFormat,
     },
-    /// An FP8 weight has one scale per output channel: its group of k is all of k.
+    /// An FP8 or int8 weight has one scale per output channel: its group of k is all of k.
     PerChannel {
         /// The group size asked for.
         group_size: usize,
@@ -670,7 +670,7 @@ impl fmt::Display for WeightRule {
             }
             WeightRule::PerChannel { group_size, k } => write!(
                 f,
-                "an FP8 weight has one scale per output channel: group size {group_size} is not k = {k}"
+                "an FP8 or int8 weight has one scale per output channel: group size {group_size} is not k = {k}"
             ),
         }
     }

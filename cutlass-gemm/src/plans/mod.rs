@@ -3,8 +3,8 @@
 //! [`BlockwiseGemm`](blockwise::BlockwiseGemm) (FP8 with blockwise scales) and
 //! [`BlockScaledGemm`](block_scaled::BlockScaledGemm) (SM100/SM120 MX, NVFP4 and plain narrow
 //! types), [`GroupedGemm`](grouped::GroupedGemm) (many problems sharing N and K in one launch:
-//! mixture-of-experts layers), [`WeightOnlyGemm`](weight_only::WeightOnlyGemm) (4-bit weights,
-//! bf16/f16 activations) and [`GatedGemm`](gated::GatedGemm) (an MLP's gate and up projections
+//! mixture-of-experts layers), [`WeightOnlyGemm`](weight_only::WeightOnlyGemm) (4-bit, FP8 and
+//! int8 weights, bf16/f16 activations) and [`GatedGemm`](gated::GatedGemm) (an MLP's gate and up projections
 //! with SwiGLU or GeGLU in one kernel).
 
 pub mod block_scaled;

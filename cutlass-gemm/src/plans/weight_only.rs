@@ -1,10 +1,11 @@
-//! Weight-only quantized GEMMs: 4-bit and FP8 weights, bf16 or f16 activations.
+//! Weight-only quantized GEMMs: 4-bit, FP8 and int8 weights, bf16 or f16 activations.
 //!
 //! A decoding language model reads every weight once per generated token while doing little
 //! arithmetic on it, so at a few tokens per step its linear layers are bound by memory bandwidth.
 //! Weights stored in 4 bits, with one scale (and optionally one zero point) per group of k, move a
-//! quarter of bf16's bytes; FP8 (e4m3) weights with a scale per output channel
-//! ([`WeightFormat::Fp8`], [`QuantizedWeight::quantize_fp8`]) half. [`WeightOnlyGemm`] computes a linear layer's
+//! quarter of bf16's bytes; FP8 (e4m3) and int8 (s8) weights with a scale per output channel
+//! ([`WeightFormat::Fp8`], [`QuantizedWeight::quantize_fp8`]; [`WeightFormat::Int8`],
+//! [`QuantizedWeight::quantize_int8`]) half. [`WeightOnlyGemm`] computes a linear layer's
 //!
 //! `Y = alpha · X · dequant(W)ᵀ + beta · C`
 //!
@@ -30,16 +31,19 @@
 //! warp's A operand), and computes every fused epilogue, in one launch without a workspace. It
 //! feeds the stored 4-bit values to the MMA as they are and applies each group's scale (and zero)
 //! to the f32 sums, so it computes with the exact dequantized values `q · s + z` where the CUTLASS
-//! kernels round each of them to the activations' type first. FP8 weights take a kernel of their
-//! own in the same entry point: it loads the row-major e4m3 bytes straight into registers, turns
-//! them into 16-bit values with a few logic operations and one multiplication a pair (exactly),
+//! kernels round each of them to the activations' type first. FP8 and int8 weights take a kernel of
+//! their own in the same entry point: it loads the row-major bytes straight into registers, turns
+//! them into 16-bit values with a few logic operations and one multiplication (e4m3) or
+//! subtraction (s8) a pair (exactly),
 //! multiplies them with `mma.sync`, and applies each row's scale to the f32 sum. It reads e4m3's
 //! NaN byte (0x7F, 0xFF) as ±480; a row holding one gets the scale NaN when the weight is made
 //! (`from_fp8`, `quantize_fp8`), so it gives NaN there as in the CUTLASS kernels.
 //!
 //! [`crate::reference::weight_only`] dequantizes exactly as the CUTLASS kernels do;
 //! [`crate::reference::weight_only_gemv_error`] (4-bit weights) and
-//! [`crate::reference::fp8_weight_gemv_error`] (FP8 weights) bound how far the GEMV may be from it.
+//! [`crate::reference::fp8_weight_gemv_error`] (FP8 weights) and
+//! [`crate::reference::int8_weight_gemv_error`] (int8 weights) bound how far the GEMV may be from
+//! it.
 
 use std::sync::Arc;
 
@@ -81,6 +85,10 @@ pub enum WeightFormat {
     /// FP8 e4m3 values, one byte each, times a scale per output channel (one group as long as
     /// k): `w = q · s`.
     Fp8,
+    /// Signed 8-bit values (s8; [`QuantizedWeight::quantize_int8`] writes [-127, 127]) times a
+    /// scale per output channel (one group as long as k): `w = q · s` (symmetric per-channel int8,
+    /// "W8A16").
+    Int8,
 }
 
 impl WeightFormat {
@@ -90,11 +98,18 @@ impl WeightFormat {
             WeightFormat::Symmetric => (DataType::S4, MixedInputMode::ScaleOnly),
             WeightFormat::ZeroPoint => (DataType::U4, MixedInputMode::ScaleWithZeroPoint),
             WeightFormat::Fp8 => cutlass_gemm_catalog::catalog::WEIGHT_ONLY_FP8_FORMAT,
+            WeightFormat::Int8 => cutlass_gemm_catalog::catalog::WEIGHT_ONLY_INT8_FORMAT,
         }
     }
 
     fn has_zeros(self) -> bool {
         self == WeightFormat::ZeroPoint
+    }
+
+    /// Whether the format has one byte a value, stored row-major, and one scale per output
+    /// channel (`group_size == k`): [`WeightFormat::Fp8`] and [`WeightFormat::Int8`].
+    pub fn is_per_channel(self) -> bool {
+        matches!(self, WeightFormat::Fp8 | WeightFormat::Int8)
     }
 
     /// The decode GEMV's code for the format (`CUTLASS_RS_WEIGHT_GEMV_*`).
@@ -103,14 +118,16 @@ impl WeightFormat {
             WeightFormat::Symmetric => cutlass_gemm_sys::CUTLASS_RS_WEIGHT_GEMV_S4,
             WeightFormat::ZeroPoint => cutlass_gemm_sys::CUTLASS_RS_WEIGHT_GEMV_U4_ZEROS,
             WeightFormat::Fp8 => cutlass_gemm_sys::CUTLASS_RS_WEIGHT_GEMV_E4M3,
+            WeightFormat::Int8 => cutlass_gemm_sys::CUTLASS_RS_WEIGHT_GEMV_S8,
         }
     }
 
-    /// Bytes the values of an `n x k` weight take (two 4-bit values a byte, one e4m3).
+    /// Bytes the values of an `n x k` weight take (two 4-bit values a byte, one e4m3 or s8).
     pub fn value_bytes(self, n: usize, k: usize) -> usize {
-        match self {
-            WeightFormat::Fp8 => n * k,
-            _ => n * k / 2,
+        if self.is_per_channel() {
+            n * k
+        } else {
+            n * k / 2
         }
     }
 }
@@ -121,12 +138,25 @@ impl std::fmt::Display for WeightFormat {
             WeightFormat::Symmetric => "4-bit with scales only",
             WeightFormat::ZeroPoint => "4-bit with scales and zero points",
             WeightFormat::Fp8 => "FP8 (e4m3) with a scale per output channel",
+            WeightFormat::Int8 => "int8 (s8) with a scale per output channel",
         })
     }
 }
 
-/// Checks an FP8 weight's group: one per output channel, `group_size == k`.
-fn check_fp8_group(k: usize, group_size: usize) -> Result<()> {
+/// The C signature of the per-channel quantizers (`cutlass_rs_weight_quantize_fp8`, `_int8`).
+type QuantizeRowsFn = unsafe extern "C" fn(
+    *const std::ffi::c_void,
+    i64,
+    i32,
+    i64,
+    i64,
+    *mut std::ffi::c_void,
+    *mut std::ffi::c_void,
+    *mut std::ffi::c_void,
+) -> i32;
+
+/// Checks an FP8 or int8 weight's group: one per output channel, `group_size == k`.
+fn check_per_channel_group(k: usize, group_size: usize) -> Result<()> {
     if group_size == k {
         return Ok(());
     }
@@ -179,7 +209,7 @@ pub fn check_weight_extents(n: usize, k: usize, group_size: usize) -> Result<()>
     }
 }
 
-/// A layer's weight quantized to 4 bits (packed for the weight-only kernels) or to FP8 (as
+/// A layer's weight quantized to 4 bits (packed for the weight-only kernels) or to FP8 or int8 (as
 /// stored), on one device.
 #[derive(Debug)]
 pub struct QuantizedWeight<T: WeightOnlyInput> {
@@ -200,8 +230,8 @@ impl<T: WeightOnlyInput> QuantizedWeight<T> {
     /// includes 0). Scales are rounded to `T` before the values are computed from them; a group
     /// of zeros gets the scale 1. A group holding NaN or ±Inf, which 4 bits cannot hold, gets the
     /// scale NaN, the zero point 0 and the values -8 (0 with zero points), so that its row of the
-    /// GEMM's output is NaN. [`WeightFormat::Fp8`] takes `group_size == k`
-    /// ([`QuantizedWeight::quantize_fp8`]).
+    /// GEMM's output is NaN. [`WeightFormat::Fp8`] and [`WeightFormat::Int8`] take
+    /// `group_size == k` ([`QuantizedWeight::quantize_fp8`], [`QuantizedWeight::quantize_int8`]).
     pub fn quantize(
         stream: &Arc<CudaStream>,
         w: &dyn DevicePtr<T>,
@@ -211,9 +241,9 @@ impl<T: WeightOnlyInput> QuantizedWeight<T> {
         format: WeightFormat,
     ) -> Result<Self> {
         check_weight_extents(n, k, group_size)?;
-        if format == WeightFormat::Fp8 {
-            check_fp8_group(k, group_size)?;
-            return Self::quantize_fp8(stream, w, n, k);
+        if format.is_per_channel() {
+            check_per_channel_group(k, group_size)?;
+            return Self::quantize_per_channel(stream, w, n, k, format);
         }
         let device = stream.context().ordinal();
         require_device(OperandName::B, w, device)?;
@@ -272,6 +302,31 @@ impl<T: WeightOnlyInput> QuantizedWeight<T> {
         n: usize,
         k: usize,
     ) -> Result<Self> {
+        Self::quantize_per_channel(stream, w, n, k, WeightFormat::Fp8)
+    }
+
+    /// Quantizes a bf16/f16 weight (`n x k` row-major, `w.len() >= n * k`) to int8 with one scale
+    /// per output channel (row), symmetric, on `stream`: `s = max|w| / 127` rounded to `T` (a row
+    /// of zeros gets 1, as does a scale that would round to 0 or overflow), `q = clamp(round(w /
+    /// s), -127, 127)`, rounded to nearest even. A row holding NaN or ±Inf gets the scale NaN
+    /// (and the values 0), so that its row of the GEMM's output is NaN. Values are stored as they
+    /// are, row-major ([`WeightFormat::Int8`]).
+    pub fn quantize_int8(
+        stream: &Arc<CudaStream>,
+        w: &dyn DevicePtr<T>,
+        n: usize,
+        k: usize,
+    ) -> Result<Self> {
+        Self::quantize_per_channel(stream, w, n, k, WeightFormat::Int8)
+    }
+
+    fn quantize_per_channel(
+        stream: &Arc<CudaStream>,
+        w: &dyn DevicePtr<T>,
+        n: usize,
+        k: usize,
+        format: WeightFormat,
+    ) -> Result<Self> {
         check_weight_extents(n, k, k)?;
         let device = stream.context().ordinal();
         require_device(OperandName::B, w, device)?;
@@ -283,10 +338,21 @@ impl<T: WeightOnlyInput> QuantizedWeight<T> {
             let (pw, _gw) = w.device_ptr(stream);
             let (pq, _gq) = values.device_ptr_mut(stream);
             let (ps, _gs) = scales.device_ptr_mut(stream);
+            let (name, quantize): (_, QuantizeRowsFn) = if format == WeightFormat::Fp8 {
+                (
+                    "cutlass_rs_weight_quantize_fp8",
+                    cutlass_gemm_sys::cutlass_rs_weight_quantize_fp8,
+                )
+            } else {
+                (
+                    "cutlass_rs_weight_quantize_int8",
+                    cutlass_gemm_sys::cutlass_rs_weight_quantize_int8,
+                )
+            };
             // SAFETY: w holds n * k values (checked); the values (n * k bytes) and scales (n) were
             // allocated above on the stream's device, bound to this thread.
-            check_status("cutlass_rs_weight_quantize_fp8", unsafe {
-                cutlass_gemm_sys::cutlass_rs_weight_quantize_fp8(
+            check_status(name, unsafe {
+                quantize(
                     pw as *const _,
                     k as i64,
                     T::DTYPE,
@@ -305,7 +371,7 @@ impl<T: WeightOnlyInput> QuantizedWeight<T> {
             n,
             k,
             group_size: k,
-            format: WeightFormat::Fp8,
+            format,
         })
     }
 
@@ -317,18 +383,12 @@ impl<T: WeightOnlyInput> QuantizedWeight<T> {
     /// cannot change after this check).
     pub fn from_fp8(
         stream: &Arc<CudaStream>,
-        values: &CudaSlice<u8>,
+        values: &(impl DevicePtr<u8> + ?Sized),
         scales: &CudaSlice<T>,
         n: usize,
         k: usize,
     ) -> Result<Self> {
-        check_weight_extents(n, k, k)?;
-        let device = stream.context().ordinal();
-        require_device(OperandName::B, values, device)?;
-        require_len(OperandName::B, values.len(), n * k)?;
-        crate::error::require_stream(stream, device)?;
-        let mut copy = stream.alloc_zeros::<u8>(n * k)?;
-        stream.memcpy_dtod(&values.slice(..n * k), &mut copy)?;
+        let copy = copy_values(stream, values, n, k)?;
         let mut scales = copy_scales(stream, scales, n)?;
         {
             let (pq, _gq) = copy.device_ptr(stream);
@@ -354,6 +414,31 @@ impl<T: WeightOnlyInput> QuantizedWeight<T> {
             k,
             group_size: k,
             format: WeightFormat::Fp8,
+        })
+    }
+
+    /// Takes an int8 checkpoint's tensors: s8 values (`n x k` row-major, as stored) and one scale
+    /// per output channel (`n` values of `T`: convert a checkpoint's f32 scales first; a
+    /// per-tensor scale is `n` equal ones), for symmetric per-channel int8 weights
+    /// ([`WeightFormat::Int8`]; every s8 value, -128 included, is read as it is). Copies both on
+    /// `stream`.
+    pub fn from_int8(
+        stream: &Arc<CudaStream>,
+        values: &(impl DevicePtr<i8> + ?Sized),
+        scales: &CudaSlice<T>,
+        n: usize,
+        k: usize,
+    ) -> Result<Self> {
+        let copy = copy_values(stream, values, n, k)?;
+        let scales = copy_scales(stream, scales, n)?;
+        Ok(QuantizedWeight {
+            packed: copy,
+            scales,
+            zeros: None,
+            n,
+            k,
+            group_size: k,
+            format: WeightFormat::Int8,
         })
     }
 
@@ -575,7 +660,7 @@ impl<T: WeightOnlyInput> QuantizedWeight<T> {
     }
 
     /// The values as the kernels read them: 4-bit ones packed (`n * k / 2` bytes, in the
-    /// kernels' order), FP8 ones as stored (`n * k` bytes, row-major).
+    /// kernels' order), FP8 and int8 ones as stored (`n * k` bytes, row-major).
     pub fn packed(&self) -> &CudaSlice<u8> {
         &self.packed
     }
@@ -631,6 +716,31 @@ impl cudarc::driver::DeviceSlice<u8> for ByteView<'_> {
     fn stream(&self) -> &Arc<CudaStream> {
         self.0.stream()
     }
+}
+
+/// A copy of the first `n * k` one-byte values of an `n x k` per-channel weight (the weight owns
+/// its buffers), after the extents', device's and length's rules.
+fn copy_values<B>(
+    stream: &Arc<CudaStream>,
+    values: &(impl DevicePtr<B> + ?Sized),
+    n: usize,
+    k: usize,
+) -> Result<CudaSlice<u8>> {
+    debug_assert_eq!(std::mem::size_of::<B>(), 1);
+    check_weight_extents(n, k, k)?;
+    let device = stream.context().ordinal();
+    require_device(OperandName::B, values, device)?;
+    require_len(OperandName::B, values.len(), n * k)?;
+    crate::error::require_stream(stream, device)?;
+    let mut copy = stream.alloc_zeros::<u8>(n * k)?;
+    {
+        let (src, _gs) = values.device_ptr(stream);
+        let (dst, _gd) = copy.device_ptr_mut(stream);
+        // SAFETY: values holds at least n * k one-byte elements (checked above) and copy n * k
+        // bytes, both on the stream's device, whose context the allocation bound to this thread.
+        unsafe { cudarc::driver::result::memcpy_dtod_async(dst, src, n * k, stream.cu_stream()) }?;
+    }
+    Ok(copy)
 }
 
 /// A copy of the caller's scales (the weight owns its buffers).
@@ -751,8 +861,8 @@ impl WeightOnlyProblem {
             return Err(Error::InvalidProblem { reason });
         }
         check_weight_extents(self.n, self.k, self.group_size)?;
-        if self.format == WeightFormat::Fp8 {
-            check_fp8_group(self.k, self.group_size)?;
+        if self.format.is_per_channel() {
+            check_per_channel_group(self.k, self.group_size)?;
         }
         for (operand, a, b) in [
             (OperandName::A, self.m, self.k),
@@ -790,7 +900,7 @@ enum Engine {
     Gemv,
 }
 
-/// A planned weight-only GEMM: activations, C and Y of `T` (bf16 or f16), a 4-bit or FP8 weight.
+/// A planned weight-only GEMM: activations, C and Y of `T` (bf16 or f16), a 4-bit, FP8 or int8 weight.
 #[derive(Debug, Clone)]
 pub struct WeightOnlyGemm<T: WeightOnlyInput> {
     problem: WeightOnlyProblem,

@@ -1,4 +1,4 @@
-//! Weight-only GEMMs (4-bit and FP8 weights, bf16/f16 activations) against the f64 host reference over
+//! Weight-only GEMMs (4-bit, FP8 and int8 weights, bf16/f16 activations) against the f64 host reference over
 //! the weight as the host dequantizes it: every weight-only kernel of the build, tokens from 1 to
 //! past a tile, group sizes 64, 128 and k, rows that are not a multiple of the tile; GPTQ and AWQ
 //! checkpoints made here (packed bit for bit as the weight from the plain values); the GPU
@@ -187,12 +187,20 @@ impl<T: Element> HostDequantized<T> for HostWeight<T> {
     }
 }
 
-/// An FP8 weight's e4m3 values (`n x k` row-major) and per-channel scales.
+/// A per-channel weight's bytes (`n x k` row-major: e4m3 values, or s8 ones as their two's
+/// complement bytes when `int8`) and scales.
 struct HostFp8<T> {
     values: Vec<u8>,
     scales: Vec<T>,
     n: usize,
     k: usize,
+    int8: bool,
+}
+
+impl<T> HostFp8<T> {
+    fn signed(&self) -> Vec<i8> {
+        self.values.iter().map(|&b| b as i8).collect()
+    }
 }
 
 impl<T: Element> HostDequantized<T> for HostFp8<T> {
@@ -200,10 +208,20 @@ impl<T: Element> HostDequantized<T> for HostFp8<T> {
         (self.n, self.k, self.k)
     }
     fn dequantized(&self) -> Vec<T> {
-        reference::dequantize_fp8_weight(&self.values, &self.scales, self.n, self.k).unwrap()
+        if self.int8 {
+            reference::dequantize_int8_weight(&self.signed(), &self.scales, self.n, self.k)
+        } else {
+            reference::dequantize_fp8_weight(&self.values, &self.scales, self.n, self.k)
+        }
+        .unwrap()
     }
     fn gemv_error(&self, p: &WeightOnlyProblem, x: &[T]) -> Vec<f64> {
-        reference::fp8_weight_gemv_error(p, x, &self.values, &self.scales).unwrap()
+        if self.int8 {
+            reference::int8_weight_gemv_error(p, x, &self.signed(), &self.scales)
+        } else {
+            reference::fp8_weight_gemv_error(p, x, &self.values, &self.scales)
+        }
+        .unwrap()
     }
 }
 
@@ -603,6 +621,7 @@ fn weight_only_refusals_name_the_rule() {
         let (format, group) = match k.spec.a.ty {
             DataType::U4 => (WeightFormat::ZeroPoint, 128),
             DataType::E4M3 => (WeightFormat::Fp8, 4096),
+            DataType::I8 => (WeightFormat::Int8, 4096),
             _ => (WeightFormat::Symmetric, 128),
         };
         let p = WeightOnlyProblem::new(16, 4096, 4096, group, format);
@@ -648,6 +667,7 @@ fn quantize_fp8_host<T: Element>(w: &[T], n: usize, k: usize) -> HostFp8<T> {
         scales,
         n,
         k,
+        int8: false,
     }
 }
 
@@ -822,6 +842,265 @@ fn f16_fp8_weights_match_the_reference() {
     fp8_weights::<f16>();
 }
 
+/// The int8 quantizer's definition on the host: per row `s = max|w| / 127` rounded to T (1 where
+/// that rounds to 0 or overflows), `q = clamp(round(w / s), -127, 127)` (f32 division, ties to
+/// even); a row holding NaN or ±Inf gets the scale NaN and the values 0.
+fn quantize_int8_host<T: Element>(w: &[T], n: usize, k: usize) -> HostFp8<T> {
+    let mut values = Vec::with_capacity(n * k);
+    let mut scales = Vec::with_capacity(n);
+    for row in w.chunks_exact(k).take(n) {
+        if row.iter().any(|x| !x.to_f64().is_finite()) {
+            scales.push(T::from_f64(f64::NAN));
+            values.extend(std::iter::repeat_n(0, k));
+            continue;
+        }
+        let amax = row
+            .iter()
+            .fold(0.0f32, |a, x| a.max((x.to_f64() as f32).abs()));
+        let mut s = T::from_f64(f64::from(amax / 127.0)).to_f64() as f32;
+        if s.is_nan() || s <= 0.0 || s.is_infinite() {
+            s = 1.0;
+        }
+        scales.push(T::from_f64(f64::from(s)));
+        values.extend(row.iter().map(|x| {
+            let q = (x.to_f64() as f32 / s)
+                .round_ties_even()
+                .clamp(-127.0, 127.0);
+            q as i8 as u8
+        }));
+    }
+    HostFp8 {
+        values,
+        scales,
+        n,
+        k,
+        int8: true,
+    }
+}
+
+/// int8 weights (s8 with a scale per output channel): the GPU quantizer bit for bit against its
+/// definition (rows of different magnitudes, a row of zeros, one whose largest value is 1000 times
+/// the rest, rows holding NaN and +Inf), the weight from a checkpoint's tensors (-128 included)
+/// the same; every int8 kernel of the build, the decode GEMV at 1 to 32 tokens and the library's
+/// choice at 1 to 1100 tokens against the f64 reference over the host's dequantized weight (the
+/// GEMV within its bound beyond it); X = I, which reads the dequantized weight back exactly; NaN
+/// rows through the GEMV and a CUTLASS kernel (with ReLU for bf16); typed refusals.
+fn int8_weights<T: WeightOnlyInput>() {
+    let (ctx, stream) = device();
+    let mut rng = rng();
+    let kernels: Vec<&str> = built_weight_only_kernels()
+        .iter()
+        .filter(|k| k.spec.b.ty == T::DATA_TYPE && k.spec.a.ty == DataType::I8)
+        .map(|k| k.name)
+        .collect();
+    assert!(
+        !kernels.is_empty(),
+        "no {} int8 weight-only kernel in this build (features weight-only)",
+        T::DATA_TYPE
+    );
+    let filter = kernel_filter();
+    let problems: &[(usize, usize)] = if quick() {
+        &[(272, 512)]
+    } else {
+        &[(272, 512), (256, 1024)]
+    };
+    let tokens: &[usize] = if quick() {
+        &[1, 17]
+    } else {
+        &[1, 5, 16, 17, 64, 100, 257]
+    };
+    for &(n, k) in problems {
+        let w: Vec<T> = (0..n * k)
+            .map(|e| {
+                let (j, i) = (e / k, e % k);
+                let v = rng.random_range(-1.0..1.0) * 2f64.powi(j as i32 % 13 - 6);
+                T::from_f64(match j {
+                    3 => 0.0,
+                    5 if i == 7 => 1000.0,
+                    _ => v,
+                })
+            })
+            .collect();
+        let dw = stream.clone_htod(&w).unwrap();
+        let qw = QuantizedWeight::quantize(&stream, &dw, n, k, k, WeightFormat::Int8).unwrap();
+        assert_eq!(qw.format(), WeightFormat::Int8);
+        assert_eq!(qw.group_size(), k);
+        let host = quantize_int8_host(&w, n, k);
+        assert_eq!(stream.clone_dtoh(qw.packed()).unwrap(), host.values);
+        let scales = stream.clone_dtoh(qw.scales()).unwrap();
+        assert!(scales
+            .iter()
+            .zip(&host.scales)
+            .all(|(a, b)| a.to_f64() == b.to_f64()));
+        assert_eq!(scales[3].to_f64(), 1.0, "a row of zeros gets the scale 1");
+        // The quantization's error: half a step (the scale), the scale's rounding to T (which may
+        // push the largest value past 127 s, clamped), and the product's rounding.
+        let half_subnormal = match T::DATA_TYPE {
+            DataType::F16 => 2f64.powi(-25),
+            _ => 2f64.powi(-134),
+        };
+        let deq = host.dequantized();
+        for (e, (x, d)) in w.iter().zip(&deq).enumerate() {
+            let s = host.scales[e / k].to_f64();
+            let (x, d) = (x.to_f64(), d.to_f64());
+            let bound = s * (0.5 + 127.0 * 2.0 * T::UNIT_ROUNDOFF)
+                + 2.0 * T::UNIT_ROUNDOFF * x.abs()
+                + half_subnormal;
+            assert!((x - d).abs() <= bound, "w[{e}] = {x}, dequantized {d}");
+        }
+        // From a checkpoint's tensors: the same weight, then one holding -128 (which the
+        // quantizer never writes).
+        let dq = stream.clone_htod(&host.signed()).unwrap();
+        let ds = stream.clone_htod(&host.scales).unwrap();
+        let loaded = QuantizedWeight::from_int8(&stream, &dq, &ds, n, k).unwrap();
+        assert!(same(&stream, loaded.packed(), qw.packed()));
+        let bits = |v: Vec<T>| v.iter().map(|x| x.to_f64().to_bits()).collect::<Vec<_>>();
+        assert_eq!(
+            bits(stream.clone_dtoh(loaded.scales()).unwrap()),
+            bits(stream.clone_dtoh(qw.scales()).unwrap())
+        );
+        for &kernel in kernels
+            .iter()
+            .filter(|k| filter.as_deref().is_none_or(|text| k.contains(text)))
+        {
+            for &m in tokens {
+                let beta = if m % 2 == 1 { 0.5 } else { 0.0 };
+                check(&ctx, &stream, &mut rng, &host, &qw, m, beta, Some(kernel));
+            }
+            println!("{kernel}: {} problems as the reference", tokens.len());
+        }
+        let gemv_tokens: &[usize] = if quick() {
+            &[1, 16]
+        } else {
+            &[1, 2, 7, 8, 9, 16, 17, 24, 25, 32]
+        };
+        for &m in gemv_tokens {
+            let beta = if m % 2 == 1 { 0.5 } else { 0.0 };
+            check(
+                &ctx,
+                &stream,
+                &mut rng,
+                &host,
+                &qw,
+                m,
+                beta,
+                Some(WEIGHT_ONLY_GEMV),
+            );
+        }
+        for m in [1, 16, 17, 33, 64, 200, 1100] {
+            let name = check(&ctx, &stream, &mut rng, &host, &qw, m, 0.0, None);
+            if m <= GEMV_TOKENS {
+                assert_eq!(name, WEIGHT_ONLY_GEMV);
+            } else {
+                assert!(name.contains("_s8_"), "{name}");
+            }
+        }
+        let (y, kernel) = dequantized_on_gpu(&ctx, &stream, &qw);
+        for (e, (got, want)) in y.iter().zip(&deq).enumerate() {
+            assert_eq!(*got, want.to_f64(), "{kernel} w[{}][{}]", e / k, e % k);
+        }
+        // Every s8 value, -128 and 127 included, through the GEMV and a CUTLASS kernel (scales of
+        // 1/64, so that the sums stay within f16's range).
+        let mut extremes = host.values.clone();
+        for (e, v) in extremes.iter_mut().enumerate() {
+            match e % 7 {
+                0 => *v = 0x80,
+                1 => *v = 0x7F,
+                _ => {}
+            }
+        }
+        let extremes = HostFp8 {
+            values: extremes,
+            scales: vec![T::from_f64(1.0 / 64.0); n],
+            n,
+            k,
+            int8: true,
+        };
+        let dq = stream.clone_htod(&extremes.signed()).unwrap();
+        let ds = stream.clone_htod(&extremes.scales).unwrap();
+        let qx = QuantizedWeight::from_int8(&stream, &dq, &ds, n, k).unwrap();
+        for m in [1, 9, 17] {
+            check(&ctx, &stream, &mut rng, &extremes, &qx, m, 0.0, None);
+        }
+    }
+    // The quantizer on rows holding NaN and +Inf: the scale NaN, the values 0 (its definition),
+    // and NaN for every token of those rows through the GEMV and a CUTLASS kernel.
+    let (n, k) = (64, 512);
+    let mut w: Vec<T> = (0..n * k)
+        .map(|_| T::from_f64(rng.random_range(-1.0..1.0)))
+        .collect();
+    w[5 * k + 100] = T::from_f64(f64::NAN);
+    w[40 * k] = T::from_f64(f64::INFINITY);
+    let nan_rows = [5, 40];
+    let dw = stream.clone_htod(&w).unwrap();
+    let qw = QuantizedWeight::quantize_int8(&stream, &dw, n, k).unwrap();
+    let host = quantize_int8_host(&w, n, k);
+    assert_eq!(stream.clone_dtoh(qw.packed()).unwrap(), host.values);
+    let scales = stream.clone_dtoh(qw.scales()).unwrap();
+    for (j, (got, want)) in scales.iter().zip(&host.scales).enumerate() {
+        let (got, want) = (got.to_f64(), want.to_f64());
+        assert!(
+            got == want || (got.is_nan() && want.is_nan()),
+            "scale {j}: {got}, {want}"
+        );
+        assert_eq!(got.is_nan(), nan_rows.contains(&j), "scale {j}");
+    }
+    let mut clean = host;
+    for j in nan_rows {
+        clean.scales[j] = T::from_f64(1.0);
+    }
+    let relu = T::DATA_TYPE == DataType::Bf16;
+    for m in [1, 16, 17] {
+        let name = check_nan_rows(
+            &ctx, &stream, &mut rng, &clean, &qw, &nan_rows, m, relu, None,
+        );
+        assert_eq!(name == WEIGHT_ONLY_GEMV, m <= GEMV_TOKENS, "{name}");
+    }
+    // Refusals: a group other than k; an FP8 weight on an int8 plan (the GEMV's and a kernel's).
+    let p = WeightOnlyProblem::new(16, 256, 512, 128, WeightFormat::Int8);
+    assert!(matches!(
+        WeightOnlyGemm::<T>::new(&ctx, &p).unwrap_err(),
+        Error::InvalidProblem {
+            reason: ProblemRule::Weight {
+                rule: WeightRule::PerChannel {
+                    group_size: 128,
+                    k: 512
+                }
+            }
+        }
+    ));
+    let ones = stream
+        .clone_htod(&vec![T::from_f64(1.0); 256 * 512])
+        .unwrap();
+    let fp8 = QuantizedWeight::quantize_fp8(&stream, &ones, 256, 512).unwrap();
+    for m in [16, 17] {
+        let p = WeightOnlyProblem::new(m, 256, 512, 512, WeightFormat::Int8);
+        let plan = WeightOnlyGemm::<T>::new(&ctx, &p).unwrap();
+        assert_eq!(plan.is_gemv(), m <= GEMV_TOKENS);
+        let dx = stream.clone_htod(&vec![T::from_f64(1.0); m * 512]).unwrap();
+        let mut dy = stream.clone_htod(&vec![T::POISON; m * 256]).unwrap();
+        assert_eq!(
+            weight_refusal(&plan, &stream, &dx, &fp8, &mut dy),
+            WeightRule::Format {
+                weight: WeightFormat::Fp8,
+                plan: WeightFormat::Int8
+            }
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn bf16_int8_weights_match_the_reference() {
+    int8_weights::<bf16>();
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn f16_int8_weights_match_the_reference() {
+    int8_weights::<f16>();
+}
+
 /// Runs `m` tokens through an FP8 weight whose rows `nan_rows` hold NaN bytes (with ReLU after
 /// the GEMM when `relu`): every token of those rows must be NaN, and the others the reference's
 /// values over `clean` (the weight with its NaN bytes made 0) within their bounds. Returns the
@@ -933,6 +1212,7 @@ fn fp8_nan_bytes_and_long_rows<T: WeightOnlyInput>() {
         scales: scales.clone(),
         n,
         k,
+        int8: false,
     };
     // (row, column, byte): rows 0 and 21 are in the first half of their 16-row slice (row l / 4
     // of the GEMV's lanes), 24 and 255 in the second (row l / 4 + 8).
@@ -1071,16 +1351,24 @@ fn fused_epilogues_on_weight_only_kernels() {
         WeightFormat::Symmetric,
         WeightFormat::ZeroPoint,
         WeightFormat::Fp8,
+        WeightFormat::Int8,
     ] {
-        let fp8 = format == WeightFormat::Fp8;
-        let (w, qw): (Box<dyn HostDequantized<bf16>>, QuantizedWeight<bf16>) = if fp8 {
+        let (w, qw): (Box<dyn HostDequantized<bf16>>, QuantizedWeight<bf16>) = if format
+            .is_per_channel()
+        {
             let v: Vec<bf16> = (0..n * k)
                 .map(|_| bf16::from_f64(rng.random_range(-1.0..1.0)))
                 .collect();
             let dv = stream.clone_htod(&v).unwrap();
-            let qw = QuantizedWeight::quantize_fp8(&stream, &dv, n, k).unwrap();
-            // The GPU quantizer is its host definition bit for bit (fp8_weights).
-            (Box::new(quantize_fp8_host(&v, n, k)), qw)
+            // The GPU quantizers are their host definitions bit for bit (fp8_weights,
+            // int8_weights).
+            if format == WeightFormat::Fp8 {
+                let qw = QuantizedWeight::quantize_fp8(&stream, &dv, n, k).unwrap();
+                (Box::new(quantize_fp8_host(&v, n, k)), qw)
+            } else {
+                let qw = QuantizedWeight::quantize_int8(&stream, &dv, n, k).unwrap();
+                (Box::new(quantize_int8_host(&v, n, k)), qw)
+            }
         } else {
             let w =
                 HostWeight::<bf16>::random(&mut rng, n, k, g, format == WeightFormat::ZeroPoint);
