@@ -11,6 +11,7 @@
 //! | [`GatedLinear`] | an MLP's gate and up projections with SwiGLU / GeGLU in one GEMM: `act(x · W_gateᵀ + b_gate) ⊙ (x · W_upᵀ + b_up)`, the weights interleaved once ([`crate::GatedGemm`]) | bf16, f16 |
 //! | [`Fp8Linear`] | a `Linear` layer (`act(x · Wᵀ + bias)`, bias and activation in the epilogue) whose weight is quantized once to FP8 e4m3 with one f32 scale per 128x128 block; activations are quantized per call (1x128 groups) on the GPU; the DeepSeek-V3 recipe | bf16 in and out |
 //! | [`Nvfp4Linear`] | the same with NVFP4 weights and activations | bf16 in and out; SM100/SM120 GPUs |
+//! | [`WeightOnlyLinear`] | `x · dequant(W)ᵀ (+ bias)` with a 4-bit (GPTQ, AWQ, or quantized here), FP8 or int8 weight (per-channel or per-tensor scales, from safetensors as quantization tools write them) and 16-bit activations (feature `weight-only`) | bf16, f16 activations; I32, F8E4M3 or U8 weights |
 //! | [`grouped_matmul`] / [`GroupedMatmul`] | a mixture-of-experts layer's expert GEMMs in one launch: `x (rows, k)` sorted by expert, `experts (e, n, k)`, `offsets (e + 1)` → `(rows, n)`, rows of expert `g` times `experts[g]ᵀ` | bf16, f16 (offsets I32 or U32) |
 //! | [`grouped_matmul_fp8_blockwise`] | the same with FP8 blockwise scales (DeepSeek-V3's experts): `x` and its scales `(rows, ceil(k / 128))`, `experts` and theirs `(e, ceil(n / 128), ceil(k / 128))` | F8E4M3 with F32 scales, to bf16 |
 //!
@@ -1513,12 +1514,14 @@ impl candle_core::CustomOp3 for GroupedMatmulFp8Blockwise {
     }
 }
 
-/// A linear layer `y = x · dequant(W)ᵀ (+ bias)` with a 4-bit or FP8 weight
+/// A linear layer `y = x · dequant(W)ᵀ (+ bias)` with a 4-bit, FP8 or int8 weight
 /// ([`crate::QuantizedWeight`], the weight-only kernels of the `weight-only` feature, Hopper):
-/// bf16 or f16 activations, the weight quantized here ([`WeightOnlyLinear::quantize`]; FP8 with
-/// `group_size` = in_features) or taken from a GPTQ or AWQ checkpoint
+/// bf16 or f16 activations, the weight quantized here ([`WeightOnlyLinear::quantize`]; FP8 and
+/// int8 with `group_size` = in_features) or taken from a GPTQ or AWQ checkpoint
 /// as those tools write it in safetensors ([`WeightOnlyLinear::from_gptq`],
-/// [`WeightOnlyLinear::from_awq`]). The bias, when given, is added after the GEMM.
+/// [`WeightOnlyLinear::from_awq`]), or from an FP8 or int8 checkpoint with per-channel or
+/// per-tensor scales ([`WeightOnlyLinear::from_fp8`], [`WeightOnlyLinear::from_int8`]). The
+/// bias, when given, is added after the GEMM.
 pub struct WeightOnlyLinear {
     op: WeightOnlyOp,
     bias: Option<Tensor>,
@@ -1566,7 +1569,7 @@ macro_rules! by_activation {
 impl WeightOnlyLinear {
     /// Quantizes `weight` (`(out_features, in_features)`, bf16 or f16 on a CUDA device: the
     /// activations' type) in groups of `group_size` columns, symmetric or with zero points, or to
-    /// FP8 with a scale per output feature (`group_size` = in_features)
+    /// FP8 or int8 with a scale per output feature (`group_size` = in_features)
     /// ([`crate::QuantizedWeight::quantize`]).
     pub fn quantize(
         weight: &Tensor,
@@ -1661,6 +1664,125 @@ impl WeightOnlyLinear {
                 })))
             },
         )
+    }
+
+    /// An FP8 checkpoint's layer (weight-only FP8, as compressed-tensors and FBGEMM write it):
+    /// `weight` (`(out_features, in_features)`, F8E4M3, or U8 holding its bytes) and
+    /// `weight_scale` (F32, BF16 or F16: one per output feature, `(out_features,)` or
+    /// `(out_features, 1)`, or one for the tensor, `()` or `(1,)`), so that the layer's weight is
+    /// `e4m3(q) · s`. The scales are converted once to `dtype`, the activations' type (bf16 or
+    /// f16: the kernels take scales of that type; bf16 keeps 8 significant bits of an f32
+    /// scale). Activations stay in `dtype`: a static activation scale (`input_scale`) is not
+    /// used. A row holding e4m3's NaN byte gives NaN ([`crate::QuantizedWeight::from_fp8`]).
+    pub fn from_fp8(
+        weight: &Tensor,
+        weight_scale: &Tensor,
+        bias: Option<Tensor>,
+        dtype: DType,
+    ) -> candle_core::Result<Self> {
+        Self::per_channel(weight, weight_scale, bias, dtype, crate::WeightFormat::Fp8)
+    }
+
+    /// An int8 checkpoint's layer (symmetric per-channel int8, "W8A16"): `weight`
+    /// (`(out_features, in_features)`, U8 holding the s8 values' two's complement bytes: candle
+    /// has no I8 type, so read a safetensors I8 tensor's bytes into one, e.g. with
+    /// `Tensor::from_raw_buffer(view.data(), DType::U8, view.shape(), &device)`) and
+    /// `weight_scale` as [`WeightOnlyLinear::from_fp8`] takes it; the layer's weight is `q · s`.
+    pub fn from_int8(
+        weight: &Tensor,
+        weight_scale: &Tensor,
+        bias: Option<Tensor>,
+        dtype: DType,
+    ) -> candle_core::Result<Self> {
+        Self::per_channel(weight, weight_scale, bias, dtype, crate::WeightFormat::Int8)
+    }
+
+    fn per_channel(
+        weight: &Tensor,
+        weight_scale: &Tensor,
+        bias: Option<Tensor>,
+        dtype: DType,
+        format: crate::WeightFormat,
+    ) -> candle_core::Result<Self> {
+        let stream = cuda_device(weight)?.cuda_stream();
+        if !matches!(dtype, DType::BF16 | DType::F16) {
+            return Err(msg(format!(
+                "WeightOnlyLinear runs bf16 or f16 activations, not {dtype:?}"
+            )));
+        }
+        let (n, k) = weight.dims2()?;
+        let byte_type = match format {
+            crate::WeightFormat::Fp8 => matches!(weight.dtype(), DType::F8E4M3 | DType::U8),
+            _ => weight.dtype() == DType::U8,
+        };
+        if !byte_type {
+            return Err(msg(format!(
+                "an {format} weight must be {}, not {:?}",
+                if format == crate::WeightFormat::Fp8 {
+                    "F8E4M3 or U8"
+                } else {
+                    "U8 (the s8 values' bytes)"
+                },
+                weight.dtype()
+            )));
+        }
+        let scales = match weight_scale.dims() {
+            [] | [1] => weight_scale.reshape(1)?.broadcast_as(n)?,
+            [m] | [m, 1] if *m == n => weight_scale.reshape(n)?,
+            other => {
+                return Err(msg(format!(
+                    "weight_scale must be ({n},), ({n}, 1), () or (1,) for a ({n}, {k}) weight, not {other:?}"
+                )))
+            }
+        };
+        if !matches!(weight_scale.dtype(), DType::F32 | DType::BF16 | DType::F16) {
+            return Err(msg(format!(
+                "weight_scale must be F32, BF16 or F16, not {:?}",
+                weight_scale.dtype()
+            )));
+        }
+        let scales = scales.to_dtype(dtype)?.contiguous()?;
+        if weight.dtype() == DType::F8E4M3 && !weight.is_contiguous() {
+            // candle 0.11.1 cannot copy strided F8E4M3 tensors on CUDA.
+            return Err(msg(
+                "an F8E4M3 weight must be contiguous (transpose or slice it in another type before converting to FP8)",
+            ));
+        }
+        let weight = packed(weight)?;
+        let (storage, layout) = weight.storage_and_layout();
+        let candle_core::Storage::Cuda(w) = &*storage else {
+            return Err(msg("the weight-only layers take CUDA tensors"));
+        };
+        let q = by_activation!(dtype, |T| with_cuda_slice!(&scales, T, |s| {
+            let short = || msg("the weight holds fewer elements than its dims");
+            match (&w.slice, format) {
+                // SAFETY: an F8E4M3 element is one byte, as u8; the view covers n * k of them
+                // from the layout's offset (none when fewer, refused).
+                (CudaStorageSlice::F8E4M3(v), _) => {
+                    let v = unsafe { v.slice(layout.start_offset()..).transmute::<u8>(n * k) }
+                        .ok_or_else(short)?;
+                    crate::QuantizedWeight::<T>::from_fp8(&stream, &v, s, n, k)
+                }
+                (CudaStorageSlice::U8(v), crate::WeightFormat::Fp8) => {
+                    crate::QuantizedWeight::<T>::from_fp8(
+                        &stream,
+                        &v.slice(layout.start_offset()..),
+                        s,
+                        n,
+                        k,
+                    )
+                }
+                // SAFETY: u8 and i8 have one layout; the view covers n * k of the bytes.
+                (CudaStorageSlice::U8(v), _) => {
+                    let v = unsafe { v.slice(layout.start_offset()..).transmute::<i8>(n * k) }
+                        .ok_or_else(short)?;
+                    crate::QuantizedWeight::<T>::from_int8(&stream, &v, s, n, k)
+                }
+                _ => return Err(msg("the weight must be F8E4M3 or U8")),
+            }
+            .map_err(cerr)?
+        }));
+        Self::with(q, bias)
     }
 
     fn import(

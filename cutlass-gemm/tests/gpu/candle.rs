@@ -1012,3 +1012,182 @@ fn grouped_matmul_fp8_blockwise_matches_the_reference() {
     let err = grouped_matmul_fp8_blockwise(&strided, &x_scales, &w, &w_scales, &o).unwrap_err();
     assert!(err.to_string().contains("F8E4M3"), "{err}");
 }
+
+/// A safetensors file written by hand (an 8-byte little-endian header length, the JSON header,
+/// the data), so that it can hold an I8 tensor, which candle cannot write: (name, dtype, shape,
+/// bytes) each.
+fn safetensors_file(tensors: &[(&str, &str, Vec<usize>, Vec<u8>)]) -> Vec<u8> {
+    let mut header = Vec::new();
+    let mut data = Vec::new();
+    for (name, dtype, shape, bytes) in tensors {
+        let shape: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
+        header.push(format!(
+            "\"{name}\":{{\"dtype\":\"{dtype}\",\"shape\":[{}],\"data_offsets\":[{},{}]}}",
+            shape.join(","),
+            data.len(),
+            data.len() + bytes.len()
+        ));
+        data.extend_from_slice(bytes);
+    }
+    let mut header = format!("{{{}}}", header.join(",")).into_bytes();
+    while header.len() % 8 != 0 {
+        header.push(b' ');
+    }
+    let mut out = (header.len() as u64).to_le_bytes().to_vec();
+    out.extend(header);
+    out.extend(data);
+    out
+}
+
+/// FP8 and int8 checkpoints of one layer in safetensors as quantization tools write them (an
+/// F8_E4M3 weight with F32 scales per output channel `(n, 1)` or one for the tensor `()`; an I8
+/// weight with per-channel F32 scales, read through its bytes as U8): `WeightOnlyLinear` gives
+/// the f64 reference over the weight as the kernels dequantize it (`round(q · s)`, the scales
+/// rounded to the activations' type first), for bf16 and f16 activations, at 1 token (the decode
+/// GEMV, within its bound beyond the reference's) and 40 (a CUTLASS kernel); malformed scales and
+/// weights are refused.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn weight_only_linear_loads_fp8_and_int8_safetensors() {
+    use rand::Rng;
+    let dev = gpu();
+    let mut rng = common::rng();
+    let (n, k) = (256usize, 512usize);
+    let fp8: Vec<u8> = (0..n * k)
+        .map(|_| {
+            let b: u8 = rng.random();
+            if b & 0x7F == 0x7F {
+                b - 1
+            } else {
+                b
+            }
+        })
+        .collect();
+    let int8: Vec<u8> = (0..n * k).map(|_| rng.random::<u8>()).collect();
+    let scales: Vec<f32> = (0..n)
+        .map(|_| rng.random_range(1.0f32..2.0) / 512.0)
+        .collect();
+    let f32_bytes = |v: &[f32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+    let file = safetensors_file(&[
+        ("fp8.weight", "F8_E4M3", vec![n, k], fp8.clone()),
+        ("fp8.weight_scale", "F32", vec![n, 1], f32_bytes(&scales)),
+        ("fp8t.weight_scale", "F32", vec![], f32_bytes(&[0.0123])),
+        ("int8.weight", "I8", vec![n, k], int8.clone()),
+        ("int8.weight_scale", "F32", vec![n, 1], f32_bytes(&scales)),
+    ]);
+    let st = candle_core::safetensors::SliceSafetensors::new(&file).unwrap();
+    let load = |name: &str| st.load(name, &dev).unwrap();
+    let fp8_weight = load("fp8.weight");
+    assert_eq!(fp8_weight.dtype(), DType::F8E4M3);
+    let view = st.get("int8.weight").unwrap();
+    assert_eq!(format!("{:?}", view.dtype()), "I8");
+    let int8_weight = Tensor::from_raw_buffer(view.data(), DType::U8, view.shape(), &dev).unwrap();
+    for dtype in [DType::BF16, DType::F16] {
+        let layers = [
+            (
+                "fp8 per channel",
+                WeightOnlyLinear::from_fp8(&fp8_weight, &load("fp8.weight_scale"), None, dtype),
+                cutlass_gemm::WeightFormat::Fp8,
+                scales.clone(),
+            ),
+            (
+                "fp8 per tensor",
+                WeightOnlyLinear::from_fp8(&fp8_weight, &load("fp8t.weight_scale"), None, dtype),
+                cutlass_gemm::WeightFormat::Fp8,
+                vec![0.0123; n],
+            ),
+            (
+                "int8 per channel",
+                WeightOnlyLinear::from_int8(&int8_weight, &load("int8.weight_scale"), None, dtype),
+                cutlass_gemm::WeightFormat::Int8,
+                scales.clone(),
+            ),
+        ];
+        for (name, layer, format, scales) in layers {
+            let layer = layer.unwrap();
+            assert_eq!(layer.dims(), (n, k));
+            let bytes = if format == cutlass_gemm::WeightFormat::Fp8 {
+                &fp8
+            } else {
+                &int8
+            };
+            match dtype {
+                DType::BF16 => per_channel_layer_matches::<half::bf16>(
+                    &dev, dtype, name, &layer, format, bytes, &scales,
+                ),
+                _ => per_channel_layer_matches::<half::f16>(
+                    &dev, dtype, name, &layer, format, bytes, &scales,
+                ),
+            }
+        }
+    }
+    // Refused: scales of another shape or type, a weight of another type.
+    let scale = load("fp8.weight_scale");
+    let wide = scale.broadcast_as((n, 2)).unwrap();
+    assert!(WeightOnlyLinear::from_fp8(&fp8_weight, &wide, None, DType::BF16).is_err());
+    let short = scale.narrow(0, 0, n - 1).unwrap();
+    assert!(WeightOnlyLinear::from_fp8(&fp8_weight, &short, None, DType::BF16).is_err());
+    let ints = Tensor::zeros(n, DType::U32, &dev).unwrap();
+    assert!(WeightOnlyLinear::from_fp8(&fp8_weight, &ints, None, DType::BF16).is_err());
+    assert!(WeightOnlyLinear::from_int8(&fp8_weight, &scale, None, DType::BF16).is_err());
+    let bf = rand(&dev, &[n, k], DType::BF16);
+    assert!(WeightOnlyLinear::from_fp8(&bf, &scale, None, DType::BF16).is_err());
+    assert!(WeightOnlyLinear::from_fp8(&fp8_weight, &scale, None, DType::F32).is_err());
+}
+
+/// `layer` at 1 and 40 tokens against the f64 reference over the weight dequantized on the host
+/// from its bytes and f32 scales (rounded to `T`).
+fn per_channel_layer_matches<T: cutlass_gemm::WeightOnlyInput>(
+    dev: &Device,
+    dtype: DType,
+    name: &str,
+    layer: &WeightOnlyLinear,
+    format: cutlass_gemm::WeightFormat,
+    bytes: &[u8],
+    scales: &[f32],
+) {
+    use cutlass_gemm::reference;
+    let (n, k) = layer.dims();
+    let scales: Vec<T> = scales.iter().map(|&s| T::from_f64(f64::from(s))).collect();
+    let signed: Vec<i8> = bytes.iter().map(|&b| b as i8).collect();
+    let fp8 = format == cutlass_gemm::WeightFormat::Fp8;
+    let deq = if fp8 {
+        reference::dequantize_fp8_weight(bytes, &scales, n, k)
+    } else {
+        reference::dequantize_int8_weight(&signed, &scales, n, k)
+    }
+    .unwrap();
+    let host = |t: &Tensor| -> Vec<T> {
+        t.to_dtype(DType::F32)
+            .unwrap()
+            .flatten_all()
+            .unwrap()
+            .to_vec1::<f32>()
+            .unwrap()
+            .into_iter()
+            .map(|v| T::from_f64(f64::from(v)))
+            .collect()
+    };
+    for m in [1usize, 40] {
+        let x = rand(dev, &[m, k], dtype);
+        let y = layer.forward(&x).unwrap();
+        assert_eq!((y.dims2().unwrap(), y.dtype()), ((m, n), dtype));
+        let xh = host(&x);
+        let p = cutlass_gemm::WeightOnlyProblem::new(m, n, k, k, format);
+        let mut want = reference::weight_only(&p, &xh, &deq, None).unwrap();
+        if m <= cutlass_gemm::plans::weight_only::GEMV_TOKENS {
+            want.extra_error = if fp8 {
+                reference::fp8_weight_gemv_error(&p, &xh, bytes, &scales)
+            } else {
+                reference::int8_weight_gemv_error(&p, &xh, &signed, &scales)
+            }
+            .unwrap();
+        }
+        let geometry = cutlass_gemm::GemmProblem::new(m, n, k)
+            .resolve(cutlass_gemm::OperandName::D)
+            .unwrap();
+        let cmp = reference::compare(&host(&y), &geometry, &want);
+        println!("{name} {:?} m={m}: {cmp:?}", dtype);
+        assert!(cmp.passed(), "{name} {:?} m={m}: {cmp:?}", dtype);
+    }
+}
