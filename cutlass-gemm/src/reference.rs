@@ -816,7 +816,7 @@ pub fn dequantize_fp8_weight<T: Element>(
     n: usize,
     k: usize,
 ) -> Result<Vec<T>> {
-    dequantize_per_channel(values, |q| e4m3_value(*q), scales, n, k)
+    dequantize_per_channel(values, e4m3_value, scales, n, k)
 }
 
 /// An int8 weight-only GEMM's weight ([`crate::WeightFormat::Int8`]) dequantized on the host as
@@ -832,8 +832,8 @@ pub fn dequantize_int8_weight<T: Element>(
     dequantize_per_channel(values, |q| f64::from(*q), scales, n, k)
 }
 
-fn e4m3_value(q: u8) -> f64 {
-    crate::numeric::E4M3::from_bits(q).to_f64()
+fn e4m3_value(q: &u8) -> f64 {
+    crate::numeric::E4M3::from_bits(*q).to_f64()
 }
 
 /// A per-channel weight (one byte a value, `decode` giving its value) dequantized as the CUTLASS
@@ -983,11 +983,7 @@ pub fn fp8_weight_gemv_error<T: Element>(
     values: &[u8],
     scales: &[T],
 ) -> Result<Vec<f64>> {
-    per_channel_gemv_error(problem, x, values, e4m3_value_of, scales)
-}
-
-fn e4m3_value_of(q: &u8) -> f64 {
-    e4m3_value(*q)
+    per_channel_gemv_error(problem, x, values, e4m3_value, scales)
 }
 
 /// How far the decode GEMV may be from [`weight_only`]'s reference over an int8 weight
