@@ -1253,6 +1253,18 @@ pub fn sm90() -> Vec<KernelSpec> {
             out.push(sm90_spec(pair, output, DataType::F32, tn[0], t, bw));
         }
     }
+    // The blockwise kernel's stream-K twin, for problems of few output tiles and a long K
+    // (decode-size M on a weight of a few thousand rows: 28 tiles of 128 x 128 for 132 SMs).
+    for output in [DataType::Bf16, DataType::F16] {
+        for t in SM90_TILES_FP8_BLOCKWISE_OVERLAP {
+            let pair = (DataType::E4M3, DataType::E4M3);
+            let bw = Some(SM90_BLOCKWISE);
+            out.push(KernelSpec {
+                tile_scheduler: TileScheduler::StreamK,
+                ..sm90_spec(pair, output, DataType::F32, tn[0], t, bw)
+            });
+        }
+    }
     // The default set's kernels with the fused epilogue (after all CUTLASS-named entries, so
     // their order stays as it was).
     let fused: Vec<KernelSpec> = out
@@ -1391,11 +1403,11 @@ pub fn sm90() -> Vec<KernelSpec> {
 /// 128x128 stream-K for 65-1024 tokens, 128x256 for prefill.
 pub const WEIGHT_ONLY_FUSED_TILES: &[[u32; 3]] = &[[128, 32, 64], [128, 128, 64], [128, 256, 64]];
 
-/// The kernels built when the user selects none (84): the 128x256x64 cooperative kernel for f16
+/// The kernels built when the user selects none (85): the 128x256x64 cooperative kernel for f16
 /// and bf16 in all four layouts with an output of the input type, plus f32 output in the TN
 /// layout; eleven small- and odd-shape TN kernels and two for outputs of any alignment per 16-bit
 /// type; and the e4m3 x e4m3 -> bf16 FP8 kernels with the overlapped promotion, ten tensor-wise
-/// and one blockwise; the thirteen grouped kernels ([`SM90_TILES_GROUPED_16BIT`] and
+/// and two blockwise (persistent, and stream-K for few output tiles over a long K); the thirteen grouped kernels ([`SM90_TILES_GROUPED_16BIT`] and
 /// [`SM90_TILES_GROUPED_16BIT_SWAPPED`] for bf16 and f16, [`SM90_TILES_GROUPED_FP8`] and
 /// [`SM90_TILES_GROUPED_FP8_SWAPPED`], [`SM90_TILES_GROUPED_FP8_BLOCKWISE`]). Chosen by coverage per compile-minute on `bench/shapes-broad.tsv`. All with
 /// CUTLASS's `LinearCombination` epilogue; and eighteen of them also with the fused epilogue
@@ -1587,7 +1599,8 @@ fn is_default_menu(spec: &KernelSpec) -> bool {
 /// The FP8 kernels of the default set: e4m3 x e4m3 to bf16, all with this crate's
 /// overlapped-promotion main loops (same results as CUTLASS's f32-promoting kernels, bit for bit,
 /// faster; CUTLASS's own kernels are in the catalog and the `gpu-tests` preset, for comparison and
-/// pinning): blockwise (1x128 x 128x128 scales) at 128x128x128; tensor-wise (scales folded into
+/// pinning): blockwise (1x128 x 128x128 scales) at 128x128x128, persistent and stream-K (few
+/// output tiles over a long K: decode-size M on weights of a few thousand rows); tensor-wise (scales folded into
 /// alpha) at 128x128x128, 128x144x128 and the sliced 128x192x128 and 128x256x128 (cooperative,
 /// cluster 1x2x1: large problems), 64x128x128 (1x2x1), 64x96x128 and 64x64x128 (2x1x1) pingpong
 /// (M = 32-512), and for decode-size M the swapped 64x8x128 (1x2x1) and 64x16x128 (2x1x1) pingpong
@@ -1604,10 +1617,9 @@ fn is_default_fp8(spec: &KernelSpec) -> bool {
     e4m3_bf16
         && match (spec.tile, spec.cluster, spec.d.layout) {
             ([128, 128, 128], [1, 2, 1], Layout::RowMajor) => {
-                persistent
-                    && (cooperative
-                        || spec.kernel_schedule
-                            == KernelSchedule::TmaWarpSpecializedCooperativeFp8BlockwiseOverlap)
+                (persistent && cooperative)
+                    || spec.kernel_schedule
+                        == KernelSchedule::TmaWarpSpecializedCooperativeFp8BlockwiseOverlap
             }
             ([128, 144, 128] | [128, 192, 128] | [128, 256, 128], [1, 2, 1], Layout::RowMajor) => {
                 persistent && cooperative

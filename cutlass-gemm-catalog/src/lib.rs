@@ -65,7 +65,7 @@ mod tests {
     #[test]
     fn default_set_is_small_and_covers_all_layouts() {
         let with_grouped = catalog::select(&[Arch::Sm90a], &catalog::NameFilter::parse(""));
-        assert_eq!(with_grouped.len(), 84);
+        assert_eq!(with_grouped.len(), 85);
         // Thirteen grouped kernels: four tiles per 16-bit type and three for e4m3 (one of them
         // with a column-major D, for the operand swap), and two for e4m3 with blockwise scales
         // (bf16 out, K-major scales, the overlapped main loop).
@@ -108,7 +108,7 @@ mod tests {
         // Eighteen with the fused epilogue, each the twin of a kernel with CUTLASS's.
         let (fused, d): (Vec<KernelSpec>, Vec<KernelSpec>) =
             all.iter().partition(|s| s.fusion.is_fused());
-        assert_eq!((fused.len(), d.len()), (18, 47));
+        assert_eq!((fused.len(), d.len()), (18, 48));
         assert!(fused.iter().all(|f| d.contains(&KernelSpec {
             fusion: crate::Fusion::LinearCombination,
             ..*f
@@ -132,19 +132,28 @@ mod tests {
             let unaligned = d.iter().filter(|s| s.a.ty == ty && s.d.align == 1).count();
             assert_eq!(unaligned, 2, "{ty}");
         }
-        // FP8: one blockwise kernel and ten tensor-wise ones, all with the overlapped-promotion
-        // main loops (CUTLASS's own kernels are in the gpu-tests preset).
+        // FP8: two blockwise kernels (persistent and stream-K) and ten tensor-wise ones, all
+        // with the overlapped-promotion main loops (CUTLASS's own kernels are in the gpu-tests
+        // preset).
+        let blockwise: Vec<&KernelSpec> = d
+            .iter()
+            .filter(|s| s.a.ty == DataType::E4M3 && s.blockwise.is_some())
+            .collect();
         assert_eq!(
-            d.iter()
-                .filter(|s| s.a.ty == DataType::E4M3 && s.blockwise.is_some())
-                .count(),
-            1
+            blockwise
+                .iter()
+                .map(|s| s.tile_scheduler)
+                .collect::<Vec<_>>(),
+            [
+                crate::TileScheduler::Persistent,
+                crate::TileScheduler::StreamK
+            ]
         );
         assert_eq!(
             d.iter()
                 .filter(|s| s.kernel_schedule.mainloop_wrapper().is_some())
                 .count(),
-            11
+            12
         );
         assert!(d
             .iter()

@@ -1524,13 +1524,17 @@ impl KernelSpec {
                     ));
                 }
                 // CUTLASS's SM90 stream-K reduces partial tiles in the cooperative kernel only
-                // (`sm90_gemm_tma_warpspecialized_pingpong.hpp` refuses it).
+                // (`sm90_gemm_tma_warpspecialized_pingpong.hpp` refuses it); the blockwise main
+                // loops scale each k-tile's products before adding them, so partial tiles add up
+                // (CUTLASS's example 67 runs its blockwise kernel with stream-K).
                 if self.tile_scheduler == TileScheduler::StreamK
                     && !matches!(
                         self.kernel_schedule,
                         K::TmaWarpSpecializedCooperative
                             | K::TmaWarpSpecializedCooperativeFp8FastAccum
                             | K::TmaWarpSpecializedCooperativeFp8Overlap
+                            | K::TmaWarpSpecializedCooperativeFp8Blockwise
+                            | K::TmaWarpSpecializedCooperativeFp8BlockwiseOverlap
                     )
                 {
                     return Err(format!(

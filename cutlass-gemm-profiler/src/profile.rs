@@ -320,6 +320,47 @@ where
     race_plans::<T, TD>(dev, s, kind, o, (&a, &b), &mut theirs, check)
 }
 
+/// The FP8 blockwise plans to measure: the heuristic's, the named one, or every blockwise
+/// e4m3 -> bf16 kernel of the build (`--kernels all` or a pattern); `--splits` (and `--swizzle`,
+/// `--raster`) replace each plan's hints where the kernel takes them (split-K: stream-K only).
+fn blockwise_plans(
+    dev: &Device,
+    p: &GemmProblem,
+    o: &Options,
+) -> Result<Vec<BlockwiseGemm<E4M3, E4M3, bf16>>> {
+    let plan = |name: Option<&str>| BlockwiseGemm::<E4M3, E4M3, bf16>::plan(dev.info, p, name);
+    let plans = match &o.mode {
+        KernelMode::Pinned(name) => vec![plan(Some(name))?],
+        KernelMode::All | KernelMode::Matching(_) => cutlass_gemm::built_kernels()
+            .iter()
+            .filter(|k| {
+                k.spec.blockwise.is_some()
+                    && !k.spec.kernel_schedule.is_grouped()
+                    && k.spec.a.ty == cutlass_gemm::DataType::E4M3
+                    && k.spec.b.ty == cutlass_gemm::DataType::E4M3
+                    && k.spec.d.ty == cutlass_gemm::DataType::Bf16
+                    && match &o.mode {
+                        KernelMode::Matching(filter) => filter.matches(k.name),
+                        _ => true,
+                    }
+            })
+            .map(|k| plan(Some(k.name)))
+            .collect::<cutlass_gemm::Result<_>>()?,
+        KernelMode::Heuristic | KernelMode::Autotune(_) => vec![plan(None)?],
+    };
+    if o.schedule == ScheduleHints::default() {
+        return Ok(plans);
+    }
+    Ok(plans
+        .into_iter()
+        .filter_map(|g| {
+            let streamk =
+                g.plan_inner().kernel_spec().tile_scheduler == cutlass_gemm::TileScheduler::StreamK;
+            (o.schedule.splits <= 1 || streamk).then(|| g.with_schedule(o.schedule))
+        })
+        .collect::<cutlass_gemm::Result<_>>()?)
+}
+
 /// e4m3 x e4m3 -> bf16 (tensor-wise) against cuBLASLt, or FP8 blockwise against cuBLASLt's
 /// blockwise matmul.
 fn profile_fp8(dev: &Device, s: &Shape, kind: Kind, o: &Options) -> Result<Vec<Row>> {
@@ -409,29 +450,32 @@ fn profile_fp8(dev: &Device, s: &Shape, kind: Kind, o: &Options) -> Result<Vec<R
             })?;
         }
     } else {
-        let g = match &o.mode {
-            KernelMode::Pinned(name) => {
-                BlockwiseGemm::<E4M3, E4M3, bf16>::plan(dev.info, &p, Some(name))?
-            }
-            _ => BlockwiseGemm::<E4M3, E4M3, bf16>::plan(dev.info, &p, None)?,
-        };
-        let (la, lb) = g.scale_lens();
-        let sa = stream.clone_htod(&vec![1.0f32; la])?;
-        let sb = stream.clone_htod(&vec![1.0f32; lb])?;
-        let mut ws = stream.alloc_zeros::<u8>(g.workspace_size().max(1))?;
-        let name = g.kernel_name();
-        measure(name, ScheduleHints::default(), None, name, &mut |i, d| {
-            Ok(g.run(
-                stream,
-                &a[i],
-                &sa,
-                &w[i],
-                &sb,
+        for g in blockwise_plans(dev, &p, o)? {
+            let (la, lb) = g.scale_lens();
+            let sa = stream.clone_htod(&vec![1.0f32; la])?;
+            let sb = stream.clone_htod(&vec![1.0f32; lb])?;
+            let mut ws = stream.alloc_zeros::<u8>(g.workspace_size().max(1))?;
+            let name = g.kernel_name();
+            let heuristic = BlockwiseGemm::<E4M3, E4M3, bf16>::plan(dev.info, &p, None)?;
+            measure(
+                name,
+                g.schedule(),
                 None,
-                d,
-                Workspace::Buffer(&mut ws),
-            )?)
-        })?;
+                heuristic.kernel_name(),
+                &mut |i, d| {
+                    Ok(g.run(
+                        stream,
+                        &a[i],
+                        &sa,
+                        &w[i],
+                        &sb,
+                        None,
+                        d,
+                        Workspace::Buffer(&mut ws),
+                    )?)
+                },
+            )?;
+        }
     }
     Ok(rows)
 }

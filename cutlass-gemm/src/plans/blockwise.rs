@@ -17,7 +17,7 @@ use cudarc::driver::{sys, CudaContext, CudaStream, DevicePtr, DevicePtrMut};
 use cutlass_gemm_catalog::Layout;
 
 use crate::error::{Error, LayoutRule, OperandName, ProblemRule, Result, ScaleRule};
-use crate::ffi::DeviceInfo;
+use crate::ffi::{DeviceInfo, ScheduleHints};
 use crate::formats::element::{Element, Fp8};
 use crate::formats::numeric::E4M3;
 use crate::formats::scale_layout::ScaleMajor;
@@ -97,6 +97,19 @@ impl<TA: Fp8, TB: Fp8, TD: Element> BlockwiseGemm<TA, TB, TD> {
     /// The chosen kernel's name.
     pub fn kernel_name(&self) -> &'static str {
         self.inner.kernel_name()
+    }
+
+    /// The plan with these tile-scheduler hints ([`Gemm::with_schedule`]: raster and swizzle;
+    /// split-K for the stream-K kernel). The workspace size is recomputed.
+    pub fn with_schedule(self, schedule: ScheduleHints) -> Result<Self> {
+        Ok(BlockwiseGemm {
+            inner: self.inner.with_schedule(schedule)?,
+        })
+    }
+
+    /// The tile-scheduler hints of this plan ([`Gemm::schedule`]).
+    pub fn schedule(&self) -> ScheduleHints {
+        self.inner.schedule()
     }
 
     /// Bytes of workspace the kernel needs.

@@ -417,6 +417,36 @@ fn compare(x: (f64, u32, usize, usize), y: (f64, u32, usize, usize)) -> std::cmp
         .then(x.3.cmp(&y.3))
 }
 
+/// The k-tiles of 128 that the busiest SM saves when a stream-K kernel shares the K loops of
+/// the output tiles out evenly, against whole waves of tiles (`k / 128 · (waves − tiles / SMs)`),
+/// at which the FP8 blockwise stream-K kernel takes over from its persistent twin.
+///
+/// Fitted on an H200 (`profile --types fp8bw --kernels all`, both kernels on the 140 shapes of
+/// `bench/shapes-broad.tsv`, `docs/performance.md`) with Llama-2-7B, Mistral-7B, Qwen2.5-7B and
+/// GPT-2 only: the persistent kernel streams about 0.42 µs per k-tile and CTA where tiles are few,
+/// and stream-K costs 16–21 µs more in fixed work (workspace reset, turnstile reduction of the
+/// partial tiles), so it pays from about 45 k-tiles saved, reliably from 60 (the fit: 65). On the
+/// four held-out families the rule took the pair from 0.921x to 0.931x cuBLASLt (the better
+/// kernel per shape: 0.949x on all eight). The cost model of [`estimate_us`] does not separate
+/// the two: its padded-rows penalty, fitted on the 16-bit and tensor-wise tiles, charges a
+/// 128-row tile at 16 rows more than the blockwise kernel runs.
+const BLOCKWISE_STREAM_K_SAVED_K_TILES: f64 = 64.0;
+
+/// Whether the FP8 blockwise stream-K kernel should run an `m x n x k` problem rather than its
+/// persistent twin ([`BLOCKWISE_STREAM_K_SAVED_K_TILES`]).
+fn blockwise_stream_k(
+    spec: &KernelSpec,
+    (m, n): (usize, usize),
+    k: usize,
+    batch: usize,
+    sms: usize,
+) -> bool {
+    let tiles = cluster_tiles(spec, m, n, batch) as f64;
+    let sms = sms.max(1) as f64;
+    let k_tiles = k.div_ceil(spec.tile[2] as usize) as f64;
+    k_tiles * ((tiles / sms).ceil() - tiles / sms) >= BLOCKWISE_STREAM_K_SAVED_K_TILES
+}
+
 /// The kernel with the smallest estimate; `shape` gives each kernel's view of the output
 /// (`m x n`: the problem's, or its transpose for kernels that compute Dᵀ), `extra_us` what a
 /// kernel costs beyond its own time (the staging copies it would need: [`staging_us`]).
@@ -432,10 +462,28 @@ pub(crate) fn choose(
 ) -> Kernel {
     let sms = sm_count.max(1) as usize;
     let precise = kernels.iter().any(|kn| !fast_accum(&kn.spec));
+    // FP8 blockwise: the stream-K kernel or its persistent twin by the fitted rule, where both
+    // are there.
+    let blockwise_rule = |kn: &Kernel| {
+        let spec = &kn.spec;
+        let stream_k = spec.tile_scheduler == TileScheduler::StreamK;
+        let twin = KernelSpec {
+            tile_scheduler: if stream_k {
+                TileScheduler::Persistent
+            } else {
+                TileScheduler::StreamK
+            },
+            ..*spec
+        };
+        spec.blockwise.is_none()
+            || !kernels.iter().any(|other| other.spec == twin)
+            || stream_k == blockwise_stream_k(spec, shape(spec), k, batch, sms)
+    };
     *kernels
         .iter()
         .filter(|kn| !precise || !fast_accum(&kn.spec))
         .filter(|kn| !superseded(&kn.spec, kernels.iter().map(|k| &k.spec)))
+        .filter(|kn| blockwise_rule(kn))
         .min_by(|x, y| {
             let rank = |kn: &Kernel| {
                 let mut r = preference(&kn.spec, shape(&kn.spec), k, batch, sms);
@@ -496,6 +544,40 @@ mod tests {
                 compare(rank(x), rank(y))
             })
             .unwrap()
+    }
+
+    /// The FP8 blockwise stream-K rule against the H200 measurements it separates clearly (time of
+    /// the persistent kernel over the stream-K one, `profile --types fp8bw --kernels all`,
+    /// 2026-11-28): stream-K where it ran 1.14-1.55x, persistent where it ran 0.71-0.84x.
+    #[test]
+    fn blockwise_stream_k_where_it_measured_faster() {
+        let streamk = catalog::sm90()
+            .into_iter()
+            .find(|s| {
+                s.blockwise.is_some()
+                    && s.d.ty == DataType::Bf16
+                    && s.tile_scheduler == TileScheduler::StreamK
+                    && !s.kernel_schedule.is_grouped()
+            })
+            .expect("the blockwise stream-K kernel");
+        for (m, n, k, faster) in [
+            (16, 3584, 18944, true),   // 1.55x
+            (128, 3584, 18944, true),  // 1.43x
+            (8, 4096, 14336, true),    // 1.23x
+            (128, 5120, 13824, true),  // 1.19x
+            (32, 8192, 28672, true),   // 1.14x
+            (16, 4096, 4096, false),   // 0.71x
+            (64, 7168, 2048, false),   // 0.72x
+            (32, 3584, 4096, false),   // 0.75x
+            (16, 768, 3072, false),    // 0.76x
+            (8192, 32768, 512, false), // 0.84x
+        ] {
+            assert_eq!(
+                blockwise_stream_k(&streamk, (m, n), k, 1, 132),
+                faster,
+                "{m} x {n} x {k}"
+            );
+        }
     }
 
     /// Where the estimate agrees with the measurements of docs/performance.md (the fastest kernel

@@ -33,7 +33,8 @@ use cutlass_gemm::quantize::{self, Fp8Block};
 use cutlass_gemm::reference::{self, Reference};
 use cutlass_gemm::{
     built_kernels, BlockwiseGemm, DataType, DeviceInfo, Element, Error, Fp8, Gemm, GemmProblem,
-    KernelSchedule, Layout, MatrixLayout, OperandName, RawArgs, Workspace,
+    KernelSchedule, Layout, MatrixLayout, OperandName, RawArgs, ScheduleHints, TileScheduler,
+    Workspace,
 };
 use half::{bf16, f16};
 use rand::rngs::StdRng;
@@ -436,10 +437,11 @@ fn fp8_overlapped_promotion_matches_cutlass_bit_for_bit() {
 }
 
 /// One blockwise kernel over the sweep (D row-major: blockwise plans take no other), with exact
-/// inputs and power-of-two scales; then Triton-recipe data quantized on the GPU.
+/// inputs and power-of-two scales; `splits` > 0 plans split-K (stream-K kernels).
 fn blockwise<TA: Fp8, TB: Fp8, TD: Element>(
     name: &str,
     shapes: &[(usize, usize, usize)],
+    splits: u16,
     stream: &Arc<CudaStream>,
     rng: &mut StdRng,
 ) -> usize {
@@ -452,8 +454,16 @@ fn blockwise<TA: Fp8, TB: Fp8, TD: Element>(
             let p = GemmProblem::new(m, n, k)
                 .with_batch(batch)
                 .with_scalars(0.5, if with_c { 0.25 } else { 0.0 });
-            let g = BlockwiseGemm::<TA, TB, TD>::with_kernel(ctx, &p, name)
+            let mut g = BlockwiseGemm::<TA, TB, TD>::with_kernel(ctx, &p, name)
                 .unwrap_or_else(|e| panic!("{name} {p:?}: {e}"));
+            if splits > 0 {
+                g = g
+                    .with_schedule(ScheduleHints {
+                        splits,
+                        ..Default::default()
+                    })
+                    .unwrap_or_else(|e| panic!("{name} {p:?} splits {splits}: {e}"));
+            }
             let inner = g.plan_inner();
             let (ga, gb, gc, gd) = (
                 inner.operand(OperandName::A),
@@ -514,12 +524,12 @@ fn blockwise<TA: Fp8, TB: Fp8, TD: Element>(
             .unwrap_or_else(|e| panic!("{name} {p:?}: {e}"));
             let d = stream.clone_dtoh(&dd).unwrap();
             let r = reference::gemm(&p, &a_deq, &b_deq, with_c.then_some(&c[..])).unwrap();
-            let what = format!("{name} m{m} n{n} k{k} batch {batch}");
+            let what = format!("{name} m{m} n{n} k{k} batch {batch} splits {splits}");
             worst = worst.max(check(&what, &d, &gd, &r, |v, _| exact_bound::<TD>(v)));
             runs += 1;
         }
     }
-    println!("{name}: {runs} exact problems, worst error/bound {worst:.3}");
+    println!("{name} (splits {splits}): {runs} exact problems, worst error/bound {worst:.3}");
     runs
 }
 
@@ -535,10 +545,30 @@ fn fp8_blockwise_every_built_kernel_matches_the_reference() {
     assert!(!kernels.is_empty(), "this build has no blockwise kernel");
     let mut total = 0;
     for k in &kernels {
-        total += for_types!(k.spec, blockwise, k.name, &sweep(), &stream, &mut rng);
+        total += for_types!(k.spec, blockwise, k.name, &sweep(), 0, &stream, &mut rng);
+        // Stream-K: few output tiles over a long K, so that the K loop of a tile is shared out
+        // (CUTLASS's stream-K decomposition, and split-K 2 and 3 with partial tiles reduced in
+        // the workspace). The sums stay exact: |Σ| < 4096 · 9 · 16 · 2^4 < 2^24 units of 2^-4.
+        if k.spec.tile_scheduler == TileScheduler::StreamK {
+            for splits in [0, 2, 3] {
+                total += for_types!(
+                    k.spec,
+                    blockwise,
+                    k.name,
+                    &LONG_K_SHAPES,
+                    splits,
+                    &stream,
+                    &mut rng
+                );
+            }
+        }
     }
     println!("{} blockwise FP8 kernels, {total} problems", kernels.len());
 }
+
+/// Few output tiles over a long K (a decode-size M; m off the scale rows' multiple of 4 in one).
+const LONG_K_SHAPES: [(usize, usize, usize); 3] =
+    [(16, 256, 4096), (40, 520, 4096), (7, 384, 2944)];
 
 /// Shapes TMA cannot read in place, on every SM90 e4m3 x e4m3 -> bf16 kernel (the default build's
 /// FP8 types), tensor-wise (both D orders) and blockwise: the plan pads the kernel's problem and
@@ -555,7 +585,7 @@ fn fp8_any_shape_runs_through_padded_copies() {
                 == (DataType::E4M3, DataType::E4M3, DataType::Bf16)
     }) {
         total += if k.spec.blockwise.is_some() {
-            blockwise::<E4M3, E4M3, bf16>(k.name, &ODD_SHAPES, &stream, &mut rng)
+            blockwise::<E4M3, E4M3, bf16>(k.name, &ODD_SHAPES, 0, &stream, &mut rng)
         } else {
             tensorwise::<E4M3, E4M3, bf16>(k.name, &ODD_SHAPES, &stream, &mut rng)
         };
