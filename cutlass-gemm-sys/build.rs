@@ -702,7 +702,7 @@ fn compile_kernels(
         .collect();
     // The hand-written kernels, for every architecture of the build: the source, then the headers
     // it includes besides the shared ones (the hash covers them).
-    let hand_written: [(&str, &[&str]); 5] = [
+    let hand_written: [(&str, &[&str]); 6] = [
         (
             "cutlass_rs_quantize",
             &[codegen::QUANTIZE_SOURCE_NAME, codegen::ENCODE_HEADER_NAME],
@@ -724,6 +724,15 @@ fn compile_kernels(
                 codegen::WEIGHT_ONLY_ABI_HEADER_NAME,
                 codegen::WEIGHT_PREP_ABI_HEADER_NAME,
                 codegen::ACTIVATION_HEADER_NAME,
+                codegen::GEMV_FRAGMENTS_HEADER_NAME,
+            ],
+        ),
+        (
+            "cutlass_rs_blockwise_gemv",
+            &[
+                codegen::BLOCKWISE_GEMV_SOURCE_NAME,
+                codegen::BLOCKWISE_GEMV_ABI_HEADER_NAME,
+                codegen::GEMV_FRAGMENTS_HEADER_NAME,
             ],
         ),
         ("cutlass_rs_staging", &[codegen::STAGING_SOURCE_NAME]),

@@ -95,6 +95,13 @@ pub const WEIGHT_PREP_ABI_HEADER_NAME: &str = "cutlass_rs_weight_prep_abi.h";
 pub const WEIGHT_PACK_SOURCE_NAME: &str = "cutlass_rs_weight_pack.cu";
 /// The weight-only decode GEMV (hand-written, `csrc/`).
 pub const WEIGHT_GEMV_SOURCE_NAME: &str = "cutlass_rs_weight_gemv.cu";
+/// The FP8 blockwise decode GEMV (hand-written, `csrc/`).
+pub const BLOCKWISE_GEMV_SOURCE_NAME: &str = "cutlass_rs_blockwise_gemv.cu";
+/// The FP8 blockwise decode GEMV's C ABI, included by it and the rendered C header, not by the
+/// CUTLASS kernels (whose cached objects it therefore leaves valid).
+pub const BLOCKWISE_GEMV_ABI_HEADER_NAME: &str = "cutlass_rs_blockwise_gemv_abi.h";
+/// What the decode GEMVs share (the MMA, e4m3 to 16-bit pairs, a streaming load).
+pub const GEMV_FRAGMENTS_HEADER_NAME: &str = "cutlass_rs_gemv_fragments.cuh";
 /// The activations of every fused epilogue (the visitor trees, the gated epilogue, the unfused
 /// twin, the decode GEMV).
 pub const ACTIVATION_HEADER_NAME: &str = "cutlass_rs_activation.cuh";

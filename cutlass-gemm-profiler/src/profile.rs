@@ -321,7 +321,8 @@ where
 }
 
 /// The FP8 blockwise plans to measure: the heuristic's, the named one, or every blockwise
-/// e4m3 -> bf16 kernel of the build (`--kernels all` or a pattern); `--splits` (and `--swizzle`,
+/// e4m3 -> bf16 kernel of the build and the decode GEMV where it serves (`--kernels all` or a
+/// pattern); `--splits` (and `--swizzle`,
 /// `--raster`) replace each plan's hints where the kernel takes them (split-K: stream-K only).
 fn blockwise_plans(
     dev: &Device,
@@ -331,21 +332,29 @@ fn blockwise_plans(
     let plan = |name: Option<&str>| BlockwiseGemm::<E4M3, E4M3, bf16>::plan(dev.info, p, name);
     let plans = match &o.mode {
         KernelMode::Pinned(name) => vec![plan(Some(name))?],
-        KernelMode::All | KernelMode::Matching(_) => cutlass_gemm::built_kernels()
-            .iter()
-            .filter(|k| {
-                k.spec.blockwise.is_some()
-                    && !k.spec.kernel_schedule.is_grouped()
-                    && k.spec.a.ty == cutlass_gemm::DataType::E4M3
-                    && k.spec.b.ty == cutlass_gemm::DataType::E4M3
-                    && k.spec.d.ty == cutlass_gemm::DataType::Bf16
-                    && match &o.mode {
-                        KernelMode::Matching(filter) => filter.matches(k.name),
-                        _ => true,
-                    }
-            })
-            .map(|k| plan(Some(k.name)))
-            .collect::<cutlass_gemm::Result<_>>()?,
+        KernelMode::All | KernelMode::Matching(_) => {
+            let wanted = |name: &str| match &o.mode {
+                KernelMode::Matching(filter) => filter.matches(name),
+                _ => true,
+            };
+            let mut plans = cutlass_gemm::built_kernels()
+                .iter()
+                .filter(|k| {
+                    k.spec.blockwise.is_some()
+                        && !k.spec.kernel_schedule.is_grouped()
+                        && k.spec.a.ty == cutlass_gemm::DataType::E4M3
+                        && k.spec.b.ty == cutlass_gemm::DataType::E4M3
+                        && k.spec.d.ty == cutlass_gemm::DataType::Bf16
+                        && wanted(k.name)
+                })
+                .map(|k| plan(Some(k.name)))
+                .collect::<cutlass_gemm::Result<Vec<_>>>()?;
+            // The decode GEMV, where it takes the problem.
+            if wanted(cutlass_gemm::BLOCKWISE_GEMV) {
+                plans.extend(plan(Some(cutlass_gemm::BLOCKWISE_GEMV)).ok());
+            }
+            plans
+        }
         KernelMode::Heuristic | KernelMode::Autotune(_) => vec![plan(None)?],
     };
     if o.schedule == ScheduleHints::default() {

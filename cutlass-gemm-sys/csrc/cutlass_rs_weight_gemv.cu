@@ -42,10 +42,13 @@
 #include "cutlass/numeric_types.h"
 #include "cutlass_rs_abi.h"
 #include "cutlass_rs_activation.cuh"
+#include "cutlass_rs_gemv_fragments.cuh"
 #include "cutlass_rs_weight_layout.hpp"
 #include "cutlass_rs_weight_prep_abi.h"
 
 namespace {
+
+using namespace cutlass_rs::gemv;
 
 constexpr int kMaxWarps = 16;
 // Dynamic shared memory a block may take without opting in.
@@ -101,28 +104,6 @@ struct Pair<__half> {
   static __device__ float to_float(__half v) { return __half2float(v); }
   static __device__ __half from_float(float v) { return __float2half_rn(v); }
 };
-
-// d = a . b + c, m16n8k16, f32 accumulation.
-template <class T>
-__device__ inline void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1, const float (&c)[4]);
-template <>
-__device__ inline void mma<__nv_bfloat16>(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1,
-                                          const float (&c)[4]) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%10,%11,%12,%13};"
-      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
-}
-template <>
-__device__ inline void mma<__half>(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1,
-                                   const float (&c)[4]) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%10,%11,%12,%13};"
-      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
-}
 
 // Lane t's four A registers from its word of a packed block: register i holds the values of
 // nibbles i and i + 4 (rows t/4 for even i, t/4 + 8 for odd i), each as M + u with u the nibble
@@ -386,47 +367,10 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(const Params<T> p)
 // the 16 bytes at columns 16 (l % 4) of the slice's rows l / 4 and l / 4 + 8 (64 contiguous bytes
 // a row for the four lanes of a quad), word j of which (columns 16 (l % 4) + 4 j + 0..3) feeds MMA
 // j, and the 16 values of X at the same columns for its token l / 4 of each group of 8 (from L1
-// or L2: X is small). Seven logic operations and shifts a word move its four e4m3 bytes into
-// 16-bit patterns (sign in place, exponent and mantissa shifted right), reading 2^-120 (bf16) or
-// 2^-8 (f16) times the e4m3 values, subnormals included; a multiplication by 2^120 (2^8) a pair
-// makes them exact. The bytes pair as (b0, b2) and (b1, b3), so X's values pair the same way
-// (a byte permutation a register). The MMAs' f32 sums are the exact products' (e4m3 times a 16-bit
+// or L2: X is small). e4m3_pairs (cutlass_rs_gemv_fragments.cuh) turns a word's four e4m3 bytes
+// into exact 16-bit values paired as (b0, b2) and (b1, b3), so X's values pair the same way (a
+// byte permutation a register). The MMAs' f32 sums are the exact products' (e4m3 times a 16-bit
 // value is exact in f32); the row's scale multiplies the sum once, in finish.
-template <class T>
-struct Fp8;
-template <>
-struct Fp8<__nv_bfloat16> {
-  static constexpr int kShift = 4;                   // 8 exponent bits against e4m3's 4
-  static constexpr uint32_t kRescale = 0x7B807B80u;  // 2^120, the exponent biases' difference
-};
-template <>
-struct Fp8<__half> {
-  static constexpr int kShift = 1;                   // 5 exponent bits against e4m3's 4
-  static constexpr uint32_t kRescale = 0x5C005C00u;  // 2^8
-};
-
-// The four e4m3 values of a word (bytes b0 to b3) as the pairs (b0, b2) and (b1, b3) of T.
-template <class T>
-__device__ inline void e4m3_pairs(uint32_t q, uint32_t &even, uint32_t &odd) {
-  constexpr uint32_t kSign = 0x80008000u, kBits = 0x7F007F00u;
-  odd = (q & kSign) | ((q & kBits) >> Fp8<T>::kShift);
-  q <<= 8;
-  even = (q & kSign) | ((q & kBits) >> Fp8<T>::kShift);
-  const uint32_t rescale = Fp8<T>::kRescale;
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    const __nv_bfloat162 k = *reinterpret_cast<const __nv_bfloat162 *>(&rescale);
-    const __nv_bfloat162 e = __hmul2(*reinterpret_cast<__nv_bfloat162 *>(&even), k);
-    const __nv_bfloat162 o = __hmul2(*reinterpret_cast<__nv_bfloat162 *>(&odd), k);
-    even = *reinterpret_cast<const uint32_t *>(&e);
-    odd = *reinterpret_cast<const uint32_t *>(&o);
-  } else {
-    const __half2 k = *reinterpret_cast<const __half2 *>(&rescale);
-    const __half2 e = __hmul2(*reinterpret_cast<__half2 *>(&even), k);
-    const __half2 o = __hmul2(*reinterpret_cast<__half2 *>(&odd), k);
-    even = *reinterpret_cast<const uint32_t *>(&e);
-    odd = *reinterpret_cast<const uint32_t *>(&o);
-  }
-}
 
 // The four s8 values of a word (bytes b0 to b3) as the pairs (b0, b2) and (b1, b3) of T, exact.
 // With its top bit flipped a byte is u = q + 128 in [0, 255]. f16: the pattern 0x64uu reads
@@ -464,15 +408,6 @@ __device__ inline void byte_pairs(uint32_t q, uint32_t &even, uint32_t &odd) {
   } else {
     s8_pairs<T>(q, even, odd);
   }
-}
-
-// 16 bytes the warp reads once: past L1.
-__device__ inline uint4 load_streaming(const void *at) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(at));
-  return v;
 }
 
 // The lane's weight bytes of a chunk (zeros when `in` is false).

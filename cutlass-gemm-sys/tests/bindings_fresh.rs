@@ -1,5 +1,5 @@
 //! `src/bindings.rs` is bindgen's output for the C header's fixed part (types, status codes, the
-//! registry, the quantizers), checked in so that building needs no libclang. This test renders the
+//! registry, the quantizers, the decode GEMVs), checked in so that building needs no libclang. This test renders the
 //! header as the build script does, runs bindgen and compares. After a change of the ABI:
 //! `CUTLASS_RS_BLESS=1 cargo test -p cutlass-gemm-sys --test bindings_fresh` rewrites the file.
 
@@ -20,6 +20,7 @@ fn generate() -> String {
         codegen::GROUPED_ABI_HEADER_NAME,
         codegen::WEIGHT_ONLY_ABI_HEADER_NAME,
         codegen::WEIGHT_PREP_ABI_HEADER_NAME,
+        codegen::BLOCKWISE_GEMV_ABI_HEADER_NAME,
     ] {
         std::fs::copy(csrc.join(name), dir.join(name)).unwrap();
     }
@@ -34,7 +35,8 @@ fn generate() -> String {
         .expect("bindgen needs libclang: apt-get install libclang-dev, or set LIBCLANG_PATH");
     format!(
         "// generated, do not edit: bindgen over csrc/cutlass_rs_abi.h, csrc/cutlass_rs_grouped_abi.h, \
-         csrc/cutlass_rs_weight_only_abi.h, csrc/cutlass_rs_weight_prep_abi.h and the registry part of cutlass_rs.h\n// (tests/bindings_fresh.rs checks it; CUTLASS_RS_BLESS=1 rewrites it).\n{}",
+         csrc/cutlass_rs_weight_only_abi.h, csrc/cutlass_rs_weight_prep_abi.h, \
+         csrc/cutlass_rs_blockwise_gemv_abi.h and the registry part of cutlass_rs.h\n// (tests/bindings_fresh.rs checks it; CUTLASS_RS_BLESS=1 rewrites it).\n{}",
         bindings
     )
 }

@@ -352,6 +352,36 @@ pub fn launch_state_builds() -> u64 {
 /// for a few tokens, and [`crate::WeightOnlyGemm::with_kernel`] names it.
 pub const WEIGHT_ONLY_GEMV: &str = "cutlass_rs_weight_gemv";
 
+/// The name of the FP8 blockwise decode GEMV (`csrc/cutlass_rs_blockwise_gemv.cu`, its C entry
+/// point): hand-written, not a catalog kernel. [`crate::BlockwiseGemm`] takes it for a few tokens
+/// ([`crate::BlockwiseGemm::is_gemv`]), and [`crate::BlockwiseGemm::with_kernel`] names it.
+pub const BLOCKWISE_GEMV: &str = "cutlass_rs_blockwise_gemv";
+
+/// The FP8 blockwise decode GEMV over C arguments (`dtype` D's `CUTLASS_RS_DTYPE_*`): its checks
+/// only (`stream` `None`), or the checks and the launch on `stream`.
+///
+/// # Safety
+/// When launching, the pointers of `abi` must be device pointers of its device holding what the
+/// problem reaches (`cutlass_rs_blockwise_gemv_abi.h`), and `stream` a live stream of the calling
+/// thread's current context.
+pub(crate) unsafe fn blockwise_gemv(
+    abi: &cutlass_gemm_sys::cutlass_rs_blockwise_gemv_args,
+    dtype: i32,
+    stream: Option<sys::CUstream>,
+) -> Result<()> {
+    let launch = stream.map_or(std::ptr::null_mut(), |s| s as *mut std::ffi::c_void);
+    let status = cutlass_gemm_sys::cutlass_rs_blockwise_gemv(
+        abi,
+        dtype,
+        i32::from(stream.is_some()),
+        launch,
+    );
+    match stream {
+        Some(_) => run_status(BLOCKWISE_GEMV, status, abi.device_id),
+        None => check_status(BLOCKWISE_GEMV, status),
+    }
+}
+
 /// Whether this build compiled its hand-written kernels (the quantizers, the weight packing, the
 /// decode GEMV) for a device of compute capability `cc` ([`cutlass_gemm_sys::BUILT_ARCHS`]).
 pub(crate) fn hand_written_runs_on(cc: (i32, i32)) -> bool {

@@ -775,3 +775,117 @@ fn gated_gemms_check_their_rules_before_any_launch() {
         assert!(!g.kernel_spec().fusion.is_gated(), "{}", g.kernel_name());
     }
 }
+
+/// The FP8 blockwise decode GEMV: the library takes it up to `BLOCKWISE_GEMV_TOKENS` tokens where
+/// it serves (in a build that compiled the hand-written kernels for SM90), named it is refused with
+/// the rule the problem breaks, and it never takes a batch, a fused epilogue or split-K.
+#[test]
+fn blockwise_decode_gemv_rules() {
+    use cutlass_gemm::numeric::E4M3;
+    use cutlass_gemm::{BlockwiseGemm, BlockwiseGemvRule, Epilogue, BLOCKWISE_GEMV};
+    let built = !cutlass_gemm::sys::BUILT_ARCHS.is_empty();
+    let bw = |p: &GemmProblem, name: Option<&str>| {
+        BlockwiseGemm::<E4M3, E4M3, bf16>::plan(H100, p, name)
+    };
+    let refused = |p: &GemmProblem| match bw(p, Some(BLOCKWISE_GEMV)) {
+        Err(Error::KernelMismatch {
+            reason: KernelRule::BlockwiseGemv { rule },
+            ..
+        }) => rule,
+        other => panic!("{p:?}: {other:?}"),
+    };
+    if !built {
+        assert_eq!(
+            refused(&GemmProblem::new(16, 4096, 4096)),
+            BlockwiseGemvRule::NotBuilt
+        );
+        return;
+    }
+    for (m, gemv) in [
+        (1, true),
+        (cutlass_gemm::BLOCKWISE_GEMV_TOKENS, true),
+        (cutlass_gemm::BLOCKWISE_GEMV_TOKENS + 1, false),
+        (128, false),
+    ] {
+        let g = bw(&GemmProblem::new(m, 3584, 18944), None).unwrap();
+        assert_eq!(g.is_gemv(), gemv, "m = {m}");
+        assert_eq!(g.kernel_name() == BLOCKWISE_GEMV, gemv);
+        if gemv {
+            assert_eq!(g.workspace_size(), 0);
+            assert!(g.plan_inner().staged_operands().is_empty());
+        }
+    }
+    // m = 7 stages A's scales for the CUTLASS kernel; the GEMV reads them in place.
+    let g = bw(&GemmProblem::new(7, 256, 512), None).unwrap();
+    assert!(g.is_gemv() && g.plan_inner().staged_operands().is_empty());
+    // Named for 32 tokens it serves; for more, a batch, odd extents or leading dimensions, no.
+    assert!(bw(&GemmProblem::new(32, 256, 512), Some(BLOCKWISE_GEMV))
+        .unwrap()
+        .is_gemv());
+    assert_eq!(
+        refused(&GemmProblem::new(33, 256, 512)),
+        BlockwiseGemvRule::Tokens { m: 33, max: 32 }
+    );
+    assert_eq!(
+        refused(&GemmProblem::new(8, 256, 512).with_batch(2)),
+        BlockwiseGemvRule::Batch { batch: 2 }
+    );
+    assert_eq!(
+        refused(&GemmProblem::new(8, 264, 512)),
+        BlockwiseGemvRule::Extents { n: 264, k: 512 }
+    );
+    assert_eq!(
+        refused(&GemmProblem::new(8, 256, 520)),
+        BlockwiseGemvRule::Extents { n: 256, k: 520 }
+    );
+    let p = GemmProblem::new(8, 256, 512).with_a(MatrixLayout::row_major().with_ld(520));
+    assert_eq!(
+        refused(&p),
+        BlockwiseGemvRule::LeadingDimension {
+            operand: OperandName::A,
+            ld: 520
+        }
+    );
+    // The library's choice moves to a CUTLASS kernel in those cases.
+    let g = bw(&GemmProblem::new(8, 264, 512), None).unwrap();
+    assert!(!g.is_gemv() && g.kernel_name() != BLOCKWISE_GEMV);
+    // A fused epilogue: the chosen GEMV gives way to a fused kernel, the named one is refused.
+    let p = GemmProblem::new(8, 256, 512);
+    let fused = bw(&p, None)
+        .unwrap()
+        .with_epilogue(Epilogue::bias())
+        .unwrap();
+    assert!(!fused.is_gemv());
+    assert!(matches!(
+        bw(&p, Some(BLOCKWISE_GEMV))
+            .unwrap()
+            .with_epilogue(Epilogue::bias()),
+        Err(Error::KernelMismatch {
+            reason: KernelRule::BlockwiseGemv {
+                rule: BlockwiseGemvRule::Types
+            },
+            ..
+        })
+    ));
+    // No split-K.
+    assert!(matches!(
+        bw(&p, None).unwrap().with_schedule(ScheduleHints {
+            splits: 2,
+            ..Default::default()
+        }),
+        Err(Error::KernelMismatch {
+            reason: KernelRule::SplitKNeedsStreamK { splits: 2 },
+            ..
+        })
+    ));
+    // Plain (tensor-wise) FP8 plans never name it.
+    assert!(matches!(
+        Gemm::<E4M3, E4M3, bf16>::plan(H100, &p, Some(BLOCKWISE_GEMV)),
+        Err(Error::KernelMismatch {
+            reason: KernelRule::BlockwiseGemv {
+                rule: BlockwiseGemvRule::Types
+            },
+            ..
+        })
+    ));
+}

@@ -1068,6 +1068,80 @@ pub enum KernelRule {
         /// The splits asked for.
         splits: u16,
     },
+    /// The FP8 blockwise decode GEMV named for a problem it does not take.
+    BlockwiseGemv {
+        /// The rule the problem breaks.
+        rule: BlockwiseGemvRule,
+    },
+}
+
+/// What the FP8 blockwise decode GEMV (`cutlass_rs_blockwise_gemv`) takes
+/// ([`KernelRule::BlockwiseGemv`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum BlockwiseGemvRule {
+    /// At most `max` tokens (rows of A and D).
+    Tokens {
+        /// The plan's tokens.
+        m: usize,
+        /// The most it takes.
+        max: usize,
+    },
+    /// One GEMM: no batch.
+    Batch {
+        /// The plan's batch count.
+        batch: usize,
+    },
+    /// n a multiple of 16 and k of 64.
+    Extents {
+        /// The plan's n.
+        n: usize,
+        /// The plan's k.
+        k: usize,
+    },
+    /// A's and B's rows start at multiples of 16 bytes (leading dimensions multiples of 16).
+    LeadingDimension {
+        /// The operand whose leading dimension breaks it.
+        operand: OperandName,
+        /// Its leading dimension, elements.
+        ld: usize,
+    },
+    /// e4m3 A and B, a bf16 or f16 D, and no fused epilogue.
+    Types,
+    /// C row-major (as D).
+    ColumnMajorC,
+    /// Not compiled for this device's architecture (this build's hand-written kernels are not).
+    NotBuilt,
+}
+
+impl fmt::Display for BlockwiseGemvRule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BlockwiseGemvRule::Tokens { m, max } => {
+                write!(f, "it takes at most {max} tokens, the plan has {m}")
+            }
+            BlockwiseGemvRule::Batch { batch } => {
+                write!(f, "it takes one GEMM, the plan has a batch of {batch}")
+            }
+            BlockwiseGemvRule::Extents { n, k } => write!(
+                f,
+                "it needs n a multiple of 16 and k of 64, the plan has n = {n}, k = {k}"
+            ),
+            BlockwiseGemvRule::LeadingDimension { operand, ld } => write!(
+                f,
+                "it needs {operand}'s leading dimension a multiple of 16, the plan's is {ld}"
+            ),
+            BlockwiseGemvRule::Types => write!(
+                f,
+                "it takes e4m3 A and B, a bf16 or f16 D and no fused epilogue"
+            ),
+            BlockwiseGemvRule::ColumnMajorC => write!(f, "it reads C row-major, as D"),
+            BlockwiseGemvRule::NotBuilt => write!(
+                f,
+                "this build did not compile its hand-written kernels for the device's architecture"
+            ),
+        }
+    }
 }
 
 impl fmt::Display for KernelRule {
@@ -1153,6 +1227,9 @@ impl fmt::Display for KernelRule {
             ),
             KernelRule::SplitKNeedsStreamK { splits } => {
                 write!(f, "split-K ({splits} splits) needs a stream-K kernel")
+            }
+            KernelRule::BlockwiseGemv { rule } => {
+                write!(f, "the FP8 blockwise decode GEMV does not serve the plan: {rule}")
             }
         }
     }

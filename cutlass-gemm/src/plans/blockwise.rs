@@ -33,12 +33,17 @@ pub struct BlockwiseGemm<TA: Fp8, TB: Fp8, TD: Element> {
 }
 
 impl<TA: Fp8, TB: Fp8, TD: Element> BlockwiseGemm<TA, TB, TD> {
-    /// Plans on `ctx`'s device, choosing among the blockwise kernels of this build.
+    /// Plans on `ctx`'s device, choosing among the blockwise kernels of this build and, up to
+    /// [`crate::BLOCKWISE_GEMV_TOKENS`] tokens, the decode GEMV ([`BlockwiseGemm::is_gemv`]).
     pub fn new(ctx: &CudaContext, problem: &GemmProblem) -> Result<Self> {
         Self::plan(DeviceInfo::query(ctx)?, problem, None)
     }
 
-    /// Plans with the kernel of this name.
+    /// Plans with the kernel of this name ([`crate::BLOCKWISE_GEMV`] names the decode GEMV, which
+    /// takes up to 32 tokens; where it does not serve the problem, [`KernelRule::BlockwiseGemv`]
+    /// says which of its rules the problem breaks).
+    ///
+    /// [`KernelRule::BlockwiseGemv`]: crate::KernelRule::BlockwiseGemv
     pub fn with_kernel(ctx: &CudaContext, problem: &GemmProblem, name: &str) -> Result<Self> {
         Self::plan(DeviceInfo::query(ctx)?, problem, Some(name))
     }
@@ -54,6 +59,12 @@ impl<TA: Fp8, TB: Fp8, TD: Element> BlockwiseGemm<TA, TB, TD> {
     /// kernel's 16-element alignment, the plan pads the kernel's problem and serves the operands
     /// concerned through padded copies in its workspace ([`Gemm::staged_operands`]); the scales
     /// keep the caller's layout.
+    ///
+    /// Up to [`crate::BLOCKWISE_GEMV_TOKENS`] tokens of e4m3 x e4m3 with a bf16 or f16 D, one
+    /// GEMM, n a multiple of 16 and k of 64, A's and B's leading dimensions multiples of 16 and no
+    /// fused epilogue, the plan runs on the decode GEMV (`csrc/cutlass_rs_blockwise_gemv.cu`: the
+    /// operands read in place, no workspace; `docs/performance.md` has the measurements); the
+    /// CUTLASS kernel it would take otherwise must still be in the build.
     pub fn plan(device: DeviceInfo, problem: &GemmProblem, kernel: Option<&str>) -> Result<Self> {
         problem.check()?;
         for (op, layout, want, rule) in [
@@ -94,9 +105,14 @@ impl<TA: Fp8, TB: Fp8, TD: Element> BlockwiseGemm<TA, TB, TD> {
         })
     }
 
-    /// The chosen kernel's name.
+    /// The chosen kernel's name ([`crate::BLOCKWISE_GEMV`] for the decode GEMV).
     pub fn kernel_name(&self) -> &'static str {
         self.inner.kernel_name()
+    }
+
+    /// Whether the FP8 blockwise decode GEMV runs the plan ([`Gemm::is_gemv`]).
+    pub fn is_gemv(&self) -> bool {
+        self.inner.is_gemv()
     }
 
     /// The plan with these tile-scheduler hints ([`Gemm::with_schedule`]: raster and swizzle;

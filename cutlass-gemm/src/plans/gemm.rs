@@ -8,10 +8,10 @@ use cutlass_gemm_catalog::{KernelSpec, Layout};
 use cutlass_gemm_sys::cutlass_rs_gemm_args;
 
 use crate::error::{
-    require_device, require_len, require_ordinal, Error, Extent, KernelRule, LayoutPairs,
-    LayoutRule, OperandName, ProblemRule, Quantity, Result, Scalar,
+    require_device, require_len, require_ordinal, BlockwiseGemvRule, Error, Extent, KernelRule,
+    LayoutPairs, LayoutRule, OperandName, ProblemRule, Quantity, Result, Scalar,
 };
-use crate::ffi::{DeviceInfo, Kernel, ScheduleHints, StagingCopy};
+use crate::ffi::{DeviceInfo, Kernel, ScheduleHints, StagingCopy, BLOCKWISE_GEMV};
 use crate::formats::element::Element;
 use crate::plans::epilogue::{BiasAxis, Epilogue, EpilogueOperands};
 use crate::plans::problem::{GemmProblem, ResolvedMatrix};
@@ -61,6 +61,15 @@ struct KernelOperand {
     m: ResolvedMatrix,
 }
 
+/// Up to this many tokens (rows of A and D) an FP8 blockwise plan runs on the decode GEMV
+/// ([`BLOCKWISE_GEMV`]) rather than a CUTLASS kernel, where the GEMV takes the problem (it takes up
+/// to 32 named). Fitted on an H200 with both kinds timed on the decode shapes of
+/// `bench/shapes-broad.tsv` (`docs/performance.md`): at 8 tokens the GEMV ran faster than the
+/// better CUTLASS kernel on every shape (1.2–2.3x on weights of a few thousand rows), at 16 on
+/// fewer than half (0.75–0.9x on the large weights, where its second group of 8 tokens doubles
+/// the MMAs and X's conversions per byte of weight).
+pub const BLOCKWISE_GEMV_TOKENS: usize = 8;
+
 /// A GEMM resolved for one device, problem and element types: the kernel is chosen and every
 /// shape-level rule is checked. [`Gemm::run`] then checks the buffers and launches.
 ///
@@ -90,6 +99,9 @@ pub struct Gemm<TA: Element, TB: Element, TD: Element> {
     pinned: bool,
     /// Bytes of the staged epilogue vectors (after the operands' staging area).
     vector_bytes: usize,
+    /// The FP8 blockwise decode GEMV runs the plan ([`BLOCKWISE_GEMV`]) instead of `kernel` (the
+    /// CUTLASS kernel the plan would take without it).
+    gemv: bool,
     _types: PhantomData<(TA, TB, TD)>,
 }
 
@@ -113,6 +125,7 @@ impl<TA: Element, TB: Element, TD: Element> Clone for Gemm<TA, TB, TD> {
             epilogue: self.epilogue,
             pinned: self.pinned,
             vector_bytes: self.vector_bytes,
+            gemv: self.gemv,
             _types: PhantomData,
         }
     }
@@ -153,6 +166,9 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
         epilogue: Epilogue,
     ) -> Result<Self> {
         problem.check()?;
+        // The blockwise decode GEMV named: the CUTLASS kernel behind it is the heuristic's.
+        let gemv_named = kernel == Some(BLOCKWISE_GEMV);
+        let kernel = kernel.filter(|_| !gemv_named);
         let kernel_name_given = kernel.is_some();
         let user = [
             problem.resolve(OperandName::A)?,
@@ -329,12 +345,67 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
             schedule,
             dependent_launch: true,
             epilogue,
-            pinned: kernel_name_given,
+            pinned: kernel_name_given || gemv_named,
             vector_bytes: 0,
+            gemv: false,
             _types: PhantomData,
+        };
+        gemm.gemv = match gemm.blockwise_gemv_rule() {
+            Some(rule) if gemv_named => {
+                return Err(Error::KernelMismatch {
+                    name: BLOCKWISE_GEMV.into(),
+                    reason: KernelRule::BlockwiseGemv { rule },
+                })
+            }
+            Some(_) => false,
+            None => gemv_named || (!kernel_name_given && problem.m <= BLOCKWISE_GEMV_TOKENS),
         };
         gemm.size_workspace()?;
         Ok(gemm)
+    }
+
+    /// The rule of the FP8 blockwise decode GEMV ([`BLOCKWISE_GEMV`]) this plan breaks, if any.
+    fn blockwise_gemv_rule(&self) -> Option<BlockwiseGemvRule> {
+        use cutlass_gemm_catalog::DataType;
+        let p = &self.problem;
+        let types = self.scaling == Scaling::Blockwise
+            && TA::DATA_TYPE == DataType::E4M3
+            && TB::DATA_TYPE == DataType::E4M3
+            && matches!(TD::DATA_TYPE, DataType::Bf16 | DataType::F16)
+            && self.epilogue.is_none();
+        let max = cutlass_gemm_sys::CUTLASS_RS_BLOCKWISE_GEMV_MAX_TOKENS as usize;
+        // Blockwise plans have A row-major and B column-major (K contiguous in both).
+        let [a, b, ..] = self.user;
+        Some(if !types {
+            BlockwiseGemvRule::Types
+        } else if p.m > max {
+            BlockwiseGemvRule::Tokens { m: p.m, max }
+        } else if p.batch != 1 {
+            BlockwiseGemvRule::Batch { batch: p.batch }
+        } else if p.n % 16 != 0 || p.k % 64 != 0 || p.n * p.k > i32::MAX as usize {
+            BlockwiseGemvRule::Extents { n: p.n, k: p.k }
+        } else if a.ld % 16 != 0 {
+            BlockwiseGemvRule::LeadingDimension {
+                operand: OperandName::A,
+                ld: a.ld,
+            }
+        } else if b.ld % 16 != 0 {
+            BlockwiseGemvRule::LeadingDimension {
+                operand: OperandName::B,
+                ld: b.ld,
+            }
+        } else if self.user[2].layout != Layout::RowMajor {
+            BlockwiseGemvRule::ColumnMajorC
+        } else if !crate::ffi::hand_written_runs_on(self.device.compute_capability) {
+            BlockwiseGemvRule::NotBuilt
+        } else {
+            return None;
+        })
+    }
+
+    /// Whether the FP8 blockwise decode GEMV ([`BLOCKWISE_GEMV`]) runs this plan.
+    pub fn is_gemv(&self) -> bool {
+        self.gemv
     }
 
     /// The plan with a fused epilogue: bias, activation, row and column scales computed in the
@@ -345,6 +416,20 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
     /// A kernel named by the caller is kept, or refused ([`KernelRule::NoFusedEpilogue`]).
     /// Tile-scheduler hints set before are kept when the kernel is.
     pub fn with_epilogue(self, epilogue: Epilogue) -> Result<Self> {
+        if self.gemv && !epilogue.is_none() {
+            // The blockwise decode GEMV has no fused epilogue: named, it is refused; chosen, the
+            // problem is planned again among the CUTLASS kernels with one.
+            if self.pinned {
+                return Err(Error::KernelMismatch {
+                    name: BLOCKWISE_GEMV.into(),
+                    reason: KernelRule::BlockwiseGemv {
+                        rule: BlockwiseGemvRule::Types,
+                    },
+                });
+            }
+            let gemm = Self::plan_with(self.device, &self.problem, None, self.scaling, epilogue)?;
+            return Ok(gemm.with_programmatic_dependent_launch(self.dependent_launch));
+        }
         let same_kernel = epilogue.is_none()
             || match self.kernel.spec.fusion {
                 cutlass_gemm_catalog::Fusion::ScaleBiasActivation { bias } => {
@@ -367,12 +452,18 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
         self.epilogue
     }
 
-    /// The chosen kernel's name.
+    /// The chosen kernel's name ([`BLOCKWISE_GEMV`] where the FP8 blockwise decode GEMV runs the
+    /// plan).
     pub fn kernel_name(&self) -> &'static str {
-        self.kernel.name
+        if self.gemv {
+            BLOCKWISE_GEMV
+        } else {
+            self.kernel.name
+        }
     }
 
-    /// The chosen kernel's spec.
+    /// The chosen kernel's spec (for a plan the blockwise decode GEMV runs, the CUTLASS kernel
+    /// it would take without the GEMV).
     pub fn kernel_spec(&self) -> &KernelSpec {
         &self.kernel.spec
     }
@@ -397,10 +488,11 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
             });
         }
         if schedule.splits > 1
-            && self.kernel.spec.tile_scheduler != cutlass_gemm_catalog::TileScheduler::StreamK
+            && (self.gemv
+                || self.kernel.spec.tile_scheduler != cutlass_gemm_catalog::TileScheduler::StreamK)
         {
             return Err(Error::KernelMismatch {
-                name: self.kernel.name.into(),
+                name: self.kernel_name().into(),
                 reason: KernelRule::SplitKNeedsStreamK {
                     splits: schedule.splits,
                 },
@@ -450,6 +542,15 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
             .map(|v| v.bytes.next_multiple_of(STAGING_ALIGNMENT))
             .sum();
         let staging = self.staging.bytes.next_multiple_of(STAGING_ALIGNMENT) + self.vector_bytes;
+        if self.gemv {
+            // The GEMV reads the operands in place and needs no workspace.
+            (
+                self.kernel_workspace,
+                self.vector_bytes,
+                self.workspace_size,
+            ) = (0, 0, 0);
+            return Ok(());
+        }
         self.workspace_size = if staging == 0 {
             self.kernel_workspace
         } else {
@@ -510,6 +611,7 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
             .staged
             .iter()
             .flatten()
+            .filter(|_| !self.gemv)
             .map(|s| s.user)
             .collect();
         let order = [
@@ -843,6 +945,58 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
         self.raw_checked(a, b, None, c, d, workspace, workspace_bytes, stream)
     }
 
+    /// The FP8 blockwise decode GEMV on the caller's buffers (checked by the caller as for the
+    /// CUTLASS kernel; the GEMV reads them in place).
+    ///
+    /// # Safety
+    /// As [`Gemm::launch`].
+    unsafe fn launch_gemv(
+        &self,
+        a: u64,
+        b: u64,
+        c: Option<u64>,
+        d: u64,
+        scales: Option<(u64, u64)>,
+        stream: sys::CUstream,
+    ) -> Result<()> {
+        let Some((sa, sb)) = scales else {
+            return Err(Error::InvalidProblem {
+                reason: ProblemRule::ScalesRequired,
+            });
+        };
+        let p = &self.problem;
+        let [ua, ub, uc, ud] = self.user;
+        let dtype = match TD::DATA_TYPE {
+            cutlass_gemm_catalog::DataType::Bf16 => cutlass_gemm_sys::CUTLASS_RS_DTYPE_BF16,
+            _ => cutlass_gemm_sys::CUTLASS_RS_DTYPE_F16,
+        };
+        let c = c.filter(|_| p.beta != 0.0);
+        let args = cutlass_gemm_sys::cutlass_rs_blockwise_gemv_args {
+            m: p.m as i64,
+            n: p.n as i64,
+            k: p.k as i64,
+            x: a as *const std::ffi::c_void,
+            ldx: ua.ld as i64,
+            scales_x: sa as *const f32,
+            w: b as *const std::ffi::c_void,
+            ldw: ub.ld as i64,
+            scales_w: sb as *const f32,
+            c: c.unwrap_or(0) as *const std::ffi::c_void,
+            ldc: if c.is_some() {
+                uc.ld as i64
+            } else {
+                p.n as i64
+            },
+            d: d as *mut std::ffi::c_void,
+            ldd: ud.ld as i64,
+            alpha: p.alpha,
+            beta: p.beta,
+            device_id: self.device.ordinal as i32,
+            sm_count: self.device.sm_count,
+        };
+        // SAFETY: the caller's contract (the pointers hold what the problem reaches).
+        unsafe { crate::ffi::blockwise_gemv(&args, dtype, Some(stream)) }
+    }
     /// Stages the operands the plan serves through padded copies, launches the kernel, and copies a
     /// staged D back. `c` is the user's C (`Some(d)` when C is D).
     #[allow(clippy::too_many_arguments)]
@@ -858,6 +1012,9 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
         workspace_bytes: usize,
         stream: sys::CUstream,
     ) -> Result<()> {
+        if self.gemv {
+            return self.launch_gemv(a, b, c, d, scales, stream);
+        }
         let (ka, kb) = if self.swapped { (b, a) } else { (a, b) };
         let c_read = self.problem.beta != 0.0;
         let in_place = c == Some(d);
