@@ -702,7 +702,7 @@ fn compile_kernels(
         .collect();
     // The hand-written kernels, for every architecture of the build: the source, then the headers
     // it includes besides the shared ones (the hash covers them).
-    let hand_written: [(&str, &[&str]); 6] = [
+    let hand_written: [(&str, &[&str]); 7] = [
         (
             "cutlass_rs_quantize",
             &[codegen::QUANTIZE_SOURCE_NAME, codegen::ENCODE_HEADER_NAME],
@@ -732,6 +732,14 @@ fn compile_kernels(
             &[
                 codegen::BLOCKWISE_GEMV_SOURCE_NAME,
                 codegen::BLOCKWISE_GEMV_ABI_HEADER_NAME,
+                codegen::GEMV_FRAGMENTS_HEADER_NAME,
+            ],
+        ),
+        (
+            "cutlass_rs_dense_gemv",
+            &[
+                codegen::DENSE_GEMV_SOURCE_NAME,
+                codegen::DENSE_GEMV_ABI_HEADER_NAME,
                 codegen::GEMV_FRAGMENTS_HEADER_NAME,
             ],
         ),

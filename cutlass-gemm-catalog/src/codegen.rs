@@ -100,7 +100,12 @@ pub const BLOCKWISE_GEMV_SOURCE_NAME: &str = "cutlass_rs_blockwise_gemv.cu";
 /// The FP8 blockwise decode GEMV's C ABI, included by it and the rendered C header, not by the
 /// CUTLASS kernels (whose cached objects it therefore leaves valid).
 pub const BLOCKWISE_GEMV_ABI_HEADER_NAME: &str = "cutlass_rs_blockwise_gemv_abi.h";
-/// What the decode GEMVs share (the MMA, e4m3 to 16-bit pairs, a streaming load).
+/// The 16-bit decode GEMV (hand-written, `csrc/`).
+pub const DENSE_GEMV_SOURCE_NAME: &str = "cutlass_rs_dense_gemv.cu";
+/// The 16-bit decode GEMV's C ABI, included by it and the rendered C header only.
+pub const DENSE_GEMV_ABI_HEADER_NAME: &str = "cutlass_rs_dense_gemv_abi.h";
+/// What the decode GEMVs share (the MMA, e4m3 to 16-bit pairs, a streaming load, the warps' sums
+/// and the launch shape).
 pub const GEMV_FRAGMENTS_HEADER_NAME: &str = "cutlass_rs_gemv_fragments.cuh";
 /// The activations of every fused epilogue (the visitor trees, the gated epilogue, the unfused
 /// twin, the decode GEMV).

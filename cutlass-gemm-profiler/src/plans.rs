@@ -101,14 +101,22 @@ fn plans_for<TA: Element, TB: Element, TD: Element>(
             let mut cache = TuneCache::open(path)?;
             vec![Gemm::autotune(&dev.stream, p, &mut cache)?]
         }
-        KernelMode::All | KernelMode::Matching(_) => Gemm::<TA, TB, TD>::candidates(dev.info, p)
-            .into_iter()
-            .filter(|n| match mode {
+        KernelMode::All | KernelMode::Matching(_) => {
+            let wanted = |n: &str| match mode {
                 KernelMode::Matching(filter) => filter.matches(n),
                 _ => true,
-            })
-            .map(|n| Gemm::plan(dev.info, p, Some(n)))
-            .collect::<cutlass_gemm::Result<_>>()?,
+            };
+            let mut plans = Gemm::<TA, TB, TD>::candidates(dev.info, p)
+                .into_iter()
+                .filter(|n| wanted(n))
+                .map(|n| Gemm::plan(dev.info, p, Some(n)))
+                .collect::<cutlass_gemm::Result<Vec<_>>>()?;
+            // The 16-bit decode GEMV, where it takes the problem.
+            if wanted(cutlass_gemm::DENSE_GEMV) {
+                plans.extend(Gemm::plan(dev.info, p, Some(cutlass_gemm::DENSE_GEMV)).ok());
+            }
+            plans
+        }
     };
     Ok((plans, h))
 }

@@ -22,7 +22,6 @@
 // partial sums in shared memory in a fixed order: the result does not depend on timing. No
 // workspace, no second launch.
 
-#include <atomic>
 #include <cstdint>
 
 #include <cuda_bf16.h>
@@ -217,65 +216,20 @@ __global__ void __launch_bounds__(kMaxWarps * 32) blockwise_gemv_kernel(const Pa
 #pragma unroll
         for (int r = 0; r < kSlices; ++r) acc[r][t][e] = acc[r][t][e + 2] = nan;
   }
-  // The warps' sums in warp order (element e of lane l in token group t of slice r is row
-  // (l / 4) + 8 (e / 2) of the slice, token 8 t + 2 (l % 4) + e % 2), then the epilogue.
-  constexpr int kValues = kSlices * kTokenGroups * 4 * 32;
-#pragma unroll
-  for (int r = 0; r < kSlices; ++r)
-#pragma unroll
-    for (int t = 0; t < kTokenGroups; ++t)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) partial[warp * kValues + ((r * kTokenGroups + t) * 4 + e) * 32 + lane] = acc[r][t][e];
-  __syncthreads();
-  for (int i = threadIdx.x; i < kValues; i += blockDim.x) {
-    float v = 0.f;
-    for (int u = 0; u < warps; ++u) v += partial[u * kValues + i];
-    const int l = i & 31, e = (i >> 5) & 3, t = (i >> 7) % kTokenGroups, r = (i >> 7) / kTokenGroups;
-    const int row_at = row0 + r * 16 + (l >> 2) + 8 * (e >> 1);
-    const int token = t * 8 + (l & 3) * 2 + (e & 1);
-    if (token >= p.m) continue;
+  // The warps' sums, then the epilogue.
+  sum_warps<kTokenGroups>(acc[0], partial, warp, lane, warps, [&](int r, int token, float v) {
+    if (token >= p.m) return;
+    const int row_at = row0 + r;
     v *= p.alpha;
     if (p.beta != 0.f) v += p.beta * Out<T>::to_float(p.c[int64_t(token) * p.ldc + row_at]);
     p.d[int64_t(token) * p.ldd + row_at] = Out<T>::from_float(v);
-  }
+  });
 }
 
 int cuda_status(cudaError_t e) { return e == cudaSuccess ? CUTLASS_RS_OK : CUTLASS_RS_ERROR_CUDA_BASE + static_cast<int>(e); }
 
-// The most dynamic shared memory a block may opt in to on a device, asked once per device.
-size_t max_shared(int device) {
-  static std::atomic<int> cache[64];
-  int bytes = device >= 0 && device < 64 ? cache[device].load(std::memory_order_relaxed) : 0;
-  if (bytes == 0) {
-    if (cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess || bytes <= 0)
-      bytes = static_cast<int>(kDefaultShared);
-    if (device >= 0 && device < 64) cache[device].store(bytes, std::memory_order_relaxed);
-  }
-  return static_cast<size_t>(bytes);
-}
-
-// Warps an SM holds of a kernel, by its registers (allocated per warp in units of 256).
-template <class Kernel>
-int resident_warps(Kernel kernel) {
-  static std::atomic<int> cache{0};
-  int warps = cache.load(std::memory_order_relaxed);
-  if (warps == 0) {
-    cudaFuncAttributes attributes{};
-    const int regs = cudaFuncGetAttributes(&attributes, kernel) == cudaSuccess ? attributes.numRegs : 128;
-    warps = 65536 / (((regs > 0 ? regs : 1) * 32 + 255) / 256 * 256);
-    if (warps > 64) warps = 64;
-    if (warps < 1) warps = 1;
-    cache.store(warps, std::memory_order_relaxed);
-  }
-  return warps;
-}
-
 // Launches for kTokenGroups groups of 8 tokens, one slice a block (two for two groups spilled
-// registers); the grid in one wave (every block resident at once: a second block
-// on a few SMs doubles their share) at up to kResidentWarps warps an SM and as many as the
-// kernel's registers allow, the warps a block (1 to 16, at most the k-blocks) an even share of
-// them; for two and three groups the largest divisor of the k-blocks at or below that unless it
-// is less than half of it (a warp with one k-block more than the others keeps the block waiting).
+// registers), shaped by gemv_warps at up to kResidentWarps warps an SM.
 template <class T, int kTokenGroups>
 int launch_groups(const Params<T> &p, int64_t sms, int device, cudaStream_t stream) {
   constexpr int kSlices = 1;
@@ -284,18 +238,8 @@ int launch_groups(const Params<T> &p, int64_t sms, int device, cudaStream_t stre
   const int64_t blocks = p.n / 16 / kSlices, kblocks = (p.k + kBlockK - 1) / kBlockK;
   const size_t per_warp = size_t(kSlices) * kTokenGroups * 4 * 32 * sizeof(float);
   auto kernel = blockwise_gemv_kernel<T, kSlices, kTokenGroups>;
-  const int64_t resident = kResidentWarps < resident_warps(kernel) ? kResidentWarps : resident_warps(kernel);
-  const int64_t blocks_per_sm = (blocks + sms - 1) / sms;
-  int64_t warps = resident / blocks_per_sm;
-  if (warps > kMaxWarps) warps = kMaxWarps;
-  if (warps > kblocks) warps = kblocks;
+  int64_t warps = gemv_warps(blocks, kblocks, sms, kResidentWarps, resident_warps(kernel), kBalanced, kMaxWarps);
   while (warps > 1 && size_t(warps) * per_warp > max_shared(device)) --warps;
-  if (warps < 1) warps = 1;
-  if (kBalanced) {
-    int64_t divisor = warps;
-    while (kblocks % divisor != 0) --divisor;
-    if (2 * divisor >= warps) warps = divisor;
-  }
   const size_t shared = size_t(warps) * per_warp;
   if (shared > kDefaultShared) {
     const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared));

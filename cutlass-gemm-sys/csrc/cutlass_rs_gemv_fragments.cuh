@@ -1,14 +1,18 @@
 // Part of cutlass-gemm-sys (csrc/cutlass_rs_gemv_fragments.cuh); not generated. The pieces the
 // hand-written decode GEMVs share (the weight-only GEMV, cutlass_rs_weight_gemv.cu, and the FP8
-// blockwise one, cutlass_rs_blockwise_gemv.cu): the m16n8k16 MMA, the exact conversion of four
-// e4m3 bytes into 16-bit pairs, and a load that streams past L1.
+// blockwise one, cutlass_rs_blockwise_gemv.cu, and the 16-bit one, cutlass_rs_dense_gemv.cu): the
+// m16n8k16 MMA, the exact conversion of four e4m3 bytes into 16-bit pairs, a load that streams
+// past L1, the warps' sums of a block and the launch shape.
 #pragma once
 
+#include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <type_traits>
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_runtime_api.h>
 
 namespace cutlass_rs {
 namespace gemv {
@@ -93,6 +97,77 @@ __device__ inline uint4 load_streaming(const void *at) {
                : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
                : "l"(at));
   return v;
+}
+
+// The warps' sums of a block's 16-row slice (the accumulators of an m16n8k16 MMA: element e of
+// lane l in token group t is row (l / 4) + 8 (e / 2) of the slice, token 8 t + 2 (l % 4) + e % 2),
+// added in warp order in shared memory (kTokenGroups . 512 floats a warp; the result does not
+// depend on timing), then handed to epilogue(row in the slice, token, sum) by the block's threads.
+template <int kTokenGroups, class Epilogue>
+__device__ inline void sum_warps(const float (&acc)[kTokenGroups][4], float *partial, int warp, int lane, int warps,
+                                 Epilogue epilogue) {
+  constexpr int kValues = kTokenGroups * 4 * 32;
+#pragma unroll
+  for (int t = 0; t < kTokenGroups; ++t)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) partial[warp * kValues + (t * 4 + e) * 32 + lane] = acc[t][e];
+  __syncthreads();
+  for (int i = threadIdx.x; i < kValues; i += blockDim.x) {
+    float v = 0.f;
+    for (int u = 0; u < warps; ++u) v += partial[u * kValues + i];
+    const int l = i & 31, e = (i >> 5) & 3, t = i >> 7;
+    epilogue((l >> 2) + 8 * (e >> 1), t * 8 + (l & 3) * 2 + (e & 1), v);
+  }
+}
+
+// The most dynamic shared memory a block may opt in to on a device, asked once per device.
+inline size_t max_shared(int device) {
+  static std::atomic<int> cache[64];
+  int bytes = device >= 0 && device < 64 ? cache[device].load(std::memory_order_relaxed) : 0;
+  if (bytes == 0) {
+    if (cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess || bytes <= 0)
+      bytes = 48 * 1024;
+    if (device >= 0 && device < 64) cache[device].store(bytes, std::memory_order_relaxed);
+  }
+  return static_cast<size_t>(bytes);
+}
+
+// Warps an SM holds of a kernel, by its registers (allocated per warp in units of 256), asked once
+// per kernel.
+template <class Kernel>
+int resident_warps(Kernel kernel) {
+  static std::atomic<int> cache{0};
+  int warps = cache.load(std::memory_order_relaxed);
+  if (warps == 0) {
+    cudaFuncAttributes attributes{};
+    const int regs = cudaFuncGetAttributes(&attributes, kernel) == cudaSuccess ? attributes.numRegs : 128;
+    warps = 65536 / (((regs > 0 ? regs : 1) * 32 + 255) / 256 * 256);
+    if (warps > 64) warps = 64;
+    if (warps < 1) warps = 1;
+    cache.store(warps, std::memory_order_relaxed);
+  }
+  return warps;
+}
+
+// Warps a block for a GEMV over `blocks` blocks of one 16-row slice whose warps share `runs` runs
+// of k: the grid in one wave (every block resident at once: a second block on a few SMs doubles
+// their share) at up to `target` warps an SM and as many as the kernel's registers allow
+// (`resident`), the warps a block (1 to kMaxWarps, at most the runs) an even share of them; with
+// `balanced`, the largest divisor of the runs at or below that unless it is less than half of it
+// (a warp with one run more than the others keeps the block waiting).
+inline int64_t gemv_warps(int64_t blocks, int64_t runs, int64_t sms, int64_t target, int64_t resident, bool balanced,
+                          int64_t max_warps) {
+  const int64_t per_sm = target < resident ? target : resident;
+  int64_t warps = per_sm / ((blocks + sms - 1) / sms);
+  if (warps > max_warps) warps = max_warps;
+  if (warps > runs) warps = runs;
+  if (warps < 1) warps = 1;
+  if (balanced) {
+    int64_t divisor = warps;
+    while (runs % divisor != 0) --divisor;
+    if (2 * divisor >= warps) warps = divisor;
+  }
+  return warps;
 }
 
 }  // namespace gemv

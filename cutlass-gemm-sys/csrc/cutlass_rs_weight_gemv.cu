@@ -554,19 +554,6 @@ struct Shape {
   int resident_warps;
 };
 
-// The most dynamic shared memory a block may opt in to on the current device (227 KB on SM90 and
-// SM100, 99 KB on SM120), asked once per device.
-size_t max_shared(int device) {
-  static std::atomic<int> cache[64];
-  int bytes = device >= 0 && device < 64 ? cache[device].load(std::memory_order_relaxed) : 0;
-  if (bytes == 0) {
-    if (cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess || bytes <= 0)
-      bytes = static_cast<int>(kDefaultShared);
-    if (device >= 0 && device < 64) cache[device].store(bytes, std::memory_order_relaxed);
-  }
-  return static_cast<size_t>(bytes);
-}
-
 template <class T, bool kZeros, int kSlices>
 int launch_slices(const Params<T> &p, int64_t sms, int resident_warps, int device, cudaStream_t stream) {
   // Warps per block: as many as keep all blocks resident at once at resident_warps an SM (one

@@ -36,8 +36,8 @@ pub const NVCC: &str = env!("CUTLASS_RS_NVCC");
 pub const CUTLASS_INCLUDE_DIR: &str = env!("CUTLASS_RS_CUTLASS_INCLUDE_DIR");
 /// The architectures (`90a`, `100a`, `120a`, comma-separated) this build compiled its hand-written
 /// kernels for: the quantizers, the weight packing, the weight-only decode GEMV
-/// ([`cutlass_rs_weight_gemv`]) and the FP8 blockwise one ([`cutlass_rs_blockwise_gemv`]). Empty
-/// for a build without a toolchain.
+/// ([`cutlass_rs_weight_gemv`]), the FP8 blockwise one ([`cutlass_rs_blockwise_gemv`]) and the
+/// 16-bit one ([`cutlass_rs_dense_gemv`]). Empty for a build without a toolchain.
 pub const BUILT_ARCHS: &str = env!("CUTLASS_RS_BUILT_ARCHS");
 /// Whether this build holds the weight-only decode GEMV ([`cutlass_rs_weight_gemv`]): the
 /// `weight-only` feature, or a kernel selection with weight-only kernels.

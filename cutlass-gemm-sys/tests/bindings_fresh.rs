@@ -21,6 +21,7 @@ fn generate() -> String {
         codegen::WEIGHT_ONLY_ABI_HEADER_NAME,
         codegen::WEIGHT_PREP_ABI_HEADER_NAME,
         codegen::BLOCKWISE_GEMV_ABI_HEADER_NAME,
+        codegen::DENSE_GEMV_ABI_HEADER_NAME,
     ] {
         std::fs::copy(csrc.join(name), dir.join(name)).unwrap();
     }
@@ -36,7 +37,7 @@ fn generate() -> String {
     format!(
         "// generated, do not edit: bindgen over csrc/cutlass_rs_abi.h, csrc/cutlass_rs_grouped_abi.h, \
          csrc/cutlass_rs_weight_only_abi.h, csrc/cutlass_rs_weight_prep_abi.h, \
-         csrc/cutlass_rs_blockwise_gemv_abi.h and the registry part of cutlass_rs.h\n// (tests/bindings_fresh.rs checks it; CUTLASS_RS_BLESS=1 rewrites it).\n{}",
+         csrc/cutlass_rs_blockwise_gemv_abi.h, csrc/cutlass_rs_dense_gemv_abi.h and the registry part of cutlass_rs.h\n// (tests/bindings_fresh.rs checks it; CUTLASS_RS_BLESS=1 rewrites it).\n{}",
         bindings
     )
 }

@@ -382,6 +382,30 @@ pub(crate) unsafe fn blockwise_gemv(
     }
 }
 
+/// The name of the 16-bit decode GEMV (`csrc/cutlass_rs_dense_gemv.cu`, its C entry point):
+/// hand-written, not a catalog kernel. [`crate::Gemm`] takes it for bf16 and f16 linear layers of a
+/// few tokens ([`crate::Gemm::is_gemv`]), and [`crate::Gemm::with_kernel`] names it.
+pub const DENSE_GEMV: &str = "cutlass_rs_dense_gemv";
+
+/// The 16-bit decode GEMV over C arguments (`dtype` the `CUTLASS_RS_DTYPE_*` of A, B and D): its
+/// checks only (`stream` `None`), or the checks and the launch on `stream`.
+///
+/// # Safety
+/// As [`blockwise_gemv`].
+pub(crate) unsafe fn dense_gemv(
+    abi: &cutlass_gemm_sys::cutlass_rs_dense_gemv_args,
+    dtype: i32,
+    stream: Option<sys::CUstream>,
+) -> Result<()> {
+    let launch = stream.map_or(std::ptr::null_mut(), |s| s as *mut std::ffi::c_void);
+    let status =
+        cutlass_gemm_sys::cutlass_rs_dense_gemv(abi, dtype, i32::from(stream.is_some()), launch);
+    match stream {
+        Some(_) => run_status(DENSE_GEMV, status, abi.device_id),
+        None => check_status(DENSE_GEMV, status),
+    }
+}
+
 /// Whether this build compiled its hand-written kernels (the quantizers, the weight packing, the
 /// decode GEMV) for a device of compute capability `cc` ([`cutlass_gemm_sys::BUILT_ARCHS`]).
 pub(crate) fn hand_written_runs_on(cc: (i32, i32)) -> bool {

@@ -89,13 +89,13 @@ pub use cutlass_gemm_catalog::{
 /// The raw C ABI (status codes, argument struct, registry).
 pub use cutlass_gemm_sys as sys;
 pub use error::{
-    BlockwiseGemvRule, BuildHint, CaptureRule, Error, Extent, GroupRowsRule, KernelRule,
-    LayoutPairs, LayoutRule, OperandName, ProblemRule, Quantity, QuantizeOp, Result, Scalar,
-    ScaleFamily, ScaleRule, WeightRule,
+    BuildHint, CaptureRule, Error, Extent, GemvRule, GroupRowsRule, KernelRule, LayoutPairs,
+    LayoutRule, OperandName, ProblemRule, Quantity, QuantizeOp, Result, Scalar, ScaleFamily,
+    ScaleRule, WeightRule,
 };
 pub use ffi::{
     DeviceInfo, GroupedKernel, Kernel, RawArgs, RegistryArgs, RegistryKernel, ScheduleHints,
-    WeightOnlyKernel, BLOCKWISE_GEMV, WEIGHT_ONLY_GEMV,
+    WeightOnlyKernel, BLOCKWISE_GEMV, DENSE_GEMV, WEIGHT_ONLY_GEMV,
 };
 pub use formats::element::{Element, Fp8};
 pub use formats::numeric;
@@ -105,7 +105,9 @@ pub use plans::block_scaled::{BlockScaledGemm, NarrowOperand};
 pub use plans::blockwise::BlockwiseGemm;
 pub use plans::epilogue::{Activation, BiasAxis, Epilogue, EpilogueOperands};
 pub use plans::gated::{interleave_gate_up, GatedGemm};
-pub use plans::gemm::{gemm, Gemm, Workspace, BLOCKWISE_GEMV_TOKENS};
+pub use plans::gemm::{
+    gemm, Gemm, Workspace, BLOCKWISE_GEMV_TOKENS, DENSE_GEMV_MAX_WEIGHT, DENSE_GEMV_TOKENS,
+};
 pub use plans::grouped::{
     GroupedBlockwiseGemm, GroupedGemm, GroupedInputs, GroupedLayout, GroupedListGemm,
     GroupedListProblem, GroupedProblem,

@@ -782,7 +782,7 @@ fn gated_gemms_check_their_rules_before_any_launch() {
 #[test]
 fn blockwise_decode_gemv_rules() {
     use cutlass_gemm::numeric::E4M3;
-    use cutlass_gemm::{BlockwiseGemm, BlockwiseGemvRule, Epilogue, BLOCKWISE_GEMV};
+    use cutlass_gemm::{BlockwiseGemm, Epilogue, GemvRule, BLOCKWISE_GEMV};
     let built = !cutlass_gemm::sys::BUILT_ARCHS.is_empty();
     let bw = |p: &GemmProblem, name: Option<&str>| {
         BlockwiseGemm::<E4M3, E4M3, bf16>::plan(H100, p, name)
@@ -797,7 +797,7 @@ fn blockwise_decode_gemv_rules() {
     if !built {
         assert_eq!(
             refused(&GemmProblem::new(16, 4096, 4096)),
-            BlockwiseGemvRule::NotBuilt
+            GemvRule::NotBuilt
         );
         return;
     }
@@ -824,24 +824,24 @@ fn blockwise_decode_gemv_rules() {
         .is_gemv());
     assert_eq!(
         refused(&GemmProblem::new(33, 256, 512)),
-        BlockwiseGemvRule::Tokens { m: 33, max: 32 }
+        GemvRule::Tokens { m: 33, max: 32 }
     );
     assert_eq!(
         refused(&GemmProblem::new(8, 256, 512).with_batch(2)),
-        BlockwiseGemvRule::Batch { batch: 2 }
+        GemvRule::Batch { batch: 2 }
     );
     assert_eq!(
         refused(&GemmProblem::new(8, 264, 512)),
-        BlockwiseGemvRule::Extents { n: 264, k: 512 }
+        GemvRule::Extents { n: 264, k: 512 }
     );
     assert_eq!(
         refused(&GemmProblem::new(8, 256, 520)),
-        BlockwiseGemvRule::Extents { n: 256, k: 520 }
+        GemvRule::Extents { n: 256, k: 520 }
     );
     let p = GemmProblem::new(8, 256, 512).with_a(MatrixLayout::row_major().with_ld(520));
     assert_eq!(
         refused(&p),
-        BlockwiseGemvRule::LeadingDimension {
+        GemvRule::LeadingDimension {
             operand: OperandName::A,
             ld: 520
         }
@@ -862,7 +862,7 @@ fn blockwise_decode_gemv_rules() {
             .with_epilogue(Epilogue::bias()),
         Err(Error::KernelMismatch {
             reason: KernelRule::BlockwiseGemv {
-                rule: BlockwiseGemvRule::Types
+                rule: GemvRule::Types
             },
             ..
         })
@@ -883,7 +883,78 @@ fn blockwise_decode_gemv_rules() {
         Gemm::<E4M3, E4M3, bf16>::plan(H100, &p, Some(BLOCKWISE_GEMV)),
         Err(Error::KernelMismatch {
             reason: KernelRule::BlockwiseGemv {
-                rule: BlockwiseGemvRule::Types
+                rule: GemvRule::Types
+            },
+            ..
+        })
+    ));
+}
+
+/// The 16-bit decode GEMV: the library takes it for a linear layer of at most `DENSE_GEMV_TOKENS`
+/// tokens on a weight of at most `DENSE_GEMV_MAX_WEIGHT` elements (in a build that compiled the
+/// hand-written kernels for SM90); named, it takes up to 32 tokens of that orientation and refuses
+/// others with the rule.
+#[test]
+fn dense_decode_gemv_rules() {
+    use cutlass_gemm::{GemvRule, DENSE_GEMV, DENSE_GEMV_MAX_WEIGHT, DENSE_GEMV_TOKENS};
+    if cutlass_gemm::sys::BUILT_ARCHS.is_empty() {
+        return;
+    }
+    let refused = |p: &GemmProblem| match Gemm::<bf16, bf16, bf16>::plan(H100, p, Some(DENSE_GEMV))
+    {
+        Err(Error::KernelMismatch {
+            reason: KernelRule::DenseGemv { rule },
+            ..
+        }) => rule,
+        other => panic!("{p:?}: {other:?}"),
+    };
+    // Chosen: few tokens, a small weight; not for more tokens or a larger weight.
+    let chosen = |m: usize, n: usize, k: usize| plan(&GemmProblem::new(m, n, k)).unwrap().is_gemv();
+    assert!(chosen(1, 2304, 768) && chosen(DENSE_GEMV_TOKENS, 4096, 4096));
+    assert!(!chosen(DENSE_GEMV_TOKENS + 1, 4096, 4096));
+    assert!(DENSE_GEMV_MAX_WEIGHT < 8192 * 8192 && !chosen(1, 8192, 8192));
+    let g = plan(&GemmProblem::new(1, 2304, 768)).unwrap();
+    assert_eq!((g.kernel_name(), g.workspace_size()), (DENSE_GEMV, 0));
+    // Named: any weight, up to 32 tokens, the linear layer's orientation only.
+    assert!(Gemm::<bf16, bf16, bf16>::plan(
+        H100,
+        &GemmProblem::new(32, 8192, 8192),
+        Some(DENSE_GEMV)
+    )
+    .unwrap()
+    .is_gemv());
+    assert_eq!(
+        refused(&GemmProblem::new(33, 256, 512)),
+        GemvRule::Tokens { m: 33, max: 32 }
+    );
+    let nt = GemmProblem::new(4, 256, 512)
+        .with_a(MatrixLayout::col_major())
+        .with_b(MatrixLayout::row_major());
+    assert_eq!(refused(&nt), GemvRule::Types);
+    let column_major_d = GemmProblem::new(4, 256, 512).with_d(MatrixLayout::col_major());
+    assert_eq!(refused(&column_major_d), GemvRule::Types);
+    assert_eq!(
+        refused(&GemmProblem::new(4, 256, 520)),
+        GemvRule::Extents { n: 256, k: 520 }
+    );
+    let p = GemmProblem::new(4, 256, 512).with_b(MatrixLayout::col_major().with_ld(516));
+    assert_eq!(
+        refused(&p),
+        GemvRule::LeadingDimension {
+            operand: OperandName::B,
+            ld: 516
+        }
+    );
+    // FP8 tensor-wise plans: not its types.
+    assert!(matches!(
+        Gemm::<cutlass_gemm::numeric::E4M3, cutlass_gemm::numeric::E4M3, bf16>::plan(
+            H100,
+            &GemmProblem::new(4, 256, 512),
+            Some(DENSE_GEMV)
+        ),
+        Err(Error::KernelMismatch {
+            reason: KernelRule::DenseGemv {
+                rule: GemvRule::Types
             },
             ..
         })

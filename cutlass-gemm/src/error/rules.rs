@@ -1071,15 +1071,21 @@ pub enum KernelRule {
     /// The FP8 blockwise decode GEMV named for a problem it does not take.
     BlockwiseGemv {
         /// The rule the problem breaks.
-        rule: BlockwiseGemvRule,
+        rule: GemvRule,
+    },
+    /// The 16-bit decode GEMV named for a problem it does not take.
+    DenseGemv {
+        /// The rule the problem breaks.
+        rule: GemvRule,
     },
 }
 
-/// What the FP8 blockwise decode GEMV (`cutlass_rs_blockwise_gemv`) takes
-/// ([`KernelRule::BlockwiseGemv`]).
+/// What the decode GEMVs take: the FP8 blockwise one (`cutlass_rs_blockwise_gemv`,
+/// [`KernelRule::BlockwiseGemv`]) and the 16-bit one (`cutlass_rs_dense_gemv`,
+/// [`KernelRule::DenseGemv`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum BlockwiseGemvRule {
+pub enum GemvRule {
     /// At most `max` tokens (rows of A and D).
     Tokens {
         /// The plan's tokens.
@@ -1099,14 +1105,16 @@ pub enum BlockwiseGemvRule {
         /// The plan's k.
         k: usize,
     },
-    /// A's and B's rows start at multiples of 16 bytes (leading dimensions multiples of 16).
+    /// A's and B's rows start at multiples of 16 bytes (leading dimensions multiples of 16 e4m3
+    /// or 8 16-bit elements).
     LeadingDimension {
         /// The operand whose leading dimension breaks it.
         operand: OperandName,
         /// Its leading dimension, elements.
         ld: usize,
     },
-    /// e4m3 A and B, a bf16 or f16 D, and no fused epilogue.
+    /// Blockwise: e4m3 A and B with a bf16 or f16 D; 16-bit: A, B and D all bf16 or all f16, A
+    /// row-major, B column-major, D row-major and no tensor-wise scales. Both: no fused epilogue.
     Types,
     /// C row-major (as D).
     ColumnMajorC,
@@ -1114,29 +1122,29 @@ pub enum BlockwiseGemvRule {
     NotBuilt,
 }
 
-impl fmt::Display for BlockwiseGemvRule {
+impl fmt::Display for GemvRule {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            BlockwiseGemvRule::Tokens { m, max } => {
+            GemvRule::Tokens { m, max } => {
                 write!(f, "it takes at most {max} tokens, the plan has {m}")
             }
-            BlockwiseGemvRule::Batch { batch } => {
+            GemvRule::Batch { batch } => {
                 write!(f, "it takes one GEMM, the plan has a batch of {batch}")
             }
-            BlockwiseGemvRule::Extents { n, k } => write!(
+            GemvRule::Extents { n, k } => write!(
                 f,
                 "it needs n a multiple of 16 and k of 64, the plan has n = {n}, k = {k}"
             ),
-            BlockwiseGemvRule::LeadingDimension { operand, ld } => write!(
+            GemvRule::LeadingDimension { operand, ld } => write!(
                 f,
-                "it needs {operand}'s leading dimension a multiple of 16, the plan's is {ld}"
+                "it needs {operand}'s rows 16-byte aligned, the plan's leading dimension is {ld}"
             ),
-            BlockwiseGemvRule::Types => write!(
+            GemvRule::Types => write!(
                 f,
-                "it takes e4m3 A and B, a bf16 or f16 D and no fused epilogue"
+                "it takes e4m3 A and B with a bf16 or f16 D (the blockwise GEMV) or one 16-bit type with A row-major, B column-major and D row-major (the 16-bit one), and no fused epilogue"
             ),
-            BlockwiseGemvRule::ColumnMajorC => write!(f, "it reads C row-major, as D"),
-            BlockwiseGemvRule::NotBuilt => write!(
+            GemvRule::ColumnMajorC => write!(f, "it reads C row-major, as D"),
+            GemvRule::NotBuilt => write!(
                 f,
                 "this build did not compile its hand-written kernels for the device's architecture"
             ),
@@ -1230,6 +1238,9 @@ impl fmt::Display for KernelRule {
             }
             KernelRule::BlockwiseGemv { rule } => {
                 write!(f, "the FP8 blockwise decode GEMV does not serve the plan: {rule}")
+            }
+            KernelRule::DenseGemv { rule } => {
+                write!(f, "the 16-bit decode GEMV does not serve the plan: {rule}")
             }
         }
     }

@@ -8,10 +8,10 @@ use cutlass_gemm_catalog::{KernelSpec, Layout};
 use cutlass_gemm_sys::cutlass_rs_gemm_args;
 
 use crate::error::{
-    require_device, require_len, require_ordinal, BlockwiseGemvRule, Error, Extent, KernelRule,
-    LayoutPairs, LayoutRule, OperandName, ProblemRule, Quantity, Result, Scalar,
+    require_device, require_len, require_ordinal, Error, Extent, GemvRule, KernelRule, LayoutPairs,
+    LayoutRule, OperandName, ProblemRule, Quantity, Result, Scalar,
 };
-use crate::ffi::{DeviceInfo, Kernel, ScheduleHints, StagingCopy, BLOCKWISE_GEMV};
+use crate::ffi::{DeviceInfo, Kernel, ScheduleHints, StagingCopy, BLOCKWISE_GEMV, DENSE_GEMV};
 use crate::formats::element::Element;
 use crate::plans::epilogue::{BiasAxis, Epilogue, EpilogueOperands};
 use crate::plans::problem::{GemmProblem, ResolvedMatrix};
@@ -70,6 +70,51 @@ struct KernelOperand {
 /// the MMAs and X's conversions per byte of weight).
 pub const BLOCKWISE_GEMV_TOKENS: usize = 8;
 
+/// Up to this many tokens, and on weights of at most [`DENSE_GEMV_MAX_WEIGHT`] elements, a bf16 or
+/// f16 plan of a linear layer's orientation (A row-major, B column-major, D row-major) runs on the
+/// 16-bit decode GEMV ([`DENSE_GEMV`]) rather than a CUTLASS kernel, where the GEMV takes the
+/// problem (it takes up to 32 tokens and any weight named). Fitted on an H200 with both kinds timed
+/// on the broad set's shapes of 1 to 32 tokens (`docs/performance.md`): the CUTLASS swapped tiles
+/// stream large weights at 92-104 % of the copy bandwidth where the GEMV reaches 82-92 %, and from
+/// 16 tokens they win on most shapes; on small weights at 1 to 8 tokens the GEMV ran 1.0-1.5x
+/// them.
+pub const DENSE_GEMV_TOKENS: usize = 8;
+
+/// The largest weight (n · k elements) the library gives the 16-bit decode GEMV
+/// ([`DENSE_GEMV_TOKENS`]): 2^25. Fitted on Llama-2-7B, Mistral-7B, Qwen2.5-7B and GPT-2 (the GEMV
+/// won up to Mistral-7B's 25 M-element qkv layer, lost from Llama-2-7B's 45 M-element down layer);
+/// on the held-out families it took 9 shapes of 1 and 8 tokens, and ran 0.99-1.5x the CUTLASS
+/// kernel there.
+pub const DENSE_GEMV_MAX_WEIGHT: usize = 1 << 25;
+
+/// A hand-written decode GEMV that runs a plan instead of its CUTLASS kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Gemv {
+    /// FP8 blockwise ([`BLOCKWISE_GEMV`]).
+    Blockwise,
+    /// bf16 or f16 ([`DENSE_GEMV`]).
+    Dense,
+}
+
+impl Gemv {
+    fn name(self) -> &'static str {
+        match self {
+            Gemv::Blockwise => BLOCKWISE_GEMV,
+            Gemv::Dense => DENSE_GEMV,
+        }
+    }
+
+    fn mismatch(self, rule: GemvRule) -> Error {
+        Error::KernelMismatch {
+            name: self.name().into(),
+            reason: match self {
+                Gemv::Blockwise => KernelRule::BlockwiseGemv { rule },
+                Gemv::Dense => KernelRule::DenseGemv { rule },
+            },
+        }
+    }
+}
+
 /// A GEMM resolved for one device, problem and element types: the kernel is chosen and every
 /// shape-level rule is checked. [`Gemm::run`] then checks the buffers and launches.
 ///
@@ -99,9 +144,9 @@ pub struct Gemm<TA: Element, TB: Element, TD: Element> {
     pinned: bool,
     /// Bytes of the staged epilogue vectors (after the operands' staging area).
     vector_bytes: usize,
-    /// The FP8 blockwise decode GEMV runs the plan ([`BLOCKWISE_GEMV`]) instead of `kernel` (the
-    /// CUTLASS kernel the plan would take without it).
-    gemv: bool,
+    /// A decode GEMV runs the plan instead of `kernel` (the CUTLASS kernel the plan would take
+    /// without it).
+    gemv: Option<Gemv>,
     _types: PhantomData<(TA, TB, TD)>,
 }
 
@@ -166,9 +211,13 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
         epilogue: Epilogue,
     ) -> Result<Self> {
         problem.check()?;
-        // The blockwise decode GEMV named: the CUTLASS kernel behind it is the heuristic's.
-        let gemv_named = kernel == Some(BLOCKWISE_GEMV);
-        let kernel = kernel.filter(|_| !gemv_named);
+        // A decode GEMV named: the CUTLASS kernel behind it is the heuristic's.
+        let gemv_named = match kernel {
+            Some(BLOCKWISE_GEMV) => Some(Gemv::Blockwise),
+            Some(DENSE_GEMV) => Some(Gemv::Dense),
+            _ => None,
+        };
+        let kernel = kernel.filter(|_| gemv_named.is_none());
         let kernel_name_given = kernel.is_some();
         let user = [
             problem.resolve(OperandName::A)?,
@@ -345,67 +394,90 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
             schedule,
             dependent_launch: true,
             epilogue,
-            pinned: kernel_name_given || gemv_named,
+            pinned: kernel_name_given || gemv_named.is_some(),
             vector_bytes: 0,
-            gemv: false,
+            gemv: None,
             _types: PhantomData,
         };
-        gemm.gemv = match gemm.blockwise_gemv_rule() {
-            Some(rule) if gemv_named => {
-                return Err(Error::KernelMismatch {
-                    name: BLOCKWISE_GEMV.into(),
-                    reason: KernelRule::BlockwiseGemv { rule },
-                })
+        gemm.gemv = match gemv_named {
+            Some(g) => match gemm.gemv_rule(g) {
+                Some(rule) => return Err(g.mismatch(rule)),
+                None => Some(g),
+            },
+            None if kernel_name_given => None,
+            None => {
+                let (g, tokens, weight) = match scaling {
+                    Scaling::Blockwise => (Gemv::Blockwise, BLOCKWISE_GEMV_TOKENS, usize::MAX),
+                    _ => (Gemv::Dense, DENSE_GEMV_TOKENS, DENSE_GEMV_MAX_WEIGHT),
+                };
+                (problem.m <= tokens
+                    && problem.n.saturating_mul(problem.k) <= weight
+                    && gemm.gemv_rule(g).is_none())
+                .then_some(g)
             }
-            Some(_) => false,
-            None => gemv_named || (!kernel_name_given && problem.m <= BLOCKWISE_GEMV_TOKENS),
         };
         gemm.size_workspace()?;
         Ok(gemm)
     }
 
-    /// The rule of the FP8 blockwise decode GEMV ([`BLOCKWISE_GEMV`]) this plan breaks, if any.
-    fn blockwise_gemv_rule(&self) -> Option<BlockwiseGemvRule> {
+    /// The rule of a decode GEMV this plan breaks, if any.
+    fn gemv_rule(&self, gemv: Gemv) -> Option<GemvRule> {
         use cutlass_gemm_catalog::DataType;
         let p = &self.problem;
-        let types = self.scaling == Scaling::Blockwise
-            && TA::DATA_TYPE == DataType::E4M3
-            && TB::DATA_TYPE == DataType::E4M3
-            && matches!(TD::DATA_TYPE, DataType::Bf16 | DataType::F16)
-            && self.epilogue.is_none();
-        let max = cutlass_gemm_sys::CUTLASS_RS_BLOCKWISE_GEMV_MAX_TOKENS as usize;
-        // Blockwise plans have A row-major and B column-major (K contiguous in both).
+        let sixteen = |t: DataType| matches!(t, DataType::Bf16 | DataType::F16);
+        let (types, max, align) = match gemv {
+            Gemv::Blockwise => (
+                self.scaling == Scaling::Blockwise
+                    && TA::DATA_TYPE == DataType::E4M3
+                    && TB::DATA_TYPE == DataType::E4M3
+                    && sixteen(TD::DATA_TYPE),
+                cutlass_gemm_sys::CUTLASS_RS_BLOCKWISE_GEMV_MAX_TOKENS as usize,
+                16,
+            ),
+            // A linear layer's orientation (blockwise plans have it by their rules).
+            Gemv::Dense => (
+                self.scaling == Scaling::None
+                    && TA::DATA_TYPE == TB::DATA_TYPE
+                    && TA::DATA_TYPE == TD::DATA_TYPE
+                    && sixteen(TD::DATA_TYPE)
+                    && (p.a.layout, p.b.layout, p.d.layout)
+                        == (Layout::RowMajor, Layout::ColumnMajor, Layout::RowMajor),
+                cutlass_gemm_sys::CUTLASS_RS_DENSE_GEMV_MAX_TOKENS as usize,
+                8,
+            ),
+        };
         let [a, b, ..] = self.user;
-        Some(if !types {
-            BlockwiseGemvRule::Types
+        Some(if !types || !self.epilogue.is_none() {
+            GemvRule::Types
         } else if p.m > max {
-            BlockwiseGemvRule::Tokens { m: p.m, max }
+            GemvRule::Tokens { m: p.m, max }
         } else if p.batch != 1 {
-            BlockwiseGemvRule::Batch { batch: p.batch }
+            GemvRule::Batch { batch: p.batch }
         } else if p.n % 16 != 0 || p.k % 64 != 0 || p.n * p.k > i32::MAX as usize {
-            BlockwiseGemvRule::Extents { n: p.n, k: p.k }
-        } else if a.ld % 16 != 0 {
-            BlockwiseGemvRule::LeadingDimension {
+            GemvRule::Extents { n: p.n, k: p.k }
+        } else if a.ld % align != 0 {
+            GemvRule::LeadingDimension {
                 operand: OperandName::A,
                 ld: a.ld,
             }
-        } else if b.ld % 16 != 0 {
-            BlockwiseGemvRule::LeadingDimension {
+        } else if b.ld % align != 0 {
+            GemvRule::LeadingDimension {
                 operand: OperandName::B,
                 ld: b.ld,
             }
         } else if self.user[2].layout != Layout::RowMajor {
-            BlockwiseGemvRule::ColumnMajorC
+            GemvRule::ColumnMajorC
         } else if !crate::ffi::hand_written_runs_on(self.device.compute_capability) {
-            BlockwiseGemvRule::NotBuilt
+            GemvRule::NotBuilt
         } else {
             return None;
         })
     }
 
-    /// Whether the FP8 blockwise decode GEMV ([`BLOCKWISE_GEMV`]) runs this plan.
+    /// Whether a decode GEMV runs this plan: the FP8 blockwise one ([`BLOCKWISE_GEMV`]) or the
+    /// 16-bit one ([`DENSE_GEMV`]); [`Gemm::kernel_name`] says which.
     pub fn is_gemv(&self) -> bool {
-        self.gemv
+        self.gemv.is_some()
     }
 
     /// The plan with a fused epilogue: bias, activation, row and column scales computed in the
@@ -416,16 +488,11 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
     /// A kernel named by the caller is kept, or refused ([`KernelRule::NoFusedEpilogue`]).
     /// Tile-scheduler hints set before are kept when the kernel is.
     pub fn with_epilogue(self, epilogue: Epilogue) -> Result<Self> {
-        if self.gemv && !epilogue.is_none() {
-            // The blockwise decode GEMV has no fused epilogue: named, it is refused; chosen, the
+        if let Some(gemv) = self.gemv.filter(|_| !epilogue.is_none()) {
+            // The decode GEMVs have no fused epilogue: named, a GEMV is refused; chosen, the
             // problem is planned again among the CUTLASS kernels with one.
             if self.pinned {
-                return Err(Error::KernelMismatch {
-                    name: BLOCKWISE_GEMV.into(),
-                    reason: KernelRule::BlockwiseGemv {
-                        rule: BlockwiseGemvRule::Types,
-                    },
-                });
+                return Err(gemv.mismatch(GemvRule::Types));
             }
             let gemm = Self::plan_with(self.device, &self.problem, None, self.scaling, epilogue)?;
             return Ok(gemm.with_programmatic_dependent_launch(self.dependent_launch));
@@ -452,18 +519,17 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
         self.epilogue
     }
 
-    /// The chosen kernel's name ([`BLOCKWISE_GEMV`] where the FP8 blockwise decode GEMV runs the
-    /// plan).
+    /// The chosen kernel's name ([`BLOCKWISE_GEMV`] or [`DENSE_GEMV`] where a decode GEMV runs
+    /// the plan).
     pub fn kernel_name(&self) -> &'static str {
-        if self.gemv {
-            BLOCKWISE_GEMV
-        } else {
-            self.kernel.name
+        match self.gemv {
+            Some(g) => g.name(),
+            None => self.kernel.name,
         }
     }
 
-    /// The chosen kernel's spec (for a plan the blockwise decode GEMV runs, the CUTLASS kernel
-    /// it would take without the GEMV).
+    /// The chosen kernel's spec (for a plan a decode GEMV runs, the CUTLASS kernel it would take
+    /// without the GEMV).
     pub fn kernel_spec(&self) -> &KernelSpec {
         &self.kernel.spec
     }
@@ -488,7 +554,7 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
             });
         }
         if schedule.splits > 1
-            && (self.gemv
+            && (self.gemv.is_some()
                 || self.kernel.spec.tile_scheduler != cutlass_gemm_catalog::TileScheduler::StreamK)
         {
             return Err(Error::KernelMismatch {
@@ -542,7 +608,7 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
             .map(|v| v.bytes.next_multiple_of(STAGING_ALIGNMENT))
             .sum();
         let staging = self.staging.bytes.next_multiple_of(STAGING_ALIGNMENT) + self.vector_bytes;
-        if self.gemv {
+        if self.gemv.is_some() {
             // The GEMV reads the operands in place and needs no workspace.
             (
                 self.kernel_workspace,
@@ -611,7 +677,7 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
             .staged
             .iter()
             .flatten()
-            .filter(|_| !self.gemv)
+            .filter(|_| self.gemv.is_none())
             .map(|s| s.user)
             .collect();
         let order = [
@@ -945,13 +1011,15 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
         self.raw_checked(a, b, None, c, d, workspace, workspace_bytes, stream)
     }
 
-    /// The FP8 blockwise decode GEMV on the caller's buffers (checked by the caller as for the
-    /// CUTLASS kernel; the GEMV reads them in place).
+    /// A decode GEMV on the caller's buffers (checked by the caller as for the CUTLASS kernel; the
+    /// GEMV reads them in place).
     ///
     /// # Safety
     /// As [`Gemm::launch`].
+    #[allow(clippy::too_many_arguments)]
     unsafe fn launch_gemv(
         &self,
+        gemv: Gemv,
         a: u64,
         b: u64,
         c: Option<u64>,
@@ -959,11 +1027,6 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
         scales: Option<(u64, u64)>,
         stream: sys::CUstream,
     ) -> Result<()> {
-        let Some((sa, sb)) = scales else {
-            return Err(Error::InvalidProblem {
-                reason: ProblemRule::ScalesRequired,
-            });
-        };
         let p = &self.problem;
         let [ua, ub, uc, ud] = self.user;
         let dtype = match TD::DATA_TYPE {
@@ -971,31 +1034,63 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
             _ => cutlass_gemm_sys::CUTLASS_RS_DTYPE_F16,
         };
         let c = c.filter(|_| p.beta != 0.0);
-        let args = cutlass_gemm_sys::cutlass_rs_blockwise_gemv_args {
-            m: p.m as i64,
-            n: p.n as i64,
-            k: p.k as i64,
-            x: a as *const std::ffi::c_void,
-            ldx: ua.ld as i64,
-            scales_x: sa as *const f32,
-            w: b as *const std::ffi::c_void,
-            ldw: ub.ld as i64,
-            scales_w: sb as *const f32,
-            c: c.unwrap_or(0) as *const std::ffi::c_void,
-            ldc: if c.is_some() {
-                uc.ld as i64
-            } else {
-                p.n as i64
-            },
-            d: d as *mut std::ffi::c_void,
-            ldd: ud.ld as i64,
-            alpha: p.alpha,
-            beta: p.beta,
-            device_id: self.device.ordinal as i32,
-            sm_count: self.device.sm_count,
+        let ldc = if c.is_some() {
+            uc.ld as i64
+        } else {
+            p.n as i64
         };
-        // SAFETY: the caller's contract (the pointers hold what the problem reaches).
-        unsafe { crate::ffi::blockwise_gemv(&args, dtype, Some(stream)) }
+        let ptr = |v: u64| v as *const std::ffi::c_void;
+        match gemv {
+            Gemv::Blockwise => {
+                let Some((sa, sb)) = scales else {
+                    return Err(Error::InvalidProblem {
+                        reason: ProblemRule::ScalesRequired,
+                    });
+                };
+                let args = cutlass_gemm_sys::cutlass_rs_blockwise_gemv_args {
+                    m: p.m as i64,
+                    n: p.n as i64,
+                    k: p.k as i64,
+                    x: ptr(a),
+                    ldx: ua.ld as i64,
+                    scales_x: sa as *const f32,
+                    w: ptr(b),
+                    ldw: ub.ld as i64,
+                    scales_w: sb as *const f32,
+                    c: ptr(c.unwrap_or(0)),
+                    ldc,
+                    d: d as *mut std::ffi::c_void,
+                    ldd: ud.ld as i64,
+                    alpha: p.alpha,
+                    beta: p.beta,
+                    device_id: self.device.ordinal as i32,
+                    sm_count: self.device.sm_count,
+                };
+                // SAFETY: the caller's contract (the pointers hold what the problem reaches).
+                unsafe { crate::ffi::blockwise_gemv(&args, dtype, Some(stream)) }
+            }
+            Gemv::Dense => {
+                let args = cutlass_gemm_sys::cutlass_rs_dense_gemv_args {
+                    m: p.m as i64,
+                    n: p.n as i64,
+                    k: p.k as i64,
+                    x: ptr(a),
+                    ldx: ua.ld as i64,
+                    w: ptr(b),
+                    ldw: ub.ld as i64,
+                    c: ptr(c.unwrap_or(0)),
+                    ldc,
+                    d: d as *mut std::ffi::c_void,
+                    ldd: ud.ld as i64,
+                    alpha: p.alpha,
+                    beta: p.beta,
+                    device_id: self.device.ordinal as i32,
+                    sm_count: self.device.sm_count,
+                };
+                // SAFETY: the caller's contract (the pointers hold what the problem reaches).
+                unsafe { crate::ffi::dense_gemv(&args, dtype, Some(stream)) }
+            }
+        }
     }
     /// Stages the operands the plan serves through padded copies, launches the kernel, and copies a
     /// staged D back. `c` is the user's C (`Some(d)` when C is D).
@@ -1012,8 +1107,8 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
         workspace_bytes: usize,
         stream: sys::CUstream,
     ) -> Result<()> {
-        if self.gemv {
-            return self.launch_gemv(a, b, c, d, scales, stream);
+        if let Some(gemv) = self.gemv {
+            return self.launch_gemv(gemv, a, b, c, d, scales, stream);
         }
         let (ka, kb) = if self.swapped { (b, a) } else { (a, b) };
         let c_read = self.problem.beta != 0.0;

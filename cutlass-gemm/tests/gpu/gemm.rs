@@ -902,3 +902,93 @@ fn graph_chain(
         g.kernel_name()
     );
 }
+
+/// The 16-bit decode GEMV, named and as the library's choice, against the f64 reference with the
+/// crate's bound: 1 to 32 tokens (one to four groups of 8, m off each group's end), n of one
+/// 16-row slice and off a multiple of 64, k of one run, odd runs and long, padded leading
+/// dimensions, with and without C, bf16 and f16; then NaN and infinity in X and W propagate to
+/// their token's row and weight's column of D only.
+fn dense_decode_gemv<T: Element>() {
+    let (ctx, stream) = gemm_device();
+    let mut rng = rng();
+    let gemv = cutlass_gemm::DENSE_GEMV;
+    let ms: &[usize] = if quick() {
+        &[1, 9, 32]
+    } else {
+        &[1, 3, 8, 9, 16, 17, 25, 32]
+    };
+    let mut runs = 0;
+    for &m in ms {
+        for (n, k) in [(16, 64), (400, 192), (1040, 4096)] {
+            for with_c in [false, true] {
+                let p = GemmProblem::new(m, n, k)
+                    .with_a(MatrixLayout::row_major().with_ld(k + 8 * (m % 2)))
+                    .with_scalars(0.75, if with_c { 0.5 } else { 0.0 });
+                let cmp =
+                    run_and_check_with::<T, T, T>(&ctx, &stream, &mut rng, &p, with_c, Some(gemv));
+                assert!(cmp.passed());
+                runs += 1;
+            }
+        }
+        // The library's choice up to DENSE_GEMV_TOKENS.
+        let g = Gemm::<T, T, T>::new(&ctx, &GemmProblem::new(m, 4096, 4096)).unwrap();
+        assert_eq!(g.is_gemv(), m <= cutlass_gemm::DENSE_GEMV_TOKENS, "m = {m}");
+    }
+    // NaN in X's token 2, +Inf in W's row 5 (with a finite product elsewhere): row 2 and column 5
+    // of D are NaN (Inf times values of both signs), everything else finite and as the reference.
+    let (m, n, k) = (4, 32, 128);
+    let p = GemmProblem::new(m, n, k);
+    let mut a: Vec<T> = (0..m * k)
+        .map(|_| T::from_f64(rng.random_range(-2..=2) as f64))
+        .collect();
+    let mut b: Vec<T> = (0..n * k)
+        .map(|_| T::from_f64(rng.random_range(-2..=2) as f64))
+        .collect();
+    a[2 * k + 7] = T::from_f64(f64::NAN);
+    b[5 * k + 3] = T::from_f64(f64::INFINITY);
+    // Make the Inf meet values of both signs so that its column is NaN for every token.
+    for t in 0..m {
+        a[t * k + 3] = T::from_f64(1.0);
+        a[t * k + 4] = T::from_f64(-1.0);
+    }
+    b[5 * k + 4] = T::from_f64(f64::INFINITY);
+    let g = Gemm::<T, T, T>::with_kernel(&ctx, &p, gemv).unwrap();
+    let (da, db) = (
+        stream.clone_htod(&a).unwrap(),
+        stream.clone_htod(&b).unwrap(),
+    );
+    let mut dd = stream.clone_htod(&vec![T::POISON; m * n]).unwrap();
+    g.run(&stream, &da, &db, None, &mut dd, Workspace::Managed)
+        .unwrap();
+    let d = stream.clone_dtoh(&dd).unwrap();
+    for t in 0..m {
+        for j in 0..n {
+            let v = d[t * n + j].to_f64();
+            if t == 2 || j == 5 {
+                assert!(v.is_nan(), "D[{t}][{j}] = {v}, not NaN");
+            } else {
+                // Small integers: the f32 sum is exact, D its rounding to T.
+                let want: f64 = (0..k)
+                    .map(|i| a[t * k + i].to_f64() * b[j * k + i].to_f64())
+                    .sum();
+                assert_eq!(v, T::from_f64(want).to_f64(), "D[{t}][{j}]");
+            }
+        }
+    }
+    println!(
+        "{}: the 16-bit decode GEMV, {runs} problems and NaN/Inf propagation",
+        T::DATA_TYPE
+    );
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn bf16_dense_decode_gemv_matches_the_reference() {
+    dense_decode_gemv::<bf16>();
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn f16_dense_decode_gemv_matches_the_reference() {
+    dense_decode_gemv::<f16>();
+}

@@ -1,0 +1,212 @@
+// The 16-bit decode GEMV: D = alpha . X . W^T + beta . C in bf16 or f16 for a few tokens
+// (m <= CUTLASS_RS_DENSE_GEMV_MAX_TOKENS), a linear layer at decode, where reading the weight once
+// at the speed of memory is the whole cost and the CUTLASS tiles leave SMs idle or re-read the
+// weight (the swapped 64x8 tile: 72 CTAs for a 4608-row weight). Hand-written, not generated;
+// compiled by cutlass-gemm-sys's build script for every selected architecture (it needs sm_80's
+// mma.sync only). The C ABI is in cutlass_rs_dense_gemv_abi.h.
+//
+// The shape of the FP8 GEMVs (cutlass_rs_weight_gemv.cu, cutlass_rs_blockwise_gemv.cu) without
+// their conversions: a block owns a slice of 16 rows of W; its warps share k in runs of 64 columns
+// (two chunks of 32), warp u taking the runs u, u + warps, .... In a chunk, lane l reads the 16
+// bytes (8 values) at columns 8 (l % 4) of its slice's rows l / 4 and l / 4 + 8, and the 16 bytes
+// of X at the same columns for token l / 4 of each group of 8; words 2 j and 2 j + 1 of each are
+// the lane's A and B registers of MMA j (m16n8k16; the order of k within a chunk is free as long
+// as X's follows W's). The products are exact and summed in f32, as the CUTLASS kernels do (in
+// another order); NaN and infinities propagate through the MMA. The next run's loads are in flight
+// while the warp multiplies one. The warps add their partial sums in shared memory in a fixed
+// order: the result does not depend on timing. No workspace, no second launch.
+
+#include <cstdint>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime_api.h>
+
+#include "cutlass_rs_abi.h"
+#include "cutlass_rs_dense_gemv_abi.h"
+#include "cutlass_rs_gemv_fragments.cuh"
+
+namespace {
+
+using namespace cutlass_rs::gemv;
+
+constexpr int kMaxWarps = 16;
+// Dynamic shared memory a block may take without opting in.
+constexpr size_t kDefaultShared = 48 * 1024;
+// Columns of k per chunk (8 values a lane) and per run (two chunks).
+constexpr int kChunk = 32;
+constexpr int kRun = 64;
+
+template <class T>
+struct Params {
+  int m, n, k;
+  const T *x;
+  int64_t ldx;
+  const T *w;
+  int64_t ldw;
+  const T *c;
+  int64_t ldc;
+  T *d;
+  int64_t ldd;
+  float alpha, beta;
+};
+
+template <class T>
+struct Convert;
+template <>
+struct Convert<__nv_bfloat16> {
+  static __device__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+  static __device__ __nv_bfloat16 from_float(float v) { return __float2bfloat16_rn(v); }
+};
+template <>
+struct Convert<__half> {
+  static __device__ float to_float(__half v) { return __half2float(v); }
+  static __device__ __half from_float(float v) { return __float2half_rn(v); }
+};
+
+// One block per 16 rows of W; kTokenGroups groups of 8 tokens.
+template <class T, int kTokenGroups>
+__global__ void __launch_bounds__(kMaxWarps * 32) dense_gemv_kernel(const Params<T> p) {
+  extern __shared__ float partial[];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  const int quad = lane & 3, row = lane >> 2;
+  const int row0 = blockIdx.x * 16;
+  const T *w = p.w + int64_t(row0 + row) * p.ldw + quad * 8;
+  const int64_t rows8 = int64_t(8) * p.ldw;
+  // The lane's token of each group (the one it loads), or none past m.
+  const T *x[kTokenGroups];
+#pragma unroll
+  for (int t = 0; t < kTokenGroups; ++t) {
+    const int token = t * 8 + row;
+    x[t] = token < p.m ? p.x + int64_t(token) * p.ldx + quad * 8 : nullptr;
+  }
+  const int runs = p.k / kRun;
+  // One run's words: W's rows l / 4 and l / 4 + 8 (h) of each chunk (u), X's token of each group.
+  struct Operands {
+    uint4 w[2][2], x[2][kTokenGroups];
+  };
+  auto load = [&](int run, Operands &o) {
+    const bool live = run < runs;
+#pragma unroll
+    for (int u = 0; u < 2; ++u) {
+      const int64_t col = int64_t(run) * kRun + u * kChunk;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) o.w[u][h] = live ? load_streaming(w + h * rows8 + col) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+      for (int t = 0; t < kTokenGroups; ++t)
+        o.x[u][t] = live && x[t] ? __ldg(reinterpret_cast<const uint4 *>(x[t] + col)) : make_uint4(0, 0, 0, 0);
+    }
+  };
+  float acc[kTokenGroups][4] = {};
+  Operands cur, next;
+  load(warp, cur);
+  for (int run = warp; run < runs; run += warps) {
+    load(run + warps, next);
+#pragma unroll
+    for (int u = 0; u < 2; ++u) {
+      const uint32_t lo[4] = {cur.w[u][0].x, cur.w[u][0].y, cur.w[u][0].z, cur.w[u][0].w};
+      const uint32_t hi[4] = {cur.w[u][1].x, cur.w[u][1].y, cur.w[u][1].z, cur.w[u][1].w};
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const uint32_t a[4] = {lo[2 * j], hi[2 * j], lo[2 * j + 1], hi[2 * j + 1]};
+#pragma unroll
+        for (int t = 0; t < kTokenGroups; ++t) {
+          const uint32_t xw[4] = {cur.x[u][t].x, cur.x[u][t].y, cur.x[u][t].z, cur.x[u][t].w};
+          mma<T>(acc[t], a, xw[2 * j], xw[2 * j + 1], acc[t]);
+        }
+      }
+    }
+    cur = next;
+  }
+  sum_warps<kTokenGroups>(acc, partial, warp, lane, warps, [&](int r, int token, float v) {
+    if (token >= p.m) return;
+    const int row_at = row0 + r;
+    v *= p.alpha;
+    if (p.beta != 0.f) v += p.beta * Convert<T>::to_float(p.c[int64_t(token) * p.ldc + row_at]);
+    p.d[int64_t(token) * p.ldd + row_at] = Convert<T>::from_float(v);
+  });
+}
+
+int cuda_status(cudaError_t e) { return e == cudaSuccess ? CUTLASS_RS_OK : CUTLASS_RS_ERROR_CUDA_BASE + static_cast<int>(e); }
+
+// Launches for kTokenGroups groups of 8 tokens, shaped by gemv_warps at up to kResidentWarps warps
+// an SM (the FP8 GEMVs' rule).
+template <class T, int kTokenGroups>
+int launch_groups(const Params<T> &p, int64_t sms, int device, cudaStream_t stream) {
+  constexpr bool kBalanced = kTokenGroups == 2 || kTokenGroups == 3;
+  constexpr int kResidentWarps = kBalanced ? 16 : 32;
+  const int64_t blocks = p.n / 16, runs = p.k / kRun;
+  const size_t per_warp = size_t(kTokenGroups) * 4 * 32 * sizeof(float);
+  auto kernel = dense_gemv_kernel<T, kTokenGroups>;
+  int64_t warps = gemv_warps(blocks, runs, sms, kResidentWarps, resident_warps(kernel), kBalanced, kMaxWarps);
+  while (warps > 1 && size_t(warps) * per_warp > max_shared(device)) --warps;
+  const size_t shared = size_t(warps) * per_warp;
+  if (shared > kDefaultShared) {
+    const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared));
+    if (e != cudaSuccess) {
+      (void)cudaGetLastError();  // not left for the next launch's check
+      return cuda_status(e);
+    }
+  }
+  kernel<<<dim3(static_cast<unsigned>(blocks)), dim3(static_cast<unsigned>(warps) * 32), shared, stream>>>(p);
+  return cuda_status(cudaGetLastError());
+}
+
+template <class T>
+int launch(const cutlass_rs_dense_gemv_args &a, cudaStream_t stream) {
+  Params<T> p;
+  p.m = static_cast<int>(a.m);
+  p.n = static_cast<int>(a.n);
+  p.k = static_cast<int>(a.k);
+  p.x = static_cast<const T *>(a.x);
+  p.ldx = a.ldx;
+  p.w = static_cast<const T *>(a.w);
+  p.ldw = a.ldw;
+  p.c = static_cast<const T *>(a.c);
+  p.ldc = a.ldc;
+  p.d = static_cast<T *>(a.d);
+  p.ldd = a.ldd;
+  p.alpha = a.alpha;
+  p.beta = a.beta;
+  const int64_t sms = a.sm_count > 0 ? a.sm_count : 1;
+  switch ((p.m + 7) / 8) {
+    case 1:
+      return launch_groups<T, 1>(p, sms, a.device_id, stream);
+    case 2:
+      return launch_groups<T, 2>(p, sms, a.device_id, stream);
+    case 3:
+      return launch_groups<T, 3>(p, sms, a.device_id, stream);
+    default:
+      return launch_groups<T, 4>(p, sms, a.device_id, stream);
+  }
+}
+
+bool aligned(const void *p, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
+
+int check(const cutlass_rs_dense_gemv_args *a, int32_t dtype) {
+  if (a == nullptr) return CUTLASS_RS_ERROR_NULL_ARGUMENT;
+  if (dtype != CUTLASS_RS_DTYPE_BF16 && dtype != CUTLASS_RS_DTYPE_F16) return CUTLASS_RS_ERROR_INVALID_DATA_TYPE;
+  if (a->x == nullptr || a->w == nullptr || a->d == nullptr || (a->beta != 0.f && a->c == nullptr))
+    return CUTLASS_RS_ERROR_NULL_ARGUMENT;
+  if (a->m < 1 || a->m > CUTLASS_RS_DENSE_GEMV_MAX_TOKENS || a->n < 16 || a->n % 16 != 0 || a->k < 64 ||
+      a->k % 64 != 0 || a->n > INT32_MAX || a->k > INT32_MAX || a->n * a->k > INT32_MAX || a->ldx < a->k ||
+      a->ldw < a->k || a->ldd < a->n || (a->c != nullptr && a->ldc < a->n))
+    return CUTLASS_RS_ERROR_INVALID_PROBLEM;
+  if (!aligned(a->x, 16) || a->ldx % 8 != 0 || !aligned(a->w, 16) || a->ldw % 8 != 0)
+    return CUTLASS_RS_ERROR_MISALIGNED_OPERAND;
+  return CUTLASS_RS_OK;
+}
+
+}  // namespace
+
+extern "C" int cutlass_rs_dense_gemv(const cutlass_rs_dense_gemv_args *args, int32_t dtype, int32_t launch_it,
+                                     void *stream) {
+  const int status = check(args, dtype);
+  if (status != CUTLASS_RS_OK || !launch_it) return status;
+  int current = -1;
+  const cudaError_t e = cudaGetDevice(&current);
+  if (e != cudaSuccess) return CUTLASS_RS_ERROR_CUDA_BASE + static_cast<int>(e);
+  if (current != args->device_id) return CUTLASS_RS_ERROR_WRONG_DEVICE;
+  auto s = static_cast<cudaStream_t>(stream);
+  return dtype == CUTLASS_RS_DTYPE_BF16 ? launch<__nv_bfloat16>(*args, s) : launch<__half>(*args, s);
+}
