@@ -37,8 +37,6 @@ namespace {
 using namespace cutlass_rs::gemv;
 
 constexpr int kMaxWarps = 16;
-// Dynamic shared memory a block may take without opting in.
-constexpr size_t kDefaultShared = 48 * 1024;
 // Columns of k per chunk (four m16n8k16 MMAs) and per k-block (one scale of X and W).
 constexpr int kChunk = 64;
 constexpr int kBlockK = 128;
@@ -57,19 +55,6 @@ struct Params {
   T *d;
   int64_t ldd;
   float alpha, beta;
-};
-
-template <class T>
-struct Out;
-template <>
-struct Out<__nv_bfloat16> {
-  static __device__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
-  static __device__ __nv_bfloat16 from_float(float v) { return __float2bfloat16_rn(v); }
-};
-template <>
-struct Out<__half> {
-  static __device__ float to_float(__half v) { return __half2float(v); }
-  static __device__ __half from_float(float v) { return __float2half_rn(v); }
 };
 
 // A byte's low seven bits plus one: 0x80 exactly where the byte is e4m3's NaN (0x7F or 0xFF),
@@ -217,39 +202,8 @@ __global__ void __launch_bounds__(kMaxWarps * 32) blockwise_gemv_kernel(const Pa
         for (int r = 0; r < kSlices; ++r) acc[r][t][e] = acc[r][t][e + 2] = nan;
   }
   // The warps' sums, then the epilogue.
-  sum_warps<kTokenGroups>(acc[0], partial, warp, lane, warps, [&](int r, int token, float v) {
-    if (token >= p.m) return;
-    const int row_at = row0 + r;
-    v *= p.alpha;
-    if (p.beta != 0.f) v += p.beta * Out<T>::to_float(p.c[int64_t(token) * p.ldc + row_at]);
-    p.d[int64_t(token) * p.ldd + row_at] = Out<T>::from_float(v);
-  });
-}
-
-int cuda_status(cudaError_t e) { return e == cudaSuccess ? CUTLASS_RS_OK : CUTLASS_RS_ERROR_CUDA_BASE + static_cast<int>(e); }
-
-// Launches for kTokenGroups groups of 8 tokens, one slice a block (two for two groups spilled
-// registers), shaped by gemv_warps at up to kResidentWarps warps an SM.
-template <class T, int kTokenGroups>
-int launch_groups(const Params<T> &p, int64_t sms, int device, cudaStream_t stream) {
-  constexpr int kSlices = 1;
-  constexpr bool kBalanced = kTokenGroups == 2 || kTokenGroups == 3;
-  constexpr int kResidentWarps = kBalanced ? 16 : 32;
-  const int64_t blocks = p.n / 16 / kSlices, kblocks = (p.k + kBlockK - 1) / kBlockK;
-  const size_t per_warp = size_t(kSlices) * kTokenGroups * 4 * 32 * sizeof(float);
-  auto kernel = blockwise_gemv_kernel<T, kSlices, kTokenGroups>;
-  int64_t warps = gemv_warps(blocks, kblocks, sms, kResidentWarps, resident_warps(kernel), kBalanced, kMaxWarps);
-  while (warps > 1 && size_t(warps) * per_warp > max_shared(device)) --warps;
-  const size_t shared = size_t(warps) * per_warp;
-  if (shared > kDefaultShared) {
-    const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared));
-    if (e != cudaSuccess) {
-      (void)cudaGetLastError();  // not left for the next launch's check
-      return cuda_status(e);
-    }
-  }
-  kernel<<<dim3(static_cast<unsigned>(blocks)), dim3(static_cast<unsigned>(warps) * 32), shared, stream>>>(p);
-  return cuda_status(cudaGetLastError());
+  sum_warps<kTokenGroups>(acc[0], partial, warp, lane, warps,
+                          [&](int r, int token, float v) { write_output<T>(p, row0 + r, token, v); });
 }
 
 template <class T>
@@ -271,19 +225,16 @@ int launch(const cutlass_rs_blockwise_gemv_args &a, cudaStream_t stream) {
   p.alpha = a.alpha;
   p.beta = a.beta;
   const int64_t sms = a.sm_count > 0 ? a.sm_count : 1;
-  switch ((p.m + 7) / 8) {
-    case 1:
-      return launch_groups<T, 1>(p, sms, a.device_id, stream);
-    case 2:
-      return launch_groups<T, 2>(p, sms, a.device_id, stream);
-    case 3:
-      return launch_groups<T, 3>(p, sms, a.device_id, stream);
-    default:
-      return launch_groups<T, 4>(p, sms, a.device_id, stream);
-  }
+  // One slice a block (two for two groups spilled registers); for two and three groups the warps
+  // divide the k-blocks.
+  return by_token_groups(p.m, [&](auto groups) {
+    constexpr int kTokenGroups = decltype(groups)::value;
+    constexpr bool kBalanced = kTokenGroups == 2 || kTokenGroups == 3;
+    return launch_gemv(blockwise_gemv_kernel<T, 1, kTokenGroups>, p.n / 16, (p.k + kBlockK - 1) / kBlockK, sms,
+                       kBalanced ? 16 : 32, kBalanced, size_t(kTokenGroups) * 4 * 32 * sizeof(float), a.device_id,
+                       stream, p);
+  });
 }
-
-bool aligned(const void *p, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
 int check(const cutlass_rs_blockwise_gemv_args *a, int32_t d_dtype) {
   if (a == nullptr) return CUTLASS_RS_ERROR_NULL_ARGUMENT;

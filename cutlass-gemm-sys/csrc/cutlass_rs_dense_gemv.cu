@@ -31,8 +31,6 @@ namespace {
 using namespace cutlass_rs::gemv;
 
 constexpr int kMaxWarps = 16;
-// Dynamic shared memory a block may take without opting in.
-constexpr size_t kDefaultShared = 48 * 1024;
 // Columns of k per chunk (8 values a lane) and per run (two chunks).
 constexpr int kChunk = 32;
 constexpr int kRun = 64;
@@ -49,19 +47,6 @@ struct Params {
   T *d;
   int64_t ldd;
   float alpha, beta;
-};
-
-template <class T>
-struct Convert;
-template <>
-struct Convert<__nv_bfloat16> {
-  static __device__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
-  static __device__ __nv_bfloat16 from_float(float v) { return __float2bfloat16_rn(v); }
-};
-template <>
-struct Convert<__half> {
-  static __device__ float to_float(__half v) { return __half2float(v); }
-  static __device__ __half from_float(float v) { return __float2half_rn(v); }
 };
 
 // One block per 16 rows of W; kTokenGroups groups of 8 tokens.
@@ -118,38 +103,8 @@ __global__ void __launch_bounds__(kMaxWarps * 32) dense_gemv_kernel(const Params
     }
     cur = next;
   }
-  sum_warps<kTokenGroups>(acc, partial, warp, lane, warps, [&](int r, int token, float v) {
-    if (token >= p.m) return;
-    const int row_at = row0 + r;
-    v *= p.alpha;
-    if (p.beta != 0.f) v += p.beta * Convert<T>::to_float(p.c[int64_t(token) * p.ldc + row_at]);
-    p.d[int64_t(token) * p.ldd + row_at] = Convert<T>::from_float(v);
-  });
-}
-
-int cuda_status(cudaError_t e) { return e == cudaSuccess ? CUTLASS_RS_OK : CUTLASS_RS_ERROR_CUDA_BASE + static_cast<int>(e); }
-
-// Launches for kTokenGroups groups of 8 tokens, shaped by gemv_warps at up to kResidentWarps warps
-// an SM (the FP8 GEMVs' rule).
-template <class T, int kTokenGroups>
-int launch_groups(const Params<T> &p, int64_t sms, int device, cudaStream_t stream) {
-  constexpr bool kBalanced = kTokenGroups == 2 || kTokenGroups == 3;
-  constexpr int kResidentWarps = kBalanced ? 16 : 32;
-  const int64_t blocks = p.n / 16, runs = p.k / kRun;
-  const size_t per_warp = size_t(kTokenGroups) * 4 * 32 * sizeof(float);
-  auto kernel = dense_gemv_kernel<T, kTokenGroups>;
-  int64_t warps = gemv_warps(blocks, runs, sms, kResidentWarps, resident_warps(kernel), kBalanced, kMaxWarps);
-  while (warps > 1 && size_t(warps) * per_warp > max_shared(device)) --warps;
-  const size_t shared = size_t(warps) * per_warp;
-  if (shared > kDefaultShared) {
-    const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared));
-    if (e != cudaSuccess) {
-      (void)cudaGetLastError();  // not left for the next launch's check
-      return cuda_status(e);
-    }
-  }
-  kernel<<<dim3(static_cast<unsigned>(blocks)), dim3(static_cast<unsigned>(warps) * 32), shared, stream>>>(p);
-  return cuda_status(cudaGetLastError());
+  sum_warps<kTokenGroups>(acc, partial, warp, lane, warps,
+                          [&](int r, int token, float v) { write_output<T>(p, row0 + r, token, v); });
 }
 
 template <class T>
@@ -169,19 +124,14 @@ int launch(const cutlass_rs_dense_gemv_args &a, cudaStream_t stream) {
   p.alpha = a.alpha;
   p.beta = a.beta;
   const int64_t sms = a.sm_count > 0 ? a.sm_count : 1;
-  switch ((p.m + 7) / 8) {
-    case 1:
-      return launch_groups<T, 1>(p, sms, a.device_id, stream);
-    case 2:
-      return launch_groups<T, 2>(p, sms, a.device_id, stream);
-    case 3:
-      return launch_groups<T, 3>(p, sms, a.device_id, stream);
-    default:
-      return launch_groups<T, 4>(p, sms, a.device_id, stream);
-  }
+  // For two and three groups the warps divide the runs (the FP8 GEMVs' rule).
+  return by_token_groups(p.m, [&](auto groups) {
+    constexpr int kTokenGroups = decltype(groups)::value;
+    constexpr bool kBalanced = kTokenGroups == 2 || kTokenGroups == 3;
+    return launch_gemv(dense_gemv_kernel<T, kTokenGroups>, p.n / 16, p.k / kRun, sms, kBalanced ? 16 : 32, kBalanced,
+                       size_t(kTokenGroups) * 4 * 32 * sizeof(float), a.device_id, stream, p);
+  });
 }
-
-bool aligned(const void *p, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
 int check(const cutlass_rs_dense_gemv_args *a, int32_t dtype) {
   if (a == nullptr) return CUTLASS_RS_ERROR_NULL_ARGUMENT;

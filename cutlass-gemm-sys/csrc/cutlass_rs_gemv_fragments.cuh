@@ -14,6 +14,8 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 
+#include "cutlass_rs_abi.h"
+
 namespace cutlass_rs {
 namespace gemv {
 
@@ -168,6 +170,73 @@ inline int64_t gemv_warps(int64_t blocks, int64_t runs, int64_t sms, int64_t tar
     if (2 * divisor >= warps) warps = divisor;
   }
   return warps;
+}
+
+// A 16-bit output type to and from f32.
+template <class T>
+struct Convert;
+template <>
+struct Convert<__nv_bfloat16> {
+  static __device__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+  static __device__ __nv_bfloat16 from_float(float v) { return __float2bfloat16_rn(v); }
+};
+template <>
+struct Convert<__half> {
+  static __device__ float to_float(__half v) { return __half2float(v); }
+  static __device__ __half from_float(float v) { return __float2half_rn(v); }
+};
+
+// The GEMVs' epilogue for one output: D[token][row] = alpha . v + beta . C[token][row] (C read only
+// when beta is not 0), for tokens below m. P holds m, alpha, beta, c, ldc, d, ldd.
+template <class T, class P>
+__device__ inline void write_output(const P &p, int row, int token, float v) {
+  if (token >= p.m) return;
+  v *= p.alpha;
+  if (p.beta != 0.f) v += p.beta * Convert<T>::to_float(p.c[int64_t(token) * p.ldc + row]);
+  p.d[int64_t(token) * p.ldd + row] = Convert<T>::from_float(v);
+}
+
+// A CUDA runtime error as a C status.
+inline int gemv_status(cudaError_t e) {
+  return e == cudaSuccess ? CUTLASS_RS_OK : CUTLASS_RS_ERROR_CUDA_BASE + static_cast<int>(e);
+}
+
+inline bool aligned(const void *p, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
+
+// Launches a GEMV kernel of one 16-row slice a block over `blocks` blocks whose warps share `runs`
+// runs of k, shaped by gemv_warps (at up to `target` warps an SM), each warp with `per_warp` bytes
+// of dynamic shared memory (opting in beyond the default 48 KB).
+template <class Params>
+int launch_gemv(void (*kernel)(Params), int64_t blocks, int64_t runs, int64_t sms, int64_t target, bool balanced,
+                size_t per_warp, int device, cudaStream_t stream, const Params &p) {
+  constexpr int64_t kMaxWarps = 16;
+  int64_t warps = gemv_warps(blocks, runs, sms, target, resident_warps(kernel), balanced, kMaxWarps);
+  while (warps > 1 && size_t(warps) * per_warp > max_shared(device)) --warps;
+  const size_t shared = size_t(warps) * per_warp;
+  if (shared > 48 * 1024) {
+    const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared));
+    if (e != cudaSuccess) {
+      (void)cudaGetLastError();  // not left for the next launch's check
+      return gemv_status(e);
+    }
+  }
+  kernel<<<dim3(static_cast<unsigned>(blocks)), dim3(static_cast<unsigned>(warps) * 32), shared, stream>>>(p);
+  return gemv_status(cudaGetLastError());
+}
+
+// launch(std::integral_constant<int, G>) for the G = ceil(m / 8) groups of 8 tokens (1 to 4).
+template <class Launch>
+int by_token_groups(int64_t m, Launch launch) {
+  switch ((m + 7) / 8) {
+    case 1:
+      return launch(std::integral_constant<int, 1>{});
+    case 2:
+      return launch(std::integral_constant<int, 2>{});
+    case 3:
+      return launch(std::integral_constant<int, 3>{});
+    default:
+      return launch(std::integral_constant<int, 4>{});
+  }
 }
 
 }  // namespace gemv

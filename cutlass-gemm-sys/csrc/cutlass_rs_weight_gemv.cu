@@ -530,8 +530,6 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_fp8_kernel(const Params<T
   finish<T, kSlices, kTokenGroups>(p, acc, reinterpret_cast<float *>(shared), warp, lane, warps, p.scales);
 }
 
-int cuda_status(cudaError_t e) { return e == cudaSuccess ? CUTLASS_RS_OK : CUTLASS_RS_ERROR_CUDA_BASE + static_cast<int>(e); }
-
 // Launches one instantiation, opting in to more than the default dynamic shared memory when the
 // block takes it (for the current device, each time: the attribute is the device's).
 template <class T>
@@ -540,11 +538,11 @@ int start(void (*kernel)(Params<T>), dim3 grid, dim3 block, size_t shared, cudaS
     const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared));
     if (e != cudaSuccess) {
       (void)cudaGetLastError();  // not left for the next launch's check
-      return cuda_status(e);
+      return gemv_status(e);
     }
   }
   kernel<<<grid, block, shared, stream>>>(p);
-  return cuda_status(cudaGetLastError());
+  return gemv_status(cudaGetLastError());
 }
 
 // How a launch is shaped: the 16-row slices of a block (each of its warps carries them all), and
@@ -711,8 +709,6 @@ int launch_fp8(const cutlass_rs_weight_only_args &a, int64_t sms, cudaStream_t s
       return launch_fp8_groups<T, kByte, 4>(p, sms, a.device_id, stream);
   }
 }
-
-bool aligned(const void *p, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
 // The rules of cutlass_rs_weight_gemv's arguments.
 int check(const cutlass_rs_weight_only_args *a, int32_t dtype, int32_t weight) {

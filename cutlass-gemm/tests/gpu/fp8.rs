@@ -602,19 +602,26 @@ fn fp8_blockwise_decode_gemv_matches_the_reference() {
     println!("the blockwise decode GEMV: {total} exact problems");
 }
 
-/// Every finite e4m3 value through the decode GEMV and the CUTLASS kernel: X of subnormals only
-/// against W = 1 (the sums exact: a flushed subnormal would show), then random finite bytes of
-/// both with power-of-two scales against the f64 reference, the GEMV within the crate's bound
-/// (f32 sums of exact products), the CUTLASS kernel within the module's bound for random values
-/// (its wgmma keeps about 14 bits inside a k-block: it failed the crate's bound here by 10 %).
-#[test]
-#[ignore = "needs a CUDA GPU"]
-fn fp8_blockwise_decode_gemv_reads_every_finite_e4m3_value() {
-    let (ctx, stream) = gemm_device();
-    let mut rng = rng();
-    let (m, n, k) = (5, 272, 640);
-    let p = GemmProblem::new(m, n, k);
-    let cutlass = built_kernels()
+/// D (bf16, row-major, no C) of the blockwise GEMM planned with the kernel of this name (the
+/// decode GEMV's name plans the GEMV, which the plan must then report).
+fn run_blockwise_named(
+    stream: &Arc<CudaStream>,
+    p: &GemmProblem,
+    name: &str,
+    (a, sa): (&CudaSlice<E4M3>, &CudaSlice<f32>),
+    (b, sb): (&CudaSlice<E4M3>, &CudaSlice<f32>),
+) -> Vec<bf16> {
+    let g = BlockwiseGemm::<E4M3, E4M3, bf16>::with_kernel(stream.context(), p, name).unwrap();
+    assert_eq!(g.is_gemv(), name == cutlass_gemm::BLOCKWISE_GEMV);
+    let mut dd = stream.alloc_zeros::<bf16>(p.m * p.n).unwrap();
+    g.run(stream, a, sa, b, sb, None, &mut dd, Workspace::Managed)
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+    stream.clone_dtoh(&dd).unwrap()
+}
+
+/// A dense blockwise CUTLASS kernel of this build with a bf16 D and CUTLASS's epilogue.
+fn plain_blockwise_kernel() -> &'static str {
+    built_kernels()
         .iter()
         .find(|kn| {
             kn.spec.blockwise.is_some()
@@ -623,7 +630,22 @@ fn fp8_blockwise_decode_gemv_reads_every_finite_e4m3_value() {
                 && kn.spec.d.ty == DataType::Bf16
         })
         .expect("a blockwise kernel")
-        .name;
+        .name
+}
+
+/// Every finite e4m3 value through the decode GEMV and the CUTLASS kernel: X of subnormals only
+/// against W = 1 (the sums exact: a flushed subnormal would show), then random finite bytes of
+/// both with power-of-two scales against the f64 reference, the GEMV within the crate's bound
+/// (f32 sums of exact products), the CUTLASS kernel within the module's bound for random values
+/// (its wgmma keeps about 14 bits inside a k-block: it failed the crate's bound here by 10 %).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn fp8_blockwise_decode_gemv_reads_every_finite_e4m3_value() {
+    let (_ctx, stream) = gemm_device();
+    let mut rng = rng();
+    let (m, n, k) = (5, 272, 640);
+    let p = GemmProblem::new(m, n, k);
+    let cutlass = plain_blockwise_kernel();
     let finite = |rng: &mut StdRng| loop {
         let b: u8 = rng.random();
         if b & 0x7F != 0x7F {
@@ -670,20 +692,7 @@ fn fp8_blockwise_decode_gemv_reads_every_finite_e4m3_value() {
             stream.clone_htod(&sb).unwrap(),
         );
         for name in [cutlass_gemm::BLOCKWISE_GEMV, cutlass] {
-            let g = BlockwiseGemm::<E4M3, E4M3, bf16>::with_kernel(&ctx, &p, name).unwrap();
-            let mut dd = stream.alloc_zeros::<bf16>(m * n).unwrap();
-            g.run(
-                &stream,
-                &da,
-                &dsa,
-                &db,
-                &dsb,
-                None,
-                &mut dd,
-                Workspace::Managed,
-            )
-            .unwrap_or_else(|e| panic!("{name}: {e}"));
-            let d = stream.clone_dtoh(&dd).unwrap();
+            let d = run_blockwise_named(&stream, &p, name, (&da, &dsa), (&db, &dsb));
             let mut worst = 0.0f64;
             for (i, v) in d.iter().enumerate() {
                 let (v, want) = (v.to_f64(), r.value[i]);
@@ -717,23 +726,11 @@ fn fp8_blockwise_decode_gemv_reads_every_finite_e4m3_value() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn fp8_blockwise_decode_gemv_propagates_nan_bytes() {
-    let (ctx, stream) = gemm_device();
+    let (_ctx, stream) = gemm_device();
     let mut rng = rng();
     let (m, n, k) = (9, 48, 384);
     let p = GemmProblem::new(m, n, k);
-    let names = [
-        cutlass_gemm::BLOCKWISE_GEMV,
-        built_kernels()
-            .iter()
-            .find(|kn| {
-                kn.spec.blockwise.is_some()
-                    && !kn.spec.kernel_schedule.is_grouped()
-                    && !kn.spec.fusion.is_fused()
-                    && kn.spec.d.ty == DataType::Bf16
-            })
-            .expect("a blockwise kernel")
-            .name,
-    ];
+    let names = [cutlass_gemm::BLOCKWISE_GEMV, plain_blockwise_kernel()];
     let mut a: Vec<E4M3> = (0..m * k)
         .map(|_| E4M3::from_f32(rng.random_range(-3..=3) as f32))
         .collect();
@@ -771,21 +768,7 @@ fn fp8_blockwise_decode_gemv_propagates_nan_bytes() {
         stream.clone_htod(&sb).unwrap(),
     );
     for name in names {
-        let g = BlockwiseGemm::<E4M3, E4M3, bf16>::with_kernel(&ctx, &p, name).unwrap();
-        assert_eq!(g.is_gemv(), name == cutlass_gemm::BLOCKWISE_GEMV);
-        let mut dd = stream.alloc_zeros::<bf16>(m * n).unwrap();
-        g.run(
-            &stream,
-            &da,
-            &dsa,
-            &db,
-            &dsb,
-            None,
-            &mut dd,
-            Workspace::Managed,
-        )
-        .unwrap_or_else(|e| panic!("{name}: {e}"));
-        let d = stream.clone_dtoh(&dd).unwrap();
+        let d = run_blockwise_named(&stream, &p, name, (&da, &dsa), (&db, &dsb));
         for t in 0..m {
             for j in 0..n {
                 let v = d[t * n + j].to_f64();
