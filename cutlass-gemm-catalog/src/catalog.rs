@@ -530,6 +530,18 @@ pub const SM90_MENU_16BIT: &[Sm90MenuTile] = &[
     menu_pingpong_swapped([64, 16, 64], [2, 1, 1]),
 ];
 
+/// The f32-output twins of the 16-bit tiles that split K over a batch (`Gemm`'s parallel split-K:
+/// each of `s` slices of K writes its f32 partial product, a reduction adds them and applies alpha,
+/// beta and the output type). Where few output tiles stream a long K (decode-size M and M up to a
+/// few hundred against weights of a few thousand rows), the slices fill the SMs in whole waves
+/// without the stream-K fixup. The tiles are [`SM90_MENU_16BIT`]'s for small M: the swapped 64x8
+/// (1x2x1) and 64x16 (2x1x1) pingpong, and the 64x64 (1x2x1) pingpong.
+pub const SM90_MENU_16BIT_PARTIALS: &[Sm90MenuTile] = &[
+    menu_pingpong_swapped([64, 8, 64], [1, 2, 1]),
+    menu_pingpong_swapped([64, 16, 64], [2, 1, 1]),
+    menu_pingpong([64, 64, 64], [1, 2, 1]),
+];
+
 /// The SM90 16-bit TN kernels whose C and D need no alignment (alignment 1): TMA main loops with
 /// CUTLASS's epilogue without shared memory (`NoSmemWarpSpecialized`), which stores each element
 /// itself instead of through a TMA descriptor (whose strides must be multiples of 16 bytes). They
@@ -1231,6 +1243,9 @@ pub fn sm90() -> Vec<KernelSpec> {
             spec.c.align = UNALIGNED_OUTPUT_ALIGNMENT;
             spec.d.align = UNALIGNED_OUTPUT_ALIGNMENT;
             out.push(spec);
+        }
+        for m in SM90_MENU_16BIT_PARTIALS {
+            out.push(sm90_menu_spec((input, input), DataType::F32, m));
         }
     }
     for output in [DataType::Bf16, DataType::F16] {

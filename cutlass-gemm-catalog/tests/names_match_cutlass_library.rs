@@ -272,7 +272,7 @@ const BEYOND_GENERATOR: &[(&str, &str)] = &[
         "16-bit pingpong with wgmma N = 8 (the generator emits no SM90 tile narrower than 16): \
          the tile cuBLASLt runs at M = 16 through the operand swap, compiled by CUTLASS's builder \
          and verified by cutlass-gemm/tests/gpu/gemm.rs; 16 x 4096 x 4096 bf16 0.88x -> 1.04x cuBLAS \
-         (docs/performance.md)",
+         (docs/performance.md); with its f32-output twins for split-K with a reduction",
     ),
     (
         "x128f32xe4m3_f32_bf16_bf16_64x128x128_1x1x1_0_tnt_align16_warpspecialized_pingpong_",
@@ -391,5 +391,5 @@ fn sm90_entries_are_emitted_by_cutlass_generator() {
         emitted.len()
     );
     // The exceptions stay few, each explained in BEYOND_GENERATOR.
-    assert!(excepted <= 12, "{excepted} exceptions");
+    assert!(excepted <= 14, "{excepted} exceptions");
 }

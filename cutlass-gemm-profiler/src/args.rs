@@ -218,9 +218,15 @@ pub struct ProfileArgs {
     /// Raster order of the tile scheduler: 1 along M, 2 along N (see `--swizzle`).
     #[arg(long, value_name = "1|2")]
     pub raster: Option<u8>,
-    /// Split-K factor for stream-K kernels (see `--swizzle`).
+    /// Split-K factor: stream-K kernels split in the kernel, others over a batch of K slices on
+    /// their f32-output twin with a reduction (see `--swizzle`).
     #[arg(long, value_name = "N")]
     pub splits: Option<u16>,
+    /// Measure every plan with each of these split-K factors it takes (comma-separated; 1 is the
+    /// plan without split-K): stream-K kernels split in the kernel, others over a batch of K
+    /// slices on their f32-output twin with a reduction. Plans that refuse a factor skip it.
+    #[arg(long, value_name = "LIST", value_delimiter = ',', conflicts_with_all = ["splits", "sweep_schedules"])]
+    pub split_sweep: Vec<u16>,
     /// Measure every plan with each raster order and swizzle (its own hints, CUTLASS's defaults,
     /// and 1, 2, 4, 8 along M and along N) instead of its own tile-scheduler hints.
     #[arg(long)]

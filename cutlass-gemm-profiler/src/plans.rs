@@ -77,6 +77,19 @@ fn scheduled_plans<TA: Element, TB: Element, TD: Element>(
         }
         return Ok((out, h));
     }
+    if !o.split_sweep.is_empty() {
+        let mut out = Vec::new();
+        for g in plans {
+            for &splits in &o.split_sweep {
+                let hints = ScheduleHints {
+                    splits: if splits <= 1 { 0 } else { splits },
+                    ..g.schedule()
+                };
+                out.extend(g.clone().with_schedule(hints).ok());
+            }
+        }
+        return Ok((out, h));
+    }
     if o.schedule == ScheduleHints::default() {
         return Ok((plans, h));
     }

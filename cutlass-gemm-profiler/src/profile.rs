@@ -53,6 +53,8 @@ pub struct Options {
     /// Every plan with each raster order and swizzle (CUTLASS's defaults and 1, 2, 4, 8 along M
     /// and along N) instead of its own tile-scheduler hints.
     pub sweep_schedules: bool,
+    /// `--split-sweep`: each plan with each of these split-K factors it takes.
+    pub split_sweep: Vec<u16>,
     /// Programmatic dependent launch: the plans' default (on), off, or each plan both ways.
     pub pdl: Pdl,
     /// Kernels and reference libraries already warmed up (one full warm-up each per run).
@@ -78,6 +80,7 @@ impl Options {
             rounds: args.rounds.clamp(1, 100),
             schedule,
             sweep_schedules: args.sweep_schedules,
+            split_sweep: args.split_sweep.clone(),
             pdl: args.pdl,
             warmed: Warmed::default(),
         })

@@ -895,6 +895,22 @@ unsafe extern "C" {
     ) -> ::std::os::raw::c_int;
 }
 unsafe extern "C" {
+    pub fn cutlass_rs_splitk_reduce(
+        partials: *const f32,
+        splits: i64,
+        lines: i64,
+        inner: i64,
+        alpha: f32,
+        beta: f32,
+        c: *const ::std::os::raw::c_void,
+        ld_c: i64,
+        d: *mut ::std::os::raw::c_void,
+        ld_d: i64,
+        dtype: i32,
+        stream: *mut ::std::os::raw::c_void,
+    ) -> ::std::os::raw::c_int;
+}
+unsafe extern "C" {
     pub fn cutlass_rs_launch_probe(
         cluster_x: ::std::os::raw::c_int,
         cluster_y: ::std::os::raw::c_int,

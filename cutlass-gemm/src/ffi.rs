@@ -406,6 +406,42 @@ pub(crate) unsafe fn dense_gemv(
     }
 }
 
+/// Split-K's reduction (`cutlass_rs_splitk_reduce`): `D = alpha · Σ partials + beta · C` over
+/// `[splits, lines, inner]` packed f32 partial products, C and D given with their leading
+/// dimensions (lines of `inner` elements), D of type `out` (bf16 or f16).
+///
+/// # Safety
+/// The pointers must address device memory of those extents, ordered on `stream`.
+pub(crate) unsafe fn splitk_reduce(
+    partials: sys::CUdeviceptr,
+    [splits, lines, inner]: [usize; 3],
+    (alpha, beta): (f32, f32),
+    (c, ld_c): (sys::CUdeviceptr, usize),
+    (d, ld_d): (sys::CUdeviceptr, usize),
+    out: cutlass_gemm_catalog::DataType,
+    stream: sys::CUstream,
+) -> Result<()> {
+    let dtype = match out {
+        cutlass_gemm_catalog::DataType::Bf16 => cutlass_gemm_sys::CUTLASS_RS_DTYPE_BF16,
+        _ => cutlass_gemm_sys::CUTLASS_RS_DTYPE_F16,
+    };
+    let status = cutlass_gemm_sys::cutlass_rs_splitk_reduce(
+        partials as *const f32,
+        splits as i64,
+        lines as i64,
+        inner as i64,
+        alpha,
+        beta,
+        c as *const _,
+        ld_c as i64,
+        d as *mut _,
+        ld_d as i64,
+        dtype,
+        stream as *mut _,
+    );
+    check_status("cutlass_rs_splitk_reduce", status)
+}
+
 /// Whether this build compiled its hand-written kernels (the quantizers, the weight packing, the
 /// decode GEMV) for a device of compute capability `cc` ([`cutlass_gemm_sys::BUILT_ARCHS`]).
 pub(crate) fn hand_written_runs_on(cc: (i32, i32)) -> bool {

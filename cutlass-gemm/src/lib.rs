@@ -91,7 +91,7 @@ pub use cutlass_gemm_sys as sys;
 pub use error::{
     BuildHint, CaptureRule, Error, Extent, GemvRule, GroupRowsRule, KernelRule, LayoutPairs,
     LayoutRule, OperandName, ProblemRule, Quantity, QuantizeOp, Result, Scalar, ScaleFamily,
-    ScaleRule, WeightRule,
+    ScaleRule, SplitKRule, WeightRule,
 };
 pub use ffi::{
     DeviceInfo, GroupedKernel, Kernel, RawArgs, RegistryArgs, RegistryKernel, ScheduleHints,

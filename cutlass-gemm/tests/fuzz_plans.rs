@@ -801,12 +801,28 @@ fn check_epilogue<TA: Element, TB: Element, TD: Element>(
         prop_assert_eq!(f.operand(op), g.operand(op));
     }
     check_operand_lengths(&f, short)?;
-    // Tile-scheduler hints on it: in range, and split-K on stream-K kernels only.
+    // Tile-scheduler hints on it: in range, and split-K on stream-K kernels, or with a reduction
+    // on a plain kernel's f32 twin (one GEMM, no fused epilogue, equal slices of K).
     let in_range = matches!(hints.swizzle, 0 | 1 | 2 | 4 | 8) && hints.raster <= 2;
     let stream_k = f.kernel_spec().tile_scheduler == TileScheduler::StreamK;
     match f.clone().with_schedule(hints) {
         Ok(s) => {
-            prop_assert!(in_range && (hints.splits <= 1 || stream_k), "{:?}", hints);
+            let reduced = s.split_k_kernel().is_some();
+            prop_assert!(
+                in_range && (hints.splits <= 1 || stream_k || reduced),
+                "{:?}",
+                hints
+            );
+            prop_assert!(
+                !reduced
+                    || (!stream_k
+                        && first.is_none()
+                        && p.batch == 1
+                        && p.k % hints.splits as usize == 0),
+                "{:?} {:?}",
+                hints,
+                p
+            );
             prop_assert_eq!(s.schedule(), hints);
             prop_assert_eq!(s.epilogue(), first);
             prop_assert_eq!(s.kernel_name(), f.kernel_name());
@@ -816,13 +832,18 @@ fn check_epilogue<TA: Element, TB: Element, TD: Element>(
             if !in_range {
                 prop_assert_eq!(rule_of(&e), Some(&ProblemRule::ScheduleOutOfRange(hints)));
             } else {
-                let split_k = matches!(
-                    e,
+                let split_k = match e {
                     Error::KernelMismatch {
                         reason: KernelRule::SplitKNeedsStreamK { splits },
                         ..
-                    } if splits == hints.splits && !stream_k
-                );
+                    } => splits == hints.splits && f.is_gemv(),
+                    Error::KernelMismatch {
+                        reason: KernelRule::SplitK { splits, .. },
+                        ..
+                    } => splits == hints.splits && !stream_k,
+                    Error::KernelNotBuilt { .. } => !stream_k,
+                    _ => false,
+                };
                 prop_assert!(split_k, "{:?}: {}", hints, e);
             }
         }

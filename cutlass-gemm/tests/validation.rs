@@ -6,7 +6,7 @@ use cutlass_gemm::numeric::{Tf32, E5M2};
 use cutlass_gemm::{
     built_kernels, BuildHint, DataType, DeviceInfo, Error, Extent, Family, Gemm, GemmProblem,
     KernelRule, Layout, MatrixLayout, OperandName, ProblemRule, Quantity, Scalar, ScheduleHints,
-    TileScheduler,
+    SplitKRule, TileScheduler,
 };
 use half::{bf16, f16};
 
@@ -475,27 +475,118 @@ fn schedule_hints_are_checked_against_their_ranges_and_the_kernel() {
             e => panic!("unexpected {e:?}"),
         }
     }
-    // Split-K needs a stream-K kernel.
-    let k = built_kernels()
-        .iter()
-        .find(|k| {
-            k.spec.tile_scheduler != TileScheduler::StreamK
-                && k.spec.a.ty == DataType::Bf16
-                && k.spec.d.ty == DataType::Bf16
-                && k.spec.layout_name() == "TN"
-        })
-        .expect("the default kernels include a persistent bf16 TN kernel");
-    let split = ScheduleHints {
-        splits: 2,
+    // Split-K on a kernel that is not stream-K: over a batch of K slices on the kernel's f32-output
+    // twin, then a reduction. The default set's 128x256 (2x1x1) cooperative tile has its twin.
+    let name = |ty: &str, rest: &str| {
+        format!("cutlass3x_sm90_tensorop_gemm_bf16_bf16_f32_{ty}_{ty}_{rest}")
+    };
+    let wide = name(
+        "bf16",
+        "128x256x64_2x1x1_0_tnt_align8_warpspecialized_cooperative_epi_tma",
+    );
+    let twin = name(
+        "f32",
+        "128x256x64_2x1x1_0_tnt_align8_warpspecialized_cooperative_epi_tma",
+    );
+    let split = |splits| ScheduleHints {
+        splits,
         ..Default::default()
     };
-    let g = Gemm::<bf16, bf16, bf16>::plan(H100, &p, Some(k.name)).unwrap();
-    match g.with_schedule(split).unwrap_err() {
-        Error::KernelMismatch { name, reason } => {
-            assert_eq!(name, k.name);
-            assert_eq!(reason, KernelRule::SplitKNeedsStreamK { splits: 2 });
+    let on = |p: &GemmProblem, kernel: &str, splits| {
+        Gemm::<bf16, bf16, bf16>::plan(H100, p, Some(kernel))
+            .unwrap()
+            .with_schedule(split(splits))
+    };
+    let (m, n, k) = (256, 512, 4096);
+    let g = on(&GemmProblem::new(m, n, k), &wide, 4).unwrap();
+    assert_eq!(g.split_k_kernel(), Some(twin.as_str()));
+    assert_eq!(g.schedule().splits, 4);
+    assert!(
+        g.workspace_size() >= 4 * m * n * 4,
+        "{}",
+        g.workspace_size()
+    );
+    // Back to one slice: the plain plan.
+    let g = g.with_schedule(split(0)).unwrap();
+    assert_eq!(g.split_k_kernel(), None);
+    let refused = |p: &GemmProblem, kernel: &str, splits| match on(p, kernel, splits).unwrap_err() {
+        Error::KernelMismatch {
+            name,
+            reason: KernelRule::SplitK { splits: s, rule },
+        } => {
+            assert_eq!((name.as_str(), s), (kernel, splits));
+            rule
         }
         e => panic!("unexpected {e:?}"),
+    };
+    // Slices of equal length and a multiple of 8 elements; one GEMM; no padded copy.
+    assert_eq!(
+        refused(&GemmProblem::new(256, 512, 4096), &wide, 3),
+        SplitKRule::Slices { k: 4096, splits: 3 }
+    );
+    assert_eq!(
+        refused(&GemmProblem::new(256, 512, 4104), &wide, 2),
+        SplitKRule::Slices { k: 4104, splits: 2 }
+    );
+    assert_eq!(
+        refused(&GemmProblem::new(256, 512, 4096).with_batch(2), &wide, 2),
+        SplitKRule::Batch { batch: 2 }
+    );
+    // n = 100 is not a multiple of 8: the plan pads operands into copies.
+    assert!(matches!(
+        refused(&GemmProblem::new(256, 100, 4096), &wide, 2),
+        SplitKRule::Staged { .. }
+    ));
+    // A tile without a twin in the catalog, and a fused kernel.
+    let no_twin = built_kernels()
+        .iter()
+        .find(|k| {
+            k.spec.tile == [128, 176, 64]
+                && k.spec.a.ty == DataType::Bf16
+                && k.spec.d.ty == DataType::Bf16
+        })
+        .expect("the default set has the 128x176 bf16 tile");
+    assert_eq!(
+        refused(&GemmProblem::new(256, 512, 4096), no_twin.name, 2),
+        SplitKRule::NoPartialsKernel
+    );
+    let fused = format!("{wide}_evt_scale_biasbf16_act");
+    assert_eq!(
+        refused(&GemmProblem::new(256, 512, 4096), &fused, 2),
+        SplitKRule::NoPartialsKernel
+    );
+    // A twin in the catalog that this build lacks: the error names it and how to build it.
+    let pingpong = name(
+        "bf16",
+        "64x64x64_1x2x1_0_tnt_align8_warpspecialized_pingpong_epi_tma",
+    );
+    let pingpong_twin = name(
+        "f32",
+        "64x64x64_1x2x1_0_tnt_align8_warpspecialized_pingpong_epi_tma",
+    );
+    if !built_kernels().iter().any(|k| k.name == pingpong_twin) {
+        match on(&GemmProblem::new(64, 512, 4096), &pingpong, 2).unwrap_err() {
+            Error::KernelNotBuilt { name, build_with } => {
+                assert_eq!(name, pingpong_twin);
+                assert_eq!(build_with, BuildHint::Kernels(pingpong_twin.clone()));
+            }
+            e => panic!("unexpected {e:?}"),
+        }
+    }
+    // The GEMV has no split-K.
+    let gemv = Gemm::<bf16, bf16, bf16>::plan(
+        H100,
+        &GemmProblem::new(4, 512, 4096),
+        Some(cutlass_gemm::DENSE_GEMV),
+    );
+    if let Ok(g) = gemv {
+        assert_eq!(
+            g.with_schedule(split(2)).unwrap_err().to_string(),
+            format!(
+                "kernel {} does not serve this problem: split-K (2 splits) needs a stream-K kernel",
+                cutlass_gemm::DENSE_GEMV
+            )
+        );
     }
 }
 

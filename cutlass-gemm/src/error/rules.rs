@@ -1068,6 +1068,14 @@ pub enum KernelRule {
         /// The splits asked for.
         splits: u16,
     },
+    /// Split-K with a separate reduction (asked of a kernel that is not stream-K, through
+    /// [`crate::Gemm::with_schedule`]) does not serve the plan.
+    SplitK {
+        /// The splits asked for.
+        splits: u16,
+        /// The rule the plan breaks.
+        rule: SplitKRule,
+    },
     /// The FP8 blockwise decode GEMV named for a problem it does not take.
     BlockwiseGemv {
         /// The rule the problem breaks.
@@ -1078,6 +1086,58 @@ pub enum KernelRule {
         /// The rule the problem breaks.
         rule: GemvRule,
     },
+}
+
+/// What split-K with a separate reduction takes ([`KernelRule::SplitK`]): the kernel's f32-output
+/// twin computes each slice of K (a batch of `splits` GEMMs), and a reduction adds the slices and
+/// applies alpha, beta and D's type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SplitKRule {
+    /// The catalog has no f32-output twin of the kernel (`catalog::SM90_MENU_16BIT_PARTIALS` and
+    /// the 128x256 cooperative tiles have one; no kernel with a fused epilogue has), or D is not
+    /// bf16 or f16.
+    NoPartialsKernel,
+    /// One GEMM: the batch carries the slices.
+    Batch {
+        /// The plan's batch count.
+        batch: usize,
+    },
+    /// No operand served through a padded copy.
+    Staged {
+        /// The staged operand.
+        operand: OperandName,
+    },
+    /// Slices of equal length: k a multiple of `splits` slices of a multiple of 8 elements (16
+    /// bytes).
+    Slices {
+        /// The plan's k.
+        k: usize,
+        /// The splits asked for.
+        splits: u16,
+    },
+}
+
+impl fmt::Display for SplitKRule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SplitKRule::NoPartialsKernel => write!(
+                f,
+                "the catalog has no f32-output twin of this kernel to compute the slices (a stream-K kernel takes any split-K)"
+            ),
+            SplitKRule::Batch { batch } => {
+                write!(f, "it takes one GEMM, the plan has a batch of {batch}")
+            }
+            SplitKRule::Staged { operand } => write!(
+                f,
+                "it reads the operands in place, and {operand} needs a padded copy"
+            ),
+            SplitKRule::Slices { k, splits } => write!(
+                f,
+                "k = {k} does not split into {splits} slices of a multiple of 8 elements"
+            ),
+        }
+    }
 }
 
 /// What the decode GEMVs take: the FP8 blockwise one (`cutlass_rs_blockwise_gemv`,
@@ -1235,6 +1295,9 @@ impl fmt::Display for KernelRule {
             ),
             KernelRule::SplitKNeedsStreamK { splits } => {
                 write!(f, "split-K ({splits} splits) needs a stream-K kernel")
+            }
+            KernelRule::SplitK { splits, rule } => {
+                write!(f, "split-K over {splits} slices with a reduction: {rule}")
             }
             KernelRule::BlockwiseGemv { rule } => {
                 write!(f, "the FP8 blockwise decode GEMV does not serve the plan: {rule}")

@@ -9,7 +9,7 @@ use cutlass_gemm_sys::cutlass_rs_gemm_args;
 
 use crate::error::{
     require_device, require_len, require_ordinal, Error, Extent, GemvRule, KernelRule, LayoutPairs,
-    LayoutRule, OperandName, ProblemRule, Quantity, Result, Scalar,
+    LayoutRule, OperandName, ProblemRule, Quantity, Result, Scalar, SplitKRule,
 };
 use crate::ffi::{DeviceInfo, Kernel, ScheduleHints, StagingCopy, BLOCKWISE_GEMV, DENSE_GEMV};
 use crate::formats::element::Element;
@@ -147,6 +147,9 @@ pub struct Gemm<TA: Element, TB: Element, TD: Element> {
     /// A decode GEMV runs the plan instead of `kernel` (the CUTLASS kernel the plan would take
     /// without it).
     gemv: Option<Gemv>,
+    /// Split-K with a separate reduction ([`Gemm::with_schedule`] on a kernel that is not
+    /// stream-K): the kernel's f32-output twin that computes the slices of K.
+    partials: Option<Kernel>,
     _types: PhantomData<(TA, TB, TD)>,
 }
 
@@ -171,6 +174,7 @@ impl<TA: Element, TB: Element, TD: Element> Clone for Gemm<TA, TB, TD> {
             pinned: self.pinned,
             vector_bytes: self.vector_bytes,
             gemv: self.gemv,
+            partials: self.partials,
             _types: PhantomData,
         }
     }
@@ -397,6 +401,7 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
             pinned: kernel_name_given || gemv_named.is_some(),
             vector_bytes: 0,
             gemv: None,
+            partials: None,
             _types: PhantomData,
         };
         gemm.gemv = match gemv_named {
@@ -545,18 +550,24 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
         self.workspace_size
     }
 
-    /// The plan with these tile-scheduler hints (raster swizzle and order; split-K for stream-K
-    /// kernels). The workspace size is recomputed: split-K needs more.
+    /// The plan with these tile-scheduler hints (raster swizzle and order; split-K). The
+    /// workspace size is recomputed: split-K needs more.
+    ///
+    /// Split-K (`splits` > 1) on a stream-K kernel is CUTLASS's, reduced in the kernel. On other
+    /// kernels it is a batch of `splits` GEMMs over equal slices of K on the kernel's f32-output
+    /// twin, whose partial products a reduction kernel then adds up into D with alpha and beta
+    /// ([`Gemm::split_k_kernel`]; the partials take `splits · m · n · 4` bytes of the workspace);
+    /// [`KernelRule::SplitK`] says why a plan cannot have it, [`Error::KernelNotBuilt`] names a
+    /// twin this build lacks.
     pub fn with_schedule(mut self, schedule: ScheduleHints) -> Result<Self> {
         if !matches!(schedule.swizzle, 0 | 1 | 2 | 4 | 8) || schedule.raster > 2 {
             return Err(Error::InvalidProblem {
                 reason: ProblemRule::ScheduleOutOfRange(schedule),
             });
         }
-        if schedule.splits > 1
-            && (self.gemv.is_some()
-                || self.kernel.spec.tile_scheduler != cutlass_gemm_catalog::TileScheduler::StreamK)
-        {
+        let stream_k =
+            self.kernel.spec.tile_scheduler == cutlass_gemm_catalog::TileScheduler::StreamK;
+        if schedule.splits > 1 && self.gemv.is_some() {
             return Err(Error::KernelMismatch {
                 name: self.kernel_name().into(),
                 reason: KernelRule::SplitKNeedsStreamK {
@@ -564,9 +575,135 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
                 },
             });
         }
+        self.partials = if schedule.splits > 1 && !stream_k {
+            Some(self.partials_kernel(schedule.splits)?)
+        } else {
+            None
+        };
         self.schedule = schedule;
         self.size_workspace()?;
         Ok(self)
+    }
+
+    /// The f32-output twin that computes the slices of K of split-K over `splits`, or why the
+    /// plan cannot split K with a reduction.
+    fn partials_kernel(&self, splits: u16) -> Result<Kernel> {
+        use cutlass_gemm_catalog::DataType;
+        let refuse = |rule: SplitKRule| Error::KernelMismatch {
+            name: self.kernel.name.into(),
+            reason: KernelRule::SplitK { splits, rule },
+        };
+        let spec = self.kernel.spec;
+        let is_twin = |s: &KernelSpec| {
+            let mut same = *s;
+            (same.c, same.d) = (spec.c, spec.d);
+            same == spec
+                && (s.c.ty, s.d.ty) == (DataType::F32, DataType::F32)
+                && (s.c.layout, s.d.layout) == (spec.c.layout, spec.d.layout)
+        };
+        let sixteen = matches!(TD::DATA_TYPE, DataType::Bf16 | DataType::F16);
+        let Some(twin) = crate::selection::catalog_entries()
+            .iter()
+            .find(|s| is_twin(s))
+            .filter(|_| sixteen && spec.fusion == cutlass_gemm_catalog::Fusion::LinearCombination)
+        else {
+            return Err(refuse(SplitKRule::NoPartialsKernel));
+        };
+        if self.problem.batch != 1 {
+            return Err(refuse(SplitKRule::Batch {
+                batch: self.problem.batch,
+            }));
+        }
+        if let Some(s) = self.staging.staged.iter().flatten().next() {
+            let operand = match s.slot {
+                Slot::A => self.ops[0].user,
+                Slot::B => self.ops[1].user,
+                Slot::C => OperandName::C,
+                Slot::D => OperandName::D,
+                Slot::ScalesA => OperandName::ScalesA,
+            };
+            return Err(refuse(SplitKRule::Staged { operand }));
+        }
+        let k = self.problem.k;
+        if k % splits as usize != 0 || (k / splits as usize) % 8 != 0 {
+            return Err(refuse(SplitKRule::Slices { k, splits }));
+        }
+        let name = twin.name();
+        crate::selection::built_kernels()
+            .iter()
+            .find(|b| b.name == name)
+            .copied()
+            .ok_or_else(|| Error::KernelNotBuilt {
+                build_with: crate::selection::build_hint(&name),
+                name,
+            })
+    }
+
+    /// The f32-output kernel that computes the slices of K where the plan splits K with a
+    /// separate reduction ([`Gemm::with_schedule`]), `None` otherwise.
+    pub fn split_k_kernel(&self) -> Option<&'static str> {
+        self.partials.map(|k| k.name)
+    }
+
+    /// Split-K's slices: their count, length, and the lines (of `inner` contiguous elements) of
+    /// the kernel's D that each partial product holds.
+    fn slices(&self) -> (usize, usize, usize, usize) {
+        let splits = self.schedule.splits as usize;
+        let od = self.ops[3].m;
+        let (lines, inner) = match od.layout {
+            Layout::RowMajor => (od.rows, od.cols),
+            Layout::ColumnMajor => (od.cols, od.rows),
+        };
+        (splits, self.problem.k / splits, lines, inner)
+    }
+
+    /// The twin's arguments for split-K's slices: a batch of `splits` GEMMs over consecutive
+    /// slices of K into the packed f32 partials.
+    fn partials_args(
+        &self,
+        twin: &Kernel,
+        ka: u64,
+        kb: u64,
+        partials: u64,
+    ) -> cutlass_rs_gemm_args {
+        let (splits, len, lines, inner) = self.slices();
+        let [oa, ob, _, od] = self.ops;
+        // Elements between consecutive k of A (m x k) and of B (k x n).
+        let step_a = match oa.m.layout {
+            Layout::RowMajor => 1,
+            Layout::ColumnMajor => oa.m.ld,
+        };
+        let step_b = match ob.m.layout {
+            Layout::RowMajor => ob.m.ld,
+            Layout::ColumnMajor => 1,
+        };
+        let raw = crate::ffi::RawArgs {
+            m: od.m.rows,
+            n: od.m.cols,
+            k: len,
+            batch: splits,
+            a: ka,
+            lda: oa.m.ld,
+            batch_stride_a: len * step_a,
+            b: kb,
+            ldb: ob.m.ld,
+            batch_stride_b: len * step_b,
+            c: partials,
+            ldc: inner,
+            batch_stride_c: lines * inner,
+            d: partials,
+            ldd: inner,
+            batch_stride_d: lines * inner,
+            alpha: 1.0,
+            beta: 0.0,
+            schedule: ScheduleHints {
+                splits: 0,
+                ..self.schedule
+            },
+            programmatic_dependent_launch: self.programmatic_dependent_launch(),
+            ..Default::default()
+        };
+        twin.abi_args(&self.device, &raw)
     }
 
     /// Sizes the workspace: the kernel's own (with aligned stand-in addresses: it depends on the
@@ -599,6 +736,16 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
                     },
                 });
             }
+        }
+        if let Some(twin) = self.partials {
+            // The twin's own workspace, then the packed f32 partials (nothing is staged).
+            let (splits, _, lines, inner) = self.slices();
+            let a = self.partials_args(&twin, 16, 16, 16);
+            self.kernel_workspace = twin.workspace_size_of(&a)?;
+            self.vector_bytes = 0;
+            self.workspace_size = self.kernel_workspace.next_multiple_of(STAGING_ALIGNMENT)
+                + splits * lines * inner * 4;
+            return Ok(());
         }
         self.kernel_workspace = self.kernel.workspace_size_of(&args)?;
         self.vector_bytes = self
@@ -1111,6 +1258,28 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
             return self.launch_gemv(gemv, a, b, c, d, scales, stream);
         }
         let (ka, kb) = if self.swapped { (b, a) } else { (a, b) };
+        if let Some(twin) = self.partials {
+            // Split-K with a reduction: the slices into the partials, then D from their sum.
+            let partials =
+                workspace + self.kernel_workspace.next_multiple_of(STAGING_ALIGNMENT) as u64;
+            let args = self.partials_args(&twin, ka, kb, partials);
+            twin.launch_abi(&args, workspace, workspace_bytes, stream)?;
+            let (splits, _, lines, inner) = self.slices();
+            let ld_d = self.ops[3].m.ld;
+            let (pc, ld_c) = match c {
+                Some(c) if self.problem.beta != 0.0 && c != d => (c, self.ops[2].m.ld),
+                _ => (d, ld_d),
+            };
+            return crate::ffi::splitk_reduce(
+                partials,
+                [splits, lines, inner],
+                (self.problem.alpha, self.problem.beta),
+                (pc, ld_c),
+                (d, ld_d),
+                TD::DATA_TYPE,
+                stream,
+            );
+        }
         let c_read = self.problem.beta != 0.0;
         let in_place = c == Some(d);
         // Kernel-side A, B, C, D; C stands for D when it is not read or is D.

@@ -16,7 +16,8 @@ use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
 use cutlass_gemm::numeric::Tf32;
 use cutlass_gemm::reference::{self, Comparison};
 use cutlass_gemm::{
-    Element, Error, Gemm, GemmProblem, Layout, MatrixLayout, OperandName, Workspace,
+    Element, Error, Gemm, GemmProblem, KernelRule, Layout, MatrixLayout, OperandName,
+    ScheduleHints, SplitKRule, Workspace,
 };
 use half::{bf16, f16};
 use rand::rngs::StdRng;
@@ -67,6 +68,18 @@ fn run_and_check_with<TA: Element, TB: Element, TD: Element>(
         None => Gemm::<TA, TB, TD>::new(ctx, p),
     }
     .unwrap_or_else(|e| panic!("{kernel:?} {p:?}: {e}"));
+    check_plan(&g, stream, rng, with_c)
+}
+
+/// Runs a plan on random operands (C when `with_c`) and checks D against the f64 reference with
+/// the crate's bound, and that nothing outside D's geometry was written.
+fn check_plan<TA: Element, TB: Element, TD: Element>(
+    g: &Gemm<TA, TB, TD>,
+    stream: &Arc<CudaStream>,
+    rng: &mut StdRng,
+    with_c: bool,
+) -> Comparison {
+    let p = g.problem();
     let (ga, gb, gc, gd) = (
         g.operand(OperandName::A),
         g.operand(OperandName::B),
@@ -979,6 +992,135 @@ fn dense_decode_gemv<T: Element>() {
         "{}: the 16-bit decode GEMV, {runs} problems and NaN/Inf propagation",
         T::DATA_TYPE
     );
+}
+
+/// Split-K with a reduction (`with_schedule` on a kernel that is not stream-K: a batch of K slices
+/// on the kernel's f32-output twin, then the reduction) against the f64 reference with the crate's
+/// bound: each tile with a twin (the swapped 64x8 and 64x16, the 64x64 pingpong, the 128x256
+/// cooperative), 2 to 8 slices,
+/// m off the tiles' ends, with C (beta 0.5, alpha 0.75) and without, a padded A, and C as D; then
+/// the refusals: slices of unequal length, a batch.
+fn split_k_with_reduction<T: Element>() {
+    let (ctx, stream) = gemm_device();
+    let mut rng = rng();
+    let ty = T::DATA_TYPE.to_string();
+    let tiles = [
+        "64x8x64_1x2x1_0_tnn_align8_warpspecialized_pingpong_epi_tma",
+        "64x16x64_2x1x1_0_tnn_align8_warpspecialized_pingpong_epi_tma",
+        "64x64x64_1x2x1_0_tnt_align8_warpspecialized_pingpong_epi_tma",
+        "128x256x64_2x1x1_0_tnt_align8_warpspecialized_cooperative_epi_tma",
+    ];
+    let mut runs = 0;
+    for tile in tiles {
+        let name = format!("cutlass3x_sm90_tensorop_gemm_{ty}_{ty}_f32_{ty}_{ty}_{tile}");
+        let twin = format!("cutlass3x_sm90_tensorop_gemm_{ty}_{ty}_f32_f32_f32_{tile}");
+        for (m, n, k, splits) in [
+            (1, 256, 1024, 2),
+            (13, 520, 3584, 7),
+            (40, 4096, 2048, 4),
+            (129, 192, 4608, 8),
+        ] {
+            for with_c in [false, true] {
+                let p = GemmProblem::new(m, n, k)
+                    .with_a(MatrixLayout::row_major().with_ld(k + 8 * (m % 2)))
+                    .with_scalars(0.75, if with_c { 0.5 } else { 0.0 });
+                let g = Gemm::<T, T, T>::with_kernel(&ctx, &p, &name)
+                    .and_then(|g| {
+                        let hints = ScheduleHints {
+                            splits,
+                            ..g.schedule()
+                        };
+                        g.with_schedule(hints)
+                    })
+                    .unwrap_or_else(|e| panic!("{name} {p:?} split {splits}: {e}"));
+                assert_eq!(g.split_k_kernel(), Some(twin.as_str()));
+                assert!(g.workspace_size() >= splits as usize * m * n * 4);
+                assert!(check_plan(&g, &stream, &mut rng, with_c).passed());
+                runs += 1;
+            }
+        }
+        // C as D: D = 0.75 A.B + 0.5 D.
+        let (m, n, k) = (24, 264, 2048);
+        let p = GemmProblem::new(m, n, k).with_scalars(0.75, 0.5);
+        let g = Gemm::<T, T, T>::with_kernel(&ctx, &p, &name)
+            .and_then(|g| {
+                let hints = ScheduleHints {
+                    splits: 4,
+                    ..g.schedule()
+                };
+                g.with_schedule(hints)
+            })
+            .unwrap();
+        let a: Vec<T> = (0..m * k)
+            .map(|_| T::from_f64(rng.random_range(-2..=2) as f64))
+            .collect();
+        let b: Vec<T> = (0..n * k)
+            .map(|_| T::from_f64(rng.random_range(-2..=2) as f64))
+            .collect();
+        let c: Vec<T> = (0..m * n)
+            .map(|_| T::from_f64(rng.random_range(-4..=4) as f64))
+            .collect();
+        let (da, db) = (
+            stream.clone_htod(&a).unwrap(),
+            stream.clone_htod(&b).unwrap(),
+        );
+        let mut dd = stream.clone_htod(&c).unwrap();
+        g.run_in_place(&stream, &da, &db, &mut dd, Workspace::Managed)
+            .unwrap();
+        let d = stream.clone_dtoh(&dd).unwrap();
+        let want = reference::gemm(&p, &a, &b, Some(&c[..])).unwrap();
+        let cmp = reference::compare(&d, &g.operand(OperandName::D), &want);
+        assert!(cmp.passed(), "{name} in place: {cmp:?}");
+        runs += 1;
+        // Refusals, typed: k = 3584 does not split into 3 slices of a multiple of 8; a batch.
+        let refused = |p: &GemmProblem, splits: u16| {
+            Gemm::<T, T, T>::with_kernel(&ctx, p, &name)
+                .and_then(|g| {
+                    let hints = ScheduleHints {
+                        splits,
+                        ..g.schedule()
+                    };
+                    g.with_schedule(hints)
+                })
+                .unwrap_err()
+        };
+        assert!(matches!(
+            refused(&GemmProblem::new(16, 512, 3584), 3),
+            Error::KernelMismatch {
+                reason: KernelRule::SplitK {
+                    splits: 3,
+                    rule: SplitKRule::Slices { k: 3584, splits: 3 }
+                },
+                ..
+            }
+        ));
+        assert!(matches!(
+            refused(&GemmProblem::new(16, 512, 1024).with_batch(2), 2),
+            Error::KernelMismatch {
+                reason: KernelRule::SplitK {
+                    rule: SplitKRule::Batch { batch: 2 },
+                    ..
+                },
+                ..
+            }
+        ));
+    }
+    println!(
+        "{}: split-K with a reduction, {runs} problems against the reference",
+        T::DATA_TYPE
+    );
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn bf16_split_k_with_reduction_matches_the_reference() {
+    split_k_with_reduction::<bf16>();
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn f16_split_k_with_reduction_matches_the_reference() {
+    split_k_with_reduction::<f16>();
 }
 
 #[test]
