@@ -524,8 +524,8 @@ pub const SM90_MENU_16BIT: &[Sm90MenuTile] = &[
     // Decode-size M through the operand swap (the tokens on the kernel's N side), the tiles
     // cuBLAS runs at M = 16 (`tools/cublas_kernels.py`): 64x8 with a 1x2x1 cluster, whose two
     // CTAs share the weights' panel (16 x 4096 x 4096: 0.88x -> 1.04x cuBLAS; 16 x 4096 x 14336
-    // 0.92x -> 1.04x), and 64x16 with 2x1x1 (as fast as 64x8 at 16 x 6144 x 4096; by name or
-    // autotuning). At M = 128 both are 3x slower than 64x64 (docs/performance.md, 2026-11-24).
+    // 0.92x -> 1.04x), and 64x16 with 2x1x1 (as fast as 64x8 at 16 x 6144 x 4096, 1.1-2x the 64x8 tile where 64x8's tiles spill into a second wave (H200,
+    // docs/performance.md). At M = 128 both are 3x slower than 64x64.
     menu_pingpong_swapped([64, 8, 64], [1, 2, 1]),
     menu_pingpong_swapped([64, 16, 64], [2, 1, 1]),
 ];
@@ -1577,9 +1577,10 @@ fn is_unaligned_output(spec: &KernelSpec) -> bool {
 /// The small-problem kernels of the default set: for f16 and bf16 TN (output of the input type),
 /// the 64x128x64 pingpong kernel, the 64x96x64 pingpong kernel with a 2x1x1 cluster, the 64x64x64
 /// pingpong kernels (clusters 2x1x1 and 1x2x1), stream-K at 128x256x64, the swapped stream-K
-/// kernels with 16- and 64-wide N tiles and the swapped 64x8x64 pingpong kernel (cluster 1x2x1),
-/// which the H200 and H100 measurements of `docs/performance.md` found fastest for decode
-/// (M = 16) and M = 128 problems, the 128x128x64 cooperative kernel (M = 128 with a large N), and
+/// kernels with 16- and 64-wide N tiles and the swapped 64x8x64 (cluster 1x2x1) and 64x16x64
+/// (2x1x1) pingpong kernels, which the H200 and H100 measurements of `docs/performance.md` found
+/// fastest for decode (M = 8-32: 64x16 where 64x8's tiles spill into a second wave) and M = 128
+/// problems, the 128x128x64 cooperative kernel (M = 128 with a large N), and
 /// the 128x176x64 cooperative kernel (N = 2112 and other multiples of 176 at large M).
 fn is_default_menu(spec: &KernelSpec) -> bool {
     let tn_16bit = spec.arch == Arch::Sm90a
@@ -1607,6 +1608,9 @@ fn is_default_menu(spec: &KernelSpec) -> bool {
                 stream_k
             }
             ([64, 8, 64], Layout::ColumnMajor) => spec.kernel_schedule == PINGPONG,
+            ([64, 16, 64], Layout::ColumnMajor) => {
+                spec.kernel_schedule == PINGPONG && spec.cluster == [2, 1, 1]
+            }
             _ => false,
         }
 }
