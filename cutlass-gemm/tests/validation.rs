@@ -1051,3 +1051,22 @@ fn dense_decode_gemv_rules() {
         })
     ));
 }
+
+/// The swapped 64x16 decode tile stands in for the 64x8 one where 64x8's tiles spill into a second
+/// wave, and only for it (H200 measurements in docs/performance.md).
+#[test]
+fn the_64x16_decode_tile_stands_in_for_the_64x8_one_only() {
+    let name = |m, n, k| {
+        Gemm::<bf16, bf16, bf16>::plan(H100, &GemmProblem::new(m, n, k), None)
+            .unwrap()
+            .kernel_name()
+    };
+    // 4608 rows at 16 tokens: 144 tiles of 64x8 for 132 SMs, 72 of 64x16 (0.70x -> 0.90x cuBLAS).
+    assert!(name(16, 4608, 3584).contains("_64x16x64_2x1x1_0_tnn_"));
+    // 4096 rows at 16 tokens: 128 tiles of 64x8, one wave.
+    assert!(name(16, 4096, 4096).contains("_64x8x64_1x2x1_0_tnn_"));
+    // 32 tokens over a long K: the stream-K 128x16 tile (0.84x against 0.68x for 64x16), and the
+    // 64x64 pingpong tile on a wide layer (0.87x against 0.76x).
+    assert!(name(32, 5120, 13824).contains("_128x16x128_1x1x1_0_tnn_"));
+    assert!(name(32, 8192, 28672).contains("_64x64x64_1x2x1_0_tnt_"));
+}

@@ -479,20 +479,52 @@ pub(crate) fn choose(
             || !kernels.iter().any(|other| other.spec == twin)
             || stream_k == blockwise_stream_k(spec, shape(spec), k, batch, sms)
     };
-    *kernels
+    let eligible: Vec<&Kernel> = kernels
         .iter()
         .filter(|kn| !precise || !fast_accum(&kn.spec))
         .filter(|kn| !superseded(&kn.spec, kernels.iter().map(|k| &k.spec)))
         .filter(|kn| blockwise_rule(kn))
-        .min_by(|x, y| {
-            let rank = |kn: &Kernel| {
-                let mut r = preference(&kn.spec, shape(&kn.spec), k, batch, sms);
-                r.0 += extra_us(&kn.spec);
-                r
-            };
-            compare(rank(x), rank(y))
-        })
-        .expect("non-empty")
+        .collect();
+    let rank = |kn: &Kernel| {
+        let mut r = preference(&kn.spec, shape(&kn.spec), k, batch, sms);
+        r.0 += extra_us(&kn.spec);
+        r
+    };
+    let best = |pool: &mut dyn Iterator<Item = &Kernel>| {
+        pool.min_by(|x, y| compare(rank(x), rank(y))).copied()
+    };
+    // The narrow decode tiles (64 x 8, 64 x 16 pingpong, persistent): a wider one stands in only
+    // for the narrowest, where that would run the problem. The cost model prices the 64x16 tile
+    // at two waves about a fifth under what it runs, which otherwise takes it over the stream-K
+    // and 64x64 tiles at 32 tokens over a long K (docs/performance.md).
+    let narrow = |s: &KernelSpec| {
+        s.tile[0] == 64
+            && s.tile[1] <= 16
+            && s.tile_scheduler == TileScheduler::Persistent
+            && matches!(
+                s.kernel_schedule,
+                KernelSchedule::TmaWarpSpecializedPingpong
+                    | KernelSchedule::TmaWarpSpecializedPingpongFp8Overlap
+                    | KernelSchedule::TmaWarpSpecializedPingpongFp8FastAccum
+            )
+    };
+    let narrowest = eligible
+        .iter()
+        .filter(|kn| narrow(&kn.spec))
+        .map(|kn| kn.spec.tile[1])
+        .min();
+    let first = best(
+        &mut eligible
+            .iter()
+            .copied()
+            .filter(|kn| !narrow(&kn.spec) || Some(kn.spec.tile[1]) == narrowest),
+    )
+    .expect("non-empty");
+    if narrow(&first.spec) {
+        best(&mut eligible.iter().copied().filter(|kn| narrow(&kn.spec))).expect("non-empty")
+    } else {
+        first
+    }
 }
 
 #[cfg(test)]
