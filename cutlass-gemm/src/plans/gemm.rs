@@ -1239,6 +1239,7 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
             }
         }
     }
+
     /// Stages the operands the plan serves through padded copies, launches the kernel, and copies a
     /// staged D back. `c` is the user's C (`Some(d)` when C is D).
     #[allow(clippy::too_many_arguments)]

@@ -671,24 +671,56 @@ fn quantize_fp8_host<T: Element>(w: &[T], n: usize, k: usize) -> HostFp8<T> {
     }
 }
 
-/// FP8 weights (e4m3 with a scale per output channel): the GPU quantizer bit for bit against its
-/// definition (rows of different magnitudes, a row of zeros, values that saturate), the weight
-/// from a checkpoint's tensors the same, then every FP8 kernel of the build, the decode GEMV at 1
-/// to 32 tokens and the library's choice at 1 to 1100 tokens against the f64 reference over the
-/// host's dequantized weight (the GEMV within its bound beyond it), and X = I, which reads the
-/// dequantized weight back exactly.
-fn fp8_weights<T: WeightOnlyInput>() {
+/// What tells the two per-channel weight formats apart in their tests.
+struct PerChannel<T> {
+    format: WeightFormat,
+    /// The weight's element type in the kernels' names.
+    ty: DataType,
+    /// The quantizer's definition on the host.
+    host: fn(&[T], usize, usize) -> HostFp8<T>,
+    /// The most a value `x` quantized with the scale `s` may differ from `x` after dequantization
+    /// (the product's rounding to T aside).
+    error: fn(f64, f64) -> f64,
+}
+
+impl<T: WeightOnlyInput> PerChannel<T> {
+    /// The weight from a checkpoint's tensors (`from_fp8`, `from_int8`).
+    fn load(&self, stream: &Arc<CudaStream>, host: &HostFp8<T>) -> QuantizedWeight<T> {
+        let ds = stream.clone_htod(&host.scales).unwrap();
+        if host.int8 {
+            let dq = stream.clone_htod(&host.signed()).unwrap();
+            QuantizedWeight::from_int8(stream, &dq, &ds, host.n, host.k).unwrap()
+        } else {
+            let dq = stream.clone_htod(&host.values).unwrap();
+            QuantizedWeight::from_fp8(stream, &dq, &ds, host.n, host.k).unwrap()
+        }
+    }
+}
+
+/// Weights with a scale per output channel (FP8, int8): the GPU quantizer bit for bit against its
+/// definition (rows of different magnitudes, a row of zeros, one whose largest value is 1000 times
+/// the rest, whose others quantize to few bits), within the format's quantization error; the
+/// weight from a checkpoint's tensors the same; every kernel of the build for the format, the
+/// decode GEMV at 1 to 32 tokens and the library's choice at 1 to 1100 tokens against the f64
+/// reference over the host's dequantized weight (the GEMV within its bound beyond it); X = I,
+/// which reads the dequantized weight back exactly; then `more` for each problem (the weight, its
+/// host definition), and the refusal of a group other than k.
+fn per_channel_weights<T: WeightOnlyInput>(
+    f: &PerChannel<T>,
+    mut more: impl FnMut(&Arc<CudaContext>, &Arc<CudaStream>, &mut StdRng, &HostFp8<T>),
+) -> (Arc<CudaContext>, Arc<CudaStream>, StdRng) {
     let (ctx, stream) = device();
     let mut rng = rng();
     let kernels: Vec<&str> = built_weight_only_kernels()
         .iter()
-        .filter(|k| k.spec.b.ty == T::DATA_TYPE && k.spec.a.ty == DataType::E4M3)
+        .filter(|k| k.spec.b.ty == T::DATA_TYPE && k.spec.a.ty == f.ty)
         .map(|k| k.name)
         .collect();
     assert!(
         !kernels.is_empty(),
-        "no {} FP8 weight-only kernel in this build (features weight-only)",
-        T::DATA_TYPE
+        "no {} {:?} weight-only kernel in this build (features weight-only)",
+        T::DATA_TYPE,
+        f.format
     );
     let filter = kernel_filter();
     let problems: &[(usize, usize)] = if quick() {
@@ -702,8 +734,6 @@ fn fp8_weights<T: WeightOnlyInput>() {
         &[1, 5, 16, 17, 64, 100, 257]
     };
     for &(n, k) in problems {
-        // Rows of magnitudes 2^-6 to 2^6, one of zeros, one whose largest value is 1000 times
-        // the rest (the rest quantize to few bits, subnormals among them).
         let w: Vec<T> = (0..n * k)
             .map(|e| {
                 let (j, i) = (e / k, e % k);
@@ -716,10 +746,10 @@ fn fp8_weights<T: WeightOnlyInput>() {
             })
             .collect();
         let dw = stream.clone_htod(&w).unwrap();
-        let qw = QuantizedWeight::quantize(&stream, &dw, n, k, k, WeightFormat::Fp8).unwrap();
-        assert_eq!(qw.format(), WeightFormat::Fp8);
+        let qw = QuantizedWeight::quantize(&stream, &dw, n, k, k, f.format).unwrap();
+        assert_eq!(qw.format(), f.format);
         assert_eq!(qw.group_size(), k);
-        let host = quantize_fp8_host(&w, n, k);
+        let host = (f.host)(&w, n, k);
         assert_eq!(stream.clone_dtoh(qw.packed()).unwrap(), host.values);
         let scales = stream.clone_dtoh(qw.scales()).unwrap();
         assert!(scales
@@ -727,9 +757,8 @@ fn fp8_weights<T: WeightOnlyInput>() {
             .zip(&host.scales)
             .all(|(a, b)| a.to_f64() == b.to_f64()));
         assert_eq!(scales[3].to_f64(), 1.0, "a row of zeros gets the scale 1");
-        // The quantization's error: half an e4m3 step of the value, or of the smallest
-        // subnormal, times the scale, plus the scale's and the product's roundings (the product's
-        // at least half of T's smallest subnormal step where it falls below T's normal range).
+        // The quantization's error, plus the product's rounding (at least half of T's smallest
+        // subnormal step where it falls below T's normal range).
         let half_subnormal = match T::DATA_TYPE {
             DataType::F16 => 2f64.powi(-25),
             _ => 2f64.powi(-134),
@@ -738,15 +767,11 @@ fn fp8_weights<T: WeightOnlyInput>() {
         for (e, (x, d)) in w.iter().zip(&deq).enumerate() {
             let s = host.scales[e / k].to_f64();
             let (x, d) = (x.to_f64(), d.to_f64());
-            let bound = (x.abs() / 16.0).max(s * 2f64.powi(-10))
-                + 2.0 * T::UNIT_ROUNDOFF * x.abs()
-                + half_subnormal;
+            let bound = (f.error)(x, s) + 2.0 * T::UNIT_ROUNDOFF * x.abs() + half_subnormal;
             assert!((x - d).abs() <= bound, "w[{e}] = {x}, dequantized {d}");
         }
         // From a checkpoint's tensors: the same weight.
-        let dq = stream.clone_htod(&host.values).unwrap();
-        let ds = stream.clone_htod(&host.scales).unwrap();
-        let loaded = QuantizedWeight::from_fp8(&stream, &dq, &ds, n, k).unwrap();
+        let loaded = f.load(&stream, &host);
         assert!(same(&stream, loaded.packed(), qw.packed()));
         let bits = |v: Vec<T>| v.iter().map(|x| x.to_f64().to_bits()).collect::<Vec<_>>();
         assert_eq!(
@@ -787,21 +812,23 @@ fn fp8_weights<T: WeightOnlyInput>() {
             "{WEIGHT_ONLY_GEMV}: {} problems as the reference",
             gemv_tokens.len()
         );
+        let name_part = format!("_{}_", f.ty);
         for m in [1, 16, 17, 33, 64, 200, 1100] {
             let name = check(&ctx, &stream, &mut rng, &host, &qw, m, 0.0, None);
             if m <= GEMV_TOKENS {
                 assert_eq!(name, WEIGHT_ONLY_GEMV);
             } else {
-                assert!(name.contains("_e4m3_"), "{name}");
+                assert!(name.contains(&name_part), "{name}");
             }
         }
         let (y, kernel) = dequantized_on_gpu(&ctx, &stream, &qw);
         for (e, (got, want)) in y.iter().zip(&deq).enumerate() {
             assert_eq!(*got, want.to_f64(), "{kernel} w[{}][{}]", e / k, e % k);
         }
+        more(&ctx, &stream, &mut rng, &host);
     }
-    // Refusals: a group other than k, a 4-bit weight on an FP8 plan (the GEMV's and a kernel's).
-    let p = WeightOnlyProblem::new(16, 256, 512, 128, WeightFormat::Fp8);
+    // Refusal: a group other than k.
+    let p = WeightOnlyProblem::new(16, 256, 512, 128, f.format);
     assert!(matches!(
         WeightOnlyGemm::<T>::new(&ctx, &p).unwrap_err(),
         Error::InvalidProblem {
@@ -813,21 +840,46 @@ fn fp8_weights<T: WeightOnlyInput>() {
             }
         }
     ));
-    let four_bit = HostWeight::<T>::random(&mut rng, 256, 512, 512, false).upload(&stream);
+    (ctx, stream, rng)
+}
+
+/// A weight of another format on plans of `format` (the GEMV's and a kernel's): refused, naming
+/// both formats.
+fn other_format_refused<T: WeightOnlyInput>(
+    ctx: &Arc<CudaContext>,
+    stream: &Arc<CudaStream>,
+    other: &QuantizedWeight<T>,
+    format: WeightFormat,
+) {
     for m in [16, 17] {
-        let p = WeightOnlyProblem::new(m, 256, 512, 512, WeightFormat::Fp8);
-        let plan = WeightOnlyGemm::<T>::new(&ctx, &p).unwrap();
+        let p = WeightOnlyProblem::new(m, 256, 512, 512, format);
+        let plan = WeightOnlyGemm::<T>::new(ctx, &p).unwrap();
         assert_eq!(plan.is_gemv(), m <= GEMV_TOKENS);
         let dx = stream.clone_htod(&vec![T::from_f64(1.0); m * 512]).unwrap();
         let mut dy = stream.clone_htod(&vec![T::POISON; m * 256]).unwrap();
         assert_eq!(
-            weight_refusal(&plan, &stream, &dx, &four_bit, &mut dy),
+            weight_refusal(&plan, stream, &dx, other, &mut dy),
             WeightRule::Format {
-                weight: WeightFormat::Symmetric,
-                plan: WeightFormat::Fp8
+                weight: other.format(),
+                plan: format
             }
         );
     }
+}
+
+/// FP8 weights (e4m3 with a scale per output channel, values that saturate among them):
+/// [`per_channel_weights`], and a 4-bit weight refused on FP8 plans.
+fn fp8_weights<T: WeightOnlyInput>() {
+    let f = PerChannel {
+        format: WeightFormat::Fp8,
+        ty: DataType::E4M3,
+        host: quantize_fp8_host::<T>,
+        // Half an e4m3 step of the value, or of the smallest subnormal, times the scale.
+        error: |x, s| (x.abs() / 16.0).max(s * 2f64.powi(-10)),
+    };
+    let (ctx, stream, mut rng) = per_channel_weights(&f, |_, _, _, _| {});
+    let four_bit = HostWeight::<T>::random(&mut rng, 256, 512, 512, false).upload(&stream);
+    other_format_refused(&ctx, &stream, &four_bit, WeightFormat::Fp8);
 }
 
 #[test]
@@ -878,127 +930,20 @@ fn quantize_int8_host<T: Element>(w: &[T], n: usize, k: usize) -> HostFp8<T> {
     }
 }
 
-/// int8 weights (s8 with a scale per output channel): the GPU quantizer bit for bit against its
-/// definition (rows of different magnitudes, a row of zeros, one whose largest value is 1000 times
-/// the rest, rows holding NaN and +Inf), the weight from a checkpoint's tensors (-128 included)
-/// the same; every int8 kernel of the build, the decode GEMV at 1 to 32 tokens and the library's
-/// choice at 1 to 1100 tokens against the f64 reference over the host's dequantized weight (the
-/// GEMV within its bound beyond it); X = I, which reads the dequantized weight back exactly; NaN
-/// rows through the GEMV and a CUTLASS kernel (with ReLU for bf16); typed refusals.
+/// int8 weights (s8 with a scale per output channel): [`per_channel_weights`]; every s8 value,
+/// -128 (which the quantizer never writes) and 127 included, from a checkpoint; rows holding NaN
+/// and +Inf through the quantizer, the GEMV and a CUTLASS kernel (with ReLU for bf16); an FP8
+/// weight refused on int8 plans.
 fn int8_weights<T: WeightOnlyInput>() {
-    let (ctx, stream) = device();
-    let mut rng = rng();
-    let kernels: Vec<&str> = built_weight_only_kernels()
-        .iter()
-        .filter(|k| k.spec.b.ty == T::DATA_TYPE && k.spec.a.ty == DataType::I8)
-        .map(|k| k.name)
-        .collect();
-    assert!(
-        !kernels.is_empty(),
-        "no {} int8 weight-only kernel in this build (features weight-only)",
-        T::DATA_TYPE
-    );
-    let filter = kernel_filter();
-    let problems: &[(usize, usize)] = if quick() {
-        &[(272, 512)]
-    } else {
-        &[(272, 512), (256, 1024)]
+    let f = PerChannel {
+        format: WeightFormat::Int8,
+        ty: DataType::I8,
+        host: quantize_int8_host::<T>,
+        // Half a step (the scale), and the scale's rounding to T (which may push the largest value
+        // past 127 s, clamped).
+        error: |_, s| s * (0.5 + 127.0 * 2.0 * T::UNIT_ROUNDOFF),
     };
-    let tokens: &[usize] = if quick() {
-        &[1, 17]
-    } else {
-        &[1, 5, 16, 17, 64, 100, 257]
-    };
-    for &(n, k) in problems {
-        let w: Vec<T> = (0..n * k)
-            .map(|e| {
-                let (j, i) = (e / k, e % k);
-                let v = rng.random_range(-1.0..1.0) * 2f64.powi(j as i32 % 13 - 6);
-                T::from_f64(match j {
-                    3 => 0.0,
-                    5 if i == 7 => 1000.0,
-                    _ => v,
-                })
-            })
-            .collect();
-        let dw = stream.clone_htod(&w).unwrap();
-        let qw = QuantizedWeight::quantize(&stream, &dw, n, k, k, WeightFormat::Int8).unwrap();
-        assert_eq!(qw.format(), WeightFormat::Int8);
-        assert_eq!(qw.group_size(), k);
-        let host = quantize_int8_host(&w, n, k);
-        assert_eq!(stream.clone_dtoh(qw.packed()).unwrap(), host.values);
-        let scales = stream.clone_dtoh(qw.scales()).unwrap();
-        assert!(scales
-            .iter()
-            .zip(&host.scales)
-            .all(|(a, b)| a.to_f64() == b.to_f64()));
-        assert_eq!(scales[3].to_f64(), 1.0, "a row of zeros gets the scale 1");
-        // The quantization's error: half a step (the scale), the scale's rounding to T (which may
-        // push the largest value past 127 s, clamped), and the product's rounding.
-        let half_subnormal = match T::DATA_TYPE {
-            DataType::F16 => 2f64.powi(-25),
-            _ => 2f64.powi(-134),
-        };
-        let deq = host.dequantized();
-        for (e, (x, d)) in w.iter().zip(&deq).enumerate() {
-            let s = host.scales[e / k].to_f64();
-            let (x, d) = (x.to_f64(), d.to_f64());
-            let bound = s * (0.5 + 127.0 * 2.0 * T::UNIT_ROUNDOFF)
-                + 2.0 * T::UNIT_ROUNDOFF * x.abs()
-                + half_subnormal;
-            assert!((x - d).abs() <= bound, "w[{e}] = {x}, dequantized {d}");
-        }
-        // From a checkpoint's tensors: the same weight, then one holding -128 (which the
-        // quantizer never writes).
-        let dq = stream.clone_htod(&host.signed()).unwrap();
-        let ds = stream.clone_htod(&host.scales).unwrap();
-        let loaded = QuantizedWeight::from_int8(&stream, &dq, &ds, n, k).unwrap();
-        assert!(same(&stream, loaded.packed(), qw.packed()));
-        let bits = |v: Vec<T>| v.iter().map(|x| x.to_f64().to_bits()).collect::<Vec<_>>();
-        assert_eq!(
-            bits(stream.clone_dtoh(loaded.scales()).unwrap()),
-            bits(stream.clone_dtoh(qw.scales()).unwrap())
-        );
-        for &kernel in kernels
-            .iter()
-            .filter(|k| filter.as_deref().is_none_or(|text| k.contains(text)))
-        {
-            for &m in tokens {
-                let beta = if m % 2 == 1 { 0.5 } else { 0.0 };
-                check(&ctx, &stream, &mut rng, &host, &qw, m, beta, Some(kernel));
-            }
-            println!("{kernel}: {} problems as the reference", tokens.len());
-        }
-        let gemv_tokens: &[usize] = if quick() {
-            &[1, 16]
-        } else {
-            &[1, 2, 7, 8, 9, 16, 17, 24, 25, 32]
-        };
-        for &m in gemv_tokens {
-            let beta = if m % 2 == 1 { 0.5 } else { 0.0 };
-            check(
-                &ctx,
-                &stream,
-                &mut rng,
-                &host,
-                &qw,
-                m,
-                beta,
-                Some(WEIGHT_ONLY_GEMV),
-            );
-        }
-        for m in [1, 16, 17, 33, 64, 200, 1100] {
-            let name = check(&ctx, &stream, &mut rng, &host, &qw, m, 0.0, None);
-            if m <= GEMV_TOKENS {
-                assert_eq!(name, WEIGHT_ONLY_GEMV);
-            } else {
-                assert!(name.contains("_s8_"), "{name}");
-            }
-        }
-        let (y, kernel) = dequantized_on_gpu(&ctx, &stream, &qw);
-        for (e, (got, want)) in y.iter().zip(&deq).enumerate() {
-            assert_eq!(*got, want.to_f64(), "{kernel} w[{}][{}]", e / k, e % k);
-        }
+    let (ctx, stream, mut rng) = per_channel_weights(&f, |ctx, stream, rng, host| {
         // Every s8 value, -128 and 127 included, through the GEMV and a CUTLASS kernel (scales of
         // 1/64, so that the sums stay within f16's range).
         let mut extremes = host.values.clone();
@@ -1011,18 +956,16 @@ fn int8_weights<T: WeightOnlyInput>() {
         }
         let extremes = HostFp8 {
             values: extremes,
-            scales: vec![T::from_f64(1.0 / 64.0); n],
-            n,
-            k,
+            scales: vec![T::from_f64(1.0 / 64.0); host.n],
+            n: host.n,
+            k: host.k,
             int8: true,
         };
-        let dq = stream.clone_htod(&extremes.signed()).unwrap();
-        let ds = stream.clone_htod(&extremes.scales).unwrap();
-        let qx = QuantizedWeight::from_int8(&stream, &dq, &ds, n, k).unwrap();
+        let qx = f.load(stream, &extremes);
         for m in [1, 9, 17] {
-            check(&ctx, &stream, &mut rng, &extremes, &qx, m, 0.0, None);
+            check(ctx, stream, rng, &extremes, &qx, m, 0.0, None);
         }
-    }
+    });
     // The quantizer on rows holding NaN and +Inf: the scale NaN, the values 0 (its definition),
     // and NaN for every token of those rows through the GEMV and a CUTLASS kernel.
     let (n, k) = (64, 512);
@@ -1056,37 +999,12 @@ fn int8_weights<T: WeightOnlyInput>() {
         );
         assert_eq!(name == WEIGHT_ONLY_GEMV, m <= GEMV_TOKENS, "{name}");
     }
-    // Refusals: a group other than k; an FP8 weight on an int8 plan (the GEMV's and a kernel's).
-    let p = WeightOnlyProblem::new(16, 256, 512, 128, WeightFormat::Int8);
-    assert!(matches!(
-        WeightOnlyGemm::<T>::new(&ctx, &p).unwrap_err(),
-        Error::InvalidProblem {
-            reason: ProblemRule::Weight {
-                rule: WeightRule::PerChannel {
-                    group_size: 128,
-                    k: 512
-                }
-            }
-        }
-    ));
+    // An FP8 weight on int8 plans.
     let ones = stream
         .clone_htod(&vec![T::from_f64(1.0); 256 * 512])
         .unwrap();
     let fp8 = QuantizedWeight::quantize_fp8(&stream, &ones, 256, 512).unwrap();
-    for m in [16, 17] {
-        let p = WeightOnlyProblem::new(m, 256, 512, 512, WeightFormat::Int8);
-        let plan = WeightOnlyGemm::<T>::new(&ctx, &p).unwrap();
-        assert_eq!(plan.is_gemv(), m <= GEMV_TOKENS);
-        let dx = stream.clone_htod(&vec![T::from_f64(1.0); m * 512]).unwrap();
-        let mut dy = stream.clone_htod(&vec![T::POISON; m * 256]).unwrap();
-        assert_eq!(
-            weight_refusal(&plan, &stream, &dx, &fp8, &mut dy),
-            WeightRule::Format {
-                weight: WeightFormat::Fp8,
-                plan: WeightFormat::Int8
-            }
-        );
-    }
+    other_format_refused(&ctx, &stream, &fp8, WeightFormat::Int8);
 }
 
 #[test]
