@@ -498,6 +498,10 @@ pub const SM90_MENU_16BIT: &[Sm90MenuTile] = &[
     menu([128, 64, 128], [1, 1, 1], STREAM_K, Layout::ColumnMajor),
     menu_pingpong([64, 64, 64], [2, 1, 1]),
     menu_pingpong([64, 64, 64], [1, 2, 1]),
+    // The 64x128 pingpong tile with its CTA pair along M, which shares (multicasts) the weights'
+    // panel where M has two tile rows or more: 1.10x the 1x2x1 cluster over 81 mid-size shapes
+    // of the broad set in one exhaustive H200 run (docs/performance.md).
+    menu_pingpong([64, 128, 64], [2, 1, 1]),
     // Tiles cuBLAS runs on an H100 (`tools/cublas_kernels.py`; docs/performance.md, 2026-11-24):
     // its 128x256 tile with a 1x2x1 cluster (M = 4096), a 176-wide tile that divides N = 2112
     // into 12 (DeepSeek-V3's dsv3-a at M = 4096: 0.88x -> 0.97x cuBLAS), and a 96-wide pingpong
@@ -1575,7 +1579,7 @@ fn is_unaligned_output(spec: &KernelSpec) -> bool {
 }
 
 /// The small-problem kernels of the default set: for f16 and bf16 TN (output of the input type),
-/// the 64x128x64 pingpong kernel, the 64x96x64 pingpong kernel with a 2x1x1 cluster, the 64x64x64
+/// the 64x128x64 pingpong kernels (clusters 1x2x1 and 2x1x1), the 64x96x64 pingpong kernel with a 2x1x1 cluster, the 64x64x64
 /// pingpong kernels (clusters 2x1x1 and 1x2x1), stream-K at 128x256x64, the swapped stream-K
 /// kernels with 16- and 64-wide N tiles and the swapped 64x8x64 (cluster 1x2x1) and 64x16x64
 /// (2x1x1) pingpong kernels, which the H200 and H100 measurements of `docs/performance.md` found

@@ -1070,3 +1070,18 @@ fn the_64x16_decode_tile_stands_in_for_the_64x8_one_only() {
     assert!(name(32, 5120, 13824).contains("_128x16x128_1x1x1_0_tnn_"));
     assert!(name(32, 8192, 28672).contains("_64x64x64_1x2x1_0_tnt_"));
 }
+
+/// The 64x128 pingpong tile pairs its CTAs along M (2x1x1, sharing the weights' panel) where M
+/// has two tile rows or more, and along N (1x2x1) below (H200 measurements in
+/// docs/performance.md).
+#[test]
+fn the_64x128_tile_pairs_its_ctas_along_m_from_two_tile_rows() {
+    let name = |m, n, k| {
+        Gemm::<bf16, bf16, bf16>::plan(H100, &GemmProblem::new(m, n, k), None)
+            .unwrap()
+            .kernel_name()
+    };
+    // 256 x 3584 x 4096: 0.67x -> 0.87x cuBLAS with the 2x1x1 cluster.
+    assert!(name(256, 3584, 4096).contains("_64x128x64_2x1x1_0_tnt_"));
+    assert!(name(128, 8192, 8192).contains("_64x128x64_2x1x1_0_tnt_"));
+}
