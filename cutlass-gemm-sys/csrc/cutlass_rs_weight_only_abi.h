@@ -23,9 +23,10 @@ extern "C" {
  *   Y = alpha * X . dequant(W)^T + beta * C          Y and C m x n row-major
  *   dequant(W)[j][i] = round(q[j][i] * s[g][j] + z[g][j]),   g = i / group_size
  * rounded once to the activations' type (as measured: the kernels' multiply and add contract into
- * one fused multiply-add), with z = 0 for scale-only kernels. q is the signed (s4) or unsigned (u4) 4-bit value; s and z are (k / group_size) x n
- * row-major in the activations' type (one row per group of k, the layout GPTQ and AWQ write their
- * scales in). A GPTQ/AWQ zero point zp maps to z = -s * zp (cutlass_rs_weight_only_import does it).
+ * one fused multiply-add), with z = 0 for scale-only kernels. q is the signed (s4) or unsigned (u4)
+ * 4-bit value; s and z are (k / group_size) x n row-major in the activations' type (one row per
+ * group of k, the layout GPTQ and AWQ write their scales in). A GPTQ/AWQ zero point zp maps to
+ * z = -s * zp (cutlass_rs_weight_zeros, in cutlass_rs_weight_prep_abi.h, does it).
  *
  * w is the packed weight: the n x k values of q, in the order cutlass_rs_weight_pack writes them
  * (the order in which the kernel's threads read them; n a multiple of
