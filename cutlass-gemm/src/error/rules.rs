@@ -1028,7 +1028,8 @@ pub enum KernelRule {
     NotNvfp4Output,
     /// A plain-output plan named a kernel that writes a block-scaled D.
     Nvfp4Output,
-    /// A plan with a fused epilogue named a kernel without it (CUTLASS's `LinearCombination`).
+    /// A plan with a fused epilogue named a kernel without it (CUTLASS's `LinearCombination`, or
+    /// the `LinCombBlockScaleFactor` epilogue of an NVFP4 D).
     NoFusedEpilogue,
     /// The kernel has the fused epilogue, which a plain GEMM's automatic choice leaves to GEMMs
     /// with a bias, an activation or scales (a plain GEMM runs on it when named).
@@ -1255,7 +1256,7 @@ impl fmt::Display for KernelRule {
             ),
             KernelRule::NoFusedEpilogue => write!(
                 f,
-                "the kernel's epilogue is CUTLASS's LinearCombination: it has no bias, activation or row and column scales"
+                "the kernel's epilogue (CUTLASS's LinearCombination, or the block-scaled output's) has no bias, activation or row and column scales"
             ),
             KernelRule::FusedEpilogue => write!(
                 f,

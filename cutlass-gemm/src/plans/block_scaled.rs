@@ -23,6 +23,9 @@
 //! quantizers write; the other layouts the catalog has for the types take MN-major tensors, built
 //! on the host with `from_host`), and a row-major D. Run with [`BlockScaledGemm::run`] (or
 //! [`BlockScaledGemm::run_to_nvfp4`]); the `prepare` variants do everything but the launch.
+//! Plans with a plain D take a fused epilogue ([`BlockScaledGemm::with_epilogue`],
+//! [`BlockScaledGemm::run_fused`]: bias, activation, row and column scales, as
+//! [`crate::Gemm::with_epilogue`]).
 //!
 //! No Blackwell GPU has run these kernels here. On other GPUs a plan made with
 //! [`BlockScaledGemm::plan_any_arch`] drives the kernel's host path up to the launch
@@ -42,6 +45,9 @@ use crate::ffi::{DeviceInfo, Kernel, RawArgs};
 use crate::formats::element::Element;
 use crate::formats::numeric::E2M1;
 use crate::formats::scale_layout::ScaleFactorLayout;
+use crate::plans::epilogue::{
+    check_operands, fusion_rule, vector_args, Epilogue, EpilogueOperands,
+};
 use crate::plans::gemm::Workspace;
 use crate::plans::problem::GemmProblem;
 use crate::quantize::{Major, MxElement, MxTensor, Nvfp4Tensor, PackedTensor};
@@ -438,6 +444,24 @@ impl Rules {
         Ok(self.raw(a.data.0, sf(a), b.data.0, sf(b), c.map_or(d, |c| c.0), d))
     }
 
+    /// The fused epilogue's vectors (`[bias, row scales, column scales]`: address, length in
+    /// elements) checked against the plan's [`Epilogue`] for a D at `d` (address, elements), and
+    /// put into `args`. D is row-major and computed as laid out, so rows are the plan's `m`.
+    pub(crate) fn epilogue_args(
+        &self,
+        epilogue: &Epilogue,
+        args: &mut RawArgs,
+        vectors: [Option<(u64, usize)>; 3],
+        d: (u64, usize),
+    ) -> Result<()> {
+        let p = &self.problem;
+        let td = (self.spec.d.ty.bits() as usize).div_ceil(8);
+        let d_bytes = (d.1 * td) as u64;
+        check_operands(epilogue, (p.m, p.n), td, vectors, (d.0, d_bytes))?;
+        vector_args(epilogue, args, vectors.map(|v| v.map_or(0, |(p, _)| p)));
+        Ok(())
+    }
+
     /// The checked arguments of a launch whose D is an NVFP4 tensor (`norm`: the device address
     /// of the norm constant).
     pub(crate) fn nvfp4_out_args(
@@ -498,6 +522,12 @@ pub struct BlockScaledGemm<EA: MxElement, EB: MxElement, TD: Element> {
     device: DeviceInfo,
     kernel: Kernel,
     workspace_size: usize,
+    /// The fused epilogue ([`BlockScaledGemm::with_epilogue`]).
+    epilogue: Epilogue,
+    /// The kernel was named by the caller (a new epilogue keeps it or is refused).
+    pinned: bool,
+    /// Planned with [`BlockScaledGemm::plan_any_arch`].
+    any_arch: bool,
     _types: PhantomData<(EA, EB, TD)>,
 }
 
@@ -506,6 +536,7 @@ impl<EA: MxElement, EB: MxElement, TD: Element> std::fmt::Debug for BlockScaledG
         f.debug_struct("BlockScaledGemm")
             .field("kernel", &self.kernel.name)
             .field("problem", &self.rules.problem)
+            .field("epilogue", &self.epilogue)
             .finish()
     }
 }
@@ -522,7 +553,15 @@ impl<EA: MxElement, EB: MxElement, TD: Element> BlockScaledGemm<EA, EB, TD> {
         problem: &GemmProblem,
         kernel: Option<&str>,
     ) -> Result<Self> {
-        Self::plan(device, problem, kernel, ScaleFamily::Mx, false, false)
+        Self::plan(
+            device,
+            problem,
+            kernel,
+            ScaleFamily::Mx,
+            false,
+            false,
+            Epilogue::NONE,
+        )
     }
 
     /// Plans a GEMM of packed FP8/FP6/FP4 operands without block scales ([`PackedTensor`]; Table
@@ -537,7 +576,15 @@ impl<EA: MxElement, EB: MxElement, TD: Element> BlockScaledGemm<EA, EB, TD> {
         problem: &GemmProblem,
         kernel: Option<&str>,
     ) -> Result<Self> {
-        Self::plan(device, problem, kernel, ScaleFamily::Plain, false, false)
+        Self::plan(
+            device,
+            problem,
+            kernel,
+            ScaleFamily::Plain,
+            false,
+            false,
+            Epilogue::NONE,
+        )
     }
 
     /// Plans an MX GEMM whose D is NVFP4 (e2m1 with ue4m3 per 16 along N, C of type `TD`): the
@@ -547,7 +594,15 @@ impl<EA: MxElement, EB: MxElement, TD: Element> BlockScaledGemm<EA, EB, TD> {
         problem: &GemmProblem,
         kernel: Option<&str>,
     ) -> Result<Self> {
-        Self::plan(device, problem, kernel, ScaleFamily::Mx, true, false)
+        Self::plan(
+            device,
+            problem,
+            kernel,
+            ScaleFamily::Mx,
+            true,
+            false,
+            Epilogue::NONE,
+        )
     }
 
     /// Plans with the named kernel even when `device` cannot run it: every check and
@@ -565,9 +620,18 @@ impl<EA: MxElement, EB: MxElement, TD: Element> BlockScaledGemm<EA, EB, TD> {
             _ => ScaleFamily::Mx,
         };
         let nvfp4_out = spec.is_some_and(|s| s.output_scale.is_some());
-        Self::plan(device, problem, Some(kernel), family, nvfp4_out, true)
+        Self::plan(
+            device,
+            problem,
+            Some(kernel),
+            family,
+            nvfp4_out,
+            true,
+            Epilogue::NONE,
+        )
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn plan(
         device: DeviceInfo,
         problem: &GemmProblem,
@@ -575,19 +639,26 @@ impl<EA: MxElement, EB: MxElement, TD: Element> BlockScaledGemm<EA, EB, TD> {
         family: ScaleFamily,
         nvfp4_out: bool,
         any_arch: bool,
+        epilogue: Epilogue,
     ) -> Result<Self> {
         check_problem(problem)?;
         let types = (EA::DATA_TYPE, EB::DATA_TYPE, TD::DATA_TYPE);
         let layouts = (problem.a.layout, problem.b.layout);
         let request = format!(
-            "{} x {} ({}) -> {}{} {}",
+            "{} x {} ({}) -> {}{} {}{}",
             types.0,
             types.1,
             family,
             if nvfp4_out { "NVFP4 D, C " } else { "" },
             types.2,
-            layout_pair(layouts.0, layouts.1)
+            layout_pair(layouts.0, layouts.1),
+            if epilogue.is_none() {
+                String::new()
+            } else {
+                format!(", fused epilogue {}", epilogue.describe())
+            }
         );
+        let named = kernel.is_some();
         let kernel = select(
             &device,
             kernel,
@@ -596,7 +667,10 @@ impl<EA: MxElement, EB: MxElement, TD: Element> BlockScaledGemm<EA, EB, TD> {
             } else {
                 ArchPolicy::Runnable
             },
-            &|s: &KernelSpec| serves(s, family, nvfp4_out, types, layouts),
+            &|s: &KernelSpec| {
+                serves(s, family, nvfp4_out, types, layouts)?;
+                fusion_rule(s, &epilogue, named, TD::DATA_TYPE)
+            },
             &request,
             &|kernels: &[Kernel]| kernels[0],
         )?;
@@ -614,8 +688,46 @@ impl<EA: MxElement, EB: MxElement, TD: Element> BlockScaledGemm<EA, EB, TD> {
             device,
             kernel,
             workspace_size,
+            epilogue,
+            pinned: named,
+            any_arch,
             _types: PhantomData,
         })
+    }
+
+    /// The plan with a fused epilogue: bias, activation, row and column scales computed in the
+    /// kernel's epilogue in f32 after the block-scaled accumulator and alpha (`D = act(alpha ·
+    /// row_scale[i] · col_scale[j] · (A·B)[i][j] + beta · C[i][j] + bias)`,
+    /// [`crate::plans::epilogue`]); launch it with [`BlockScaledGemm::run_fused`]. The kernels with
+    /// it are the catalog's `_evt_scale_bias{type}_act` twins (the `sm100` and `sm120` families
+    /// build them for their plain-output kernels); a bias is of D's type. The kernel is kept where
+    /// it has the epilogue; otherwise the problem is planned again among those that have it, and a
+    /// kernel named by the caller is refused ([`KernelRule::NoFusedEpilogue`]), as are plans with
+    /// an NVFP4 D, whose epilogue computes its scale factors.
+    pub fn with_epilogue(self, epilogue: Epilogue) -> Result<Self> {
+        let kept = fusion_rule(&self.kernel.spec, &epilogue, true, TD::DATA_TYPE);
+        match kept {
+            Ok(()) => Ok(BlockScaledGemm { epilogue, ..self }),
+            Err(reason) if self.pinned || self.rules.nvfp4_out => Err(Error::KernelMismatch {
+                name: self.kernel.name.into(),
+                reason,
+            }),
+            Err(_) => Self::plan(
+                self.device,
+                &self.rules.problem,
+                None,
+                self.rules.family,
+                false,
+                self.any_arch,
+                epilogue,
+            ),
+        }
+    }
+
+    /// The plan's fused epilogue ([`Epilogue::NONE`] unless [`BlockScaledGemm::with_epilogue`]
+    /// set one).
+    pub fn epilogue(&self) -> Epilogue {
+        self.epilogue
     }
 
     /// The chosen kernel's name.
@@ -659,7 +771,28 @@ impl<EA: MxElement, EB: MxElement, TD: Element> BlockScaledGemm<EA, EB, TD> {
         A: NarrowOperand<Elem = EA>,
         B: NarrowOperand<Elem = EB>,
     {
-        let mut args = self.plain_args(stream, a, b, c, d)?;
+        self.run_fused(stream, a, b, c, d, &EpilogueOperands::default(), workspace)
+    }
+
+    /// [`BlockScaledGemm::run`] with the vectors of the plan's fused epilogue
+    /// ([`BlockScaledGemm::with_epilogue`]): exactly those it names, each checked (device,
+    /// length, 16-byte alignment, not overlapping D) before the launch.
+    #[allow(clippy::too_many_arguments)]
+    pub fn run_fused<A, B>(
+        &self,
+        stream: &Arc<CudaStream>,
+        a: &A,
+        b: &B,
+        c: Option<&dyn DevicePtr<TD>>,
+        d: &mut dyn DevicePtrMut<TD>,
+        epilogue: &EpilogueOperands<'_, TD>,
+        workspace: Workspace<'_>,
+    ) -> Result<()>
+    where
+        A: NarrowOperand<Elem = EA>,
+        B: NarrowOperand<Elem = EB>,
+    {
+        let mut args = self.plain_args(stream, a, b, c, d, epilogue)?;
         args.alpha *= a.tensor_scale(stream)? * b.tensor_scale(stream)?;
         self.launch(stream, args, workspace)
     }
@@ -679,7 +812,25 @@ impl<EA: MxElement, EB: MxElement, TD: Element> BlockScaledGemm<EA, EB, TD> {
         A: NarrowOperand<Elem = EA>,
         B: NarrowOperand<Elem = EB>,
     {
-        let args = self.plain_args(stream, a, b, c, d)?;
+        self.prepare_fused(stream, a, b, c, d, &EpilogueOperands::default())
+    }
+
+    /// [`BlockScaledGemm::run_fused`] up to the launch (the kernel's host path, with the
+    /// epilogue's vectors in its arguments). Returns the workspace size.
+    pub fn prepare_fused<A, B>(
+        &self,
+        stream: &Arc<CudaStream>,
+        a: &A,
+        b: &B,
+        c: Option<&dyn DevicePtr<TD>>,
+        d: &mut dyn DevicePtrMut<TD>,
+        epilogue: &EpilogueOperands<'_, TD>,
+    ) -> Result<usize>
+    where
+        A: NarrowOperand<Elem = EA>,
+        B: NarrowOperand<Elem = EB>,
+    {
+        let args = self.plain_args(stream, a, b, c, d, epilogue)?;
         self.prepare_args(stream, &args)
     }
 
@@ -690,17 +841,40 @@ impl<EA: MxElement, EB: MxElement, TD: Element> BlockScaledGemm<EA, EB, TD> {
         b: &B,
         c: Option<&dyn DevicePtr<TD>>,
         d: &mut dyn DevicePtrMut<TD>,
+        epilogue: &EpilogueOperands<'_, TD>,
     ) -> Result<RawArgs> {
         self.check_stream(stream)?;
         self.check_devices(a, b, c)?;
         require_device(OperandName::D, d, self.device.ordinal)?;
+        let ordinal = self.device.ordinal;
+        if let Some(v) = epilogue.bias {
+            require_device(OperandName::Bias, v, ordinal)?;
+        }
+        if let Some(v) = epilogue.row_scales {
+            require_device(OperandName::RowScales, v, ordinal)?;
+        }
+        if let Some(v) = epilogue.col_scales {
+            require_device(OperandName::ColScales, v, ordinal)?;
+        }
         let (pa, _ga) = a.parts(stream);
         let (pb, _gb) = b.parts(stream);
         let (pc, _gc) = c.map(|c| c.device_ptr(stream)).unzip();
         let len = d.len();
         let (pd, _gd) = d.device_ptr_mut(stream);
+        let bias = epilogue.bias.map(|v| (v.device_ptr(stream), v.len()));
+        let rows = epilogue.row_scales.map(|v| (v.device_ptr(stream), v.len()));
+        let cols = epilogue.col_scales.map(|v| (v.device_ptr(stream), v.len()));
+        let vectors = [
+            bias.as_ref().map(|((p, _), n)| (*p, *n)),
+            rows.as_ref().map(|((p, _), n)| (*p, *n)),
+            cols.as_ref().map(|((p, _), n)| (*p, *n)),
+        ];
+        let mut args = self
+            .rules
+            .args(&pa, &pb, pc.zip(c.map(|c| c.len())), (pd, len))?;
         self.rules
-            .args(&pa, &pb, pc.zip(c.map(|c| c.len())), (pd, len))
+            .epilogue_args(&self.epilogue, &mut args, vectors, (pd, len))?;
+        Ok(args)
     }
 
     /// Checks and launches a plan with an NVFP4 D: `d` (an `m x n` [`Nvfp4Tensor`]) gets D's
@@ -868,7 +1042,15 @@ impl<TD: Element> BlockScaledGemm<E2M1, E2M1, TD> {
         problem: &GemmProblem,
         kernel: Option<&str>,
     ) -> Result<Self> {
-        Self::plan(device, problem, kernel, ScaleFamily::Nvfp4, false, false)
+        Self::plan(
+            device,
+            problem,
+            kernel,
+            ScaleFamily::Nvfp4,
+            false,
+            false,
+            Epilogue::NONE,
+        )
     }
 
     /// Plans an NVFP4 x NVFP4 GEMM whose D is NVFP4 too (e2m1 with ue4m3 per 16 along N, written
@@ -879,7 +1061,15 @@ impl<TD: Element> BlockScaledGemm<E2M1, E2M1, TD> {
         problem: &GemmProblem,
         kernel: Option<&str>,
     ) -> Result<Self> {
-        Self::plan(device, problem, kernel, ScaleFamily::Nvfp4, true, false)
+        Self::plan(
+            device,
+            problem,
+            kernel,
+            ScaleFamily::Nvfp4,
+            true,
+            false,
+            Epilogue::NONE,
+        )
     }
 }
 
@@ -1486,6 +1676,151 @@ mod tests {
                 what: Quantity::Pointer,
                 required: 32,
                 ..
+            }
+        ));
+    }
+
+    /// An SM100 MX kernel with the fused epilogue (a bias of D's type).
+    fn fused_mx() -> KernelSpec {
+        find(|s| {
+            s.arch == Arch::Sm100a
+                && s.fusion.is_fused()
+                && s.block_scale.is_some_and(|b| b.vec == 32)
+                && s.output_scale.is_none()
+                && !s.op_class.is_sparse()
+                && s.fusion.bias_type() == Some(s.d.ty)
+        })
+    }
+
+    #[test]
+    fn fused_epilogue_selection_rules() {
+        use crate::plans::epilogue::{Activation, BiasAxis};
+        let fused = fused_mx();
+        let plain = KernelSpec {
+            fusion: cutlass_gemm_catalog::Fusion::LinearCombination,
+            ..fused
+        };
+        let td = fused.d.ty;
+        let e = Epilogue::bias().with_activation(Activation::GeluTanh);
+        // A fused plan takes the fused kernel only.
+        fusion_rule(&fused, &e, false, td).unwrap();
+        fusion_rule(&fused, &Epilogue::rowwise(), false, td).unwrap();
+        assert_eq!(
+            fusion_rule(&plain, &e, false, td),
+            Err(KernelRule::NoFusedEpilogue)
+        );
+        // A plain plan leaves the fused twin to fused plans, unless it is named.
+        fusion_rule(&plain, &Epilogue::NONE, false, td).unwrap();
+        assert_eq!(
+            fusion_rule(&fused, &Epilogue::NONE, false, td),
+            Err(KernelRule::FusedEpilogue)
+        );
+        fusion_rule(&fused, &Epilogue::NONE, true, td).unwrap();
+        // The bias is of D's type; an epilogue without a bias does not care.
+        let other = if td == DataType::F16 {
+            DataType::Bf16
+        } else {
+            DataType::F16
+        };
+        assert_eq!(
+            fusion_rule(&fused, &e, false, other),
+            Err(KernelRule::BiasType {
+                kernel: td,
+                required: other,
+            })
+        );
+        fusion_rule(
+            &fused,
+            &Epilogue::NONE.with_activation(Activation::Silu),
+            false,
+            other,
+        )
+        .unwrap();
+        assert_eq!(e.bias, Some(BiasAxis::PerColumn));
+    }
+
+    #[test]
+    fn fused_epilogue_vectors_are_checked_and_passed() {
+        use crate::plans::epilogue::{Activation, BiasAxis};
+        let (m, n, k) = (512, 384, 1024);
+        let r = rules(fused_mx(), problem(m, n, k), ScaleFamily::Mx);
+        let (a, b) = ok_args(&r);
+        let args = || r.args(&a, &b, None, D).unwrap();
+        let (bias, rows, cols) = (1u64 << 34, 1u64 << 35, 1u64 << 36);
+        let all = Epilogue::rowwise()
+            .with_bias(BiasAxis::PerColumn)
+            .with_activation(Activation::Silu);
+        let vectors = [Some((bias, n)), Some((rows, m)), Some((cols, n))];
+        let mut x = args();
+        r.epilogue_args(&all, &mut x, vectors, D).unwrap();
+        assert_eq!(
+            (x.row_scale, x.col_scale, x.row_bias, x.col_bias),
+            (rows, cols, 0, bias)
+        );
+        assert_eq!(x.activation, Activation::Silu.code());
+        // A bias per row is the kernel's row bias, m values.
+        let per_row = Epilogue::NONE.with_bias(BiasAxis::PerRow);
+        let mut x = args();
+        r.epilogue_args(&per_row, &mut x, [Some((bias, m)), None, None], D)
+            .unwrap();
+        assert_eq!((x.row_bias, x.col_bias, x.activation), (bias, 0, 0));
+        // A plain plan passes no vector.
+        let mut x = args();
+        r.epilogue_args(&Epilogue::NONE, &mut x, [None; 3], D)
+            .unwrap();
+        assert_eq!(
+            (x.row_scale, x.col_scale, x.row_bias, x.col_bias),
+            (0, 0, 0, 0)
+        );
+        let bad = |e: &Epilogue, v: [Option<(u64, usize)>; 3]| {
+            r.epilogue_args(e, &mut args(), v, D).unwrap_err()
+        };
+        assert!(matches!(
+            bad(&all, [None, Some((rows, m)), Some((cols, n))]),
+            Error::InvalidProblem {
+                reason: ProblemRule::EpilogueOperandMissing {
+                    operand: OperandName::Bias
+                }
+            }
+        ));
+        assert!(matches!(
+            bad(&Epilogue::NONE, [Some((bias, n)), None, None]),
+            Error::InvalidProblem {
+                reason: ProblemRule::EpilogueOperandNotTaken {
+                    operand: OperandName::Bias
+                }
+            }
+        ));
+        assert!(matches!(
+            bad(
+                &all,
+                [Some((bias, n)), Some((rows, m - 1)), Some((cols, n))]
+            ),
+            Error::BufferTooSmall {
+                operand: OperandName::RowScales,
+                ..
+            }
+        ));
+        assert!(matches!(
+            bad(
+                &all,
+                [Some((bias, n)), Some((rows, m)), Some((cols + 4, n))]
+            ),
+            Error::Misaligned {
+                operand: OperandName::ColScales,
+                what: Quantity::Pointer,
+                ..
+            }
+        ));
+        // A vector inside D.
+        assert!(matches!(
+            bad(
+                &all,
+                [Some((D.0 + 1024, n)), Some((rows, m)), Some((cols, n))]
+            ),
+            Error::Aliasing {
+                output: OperandName::D,
+                input: OperandName::Bias,
             }
         ));
     }

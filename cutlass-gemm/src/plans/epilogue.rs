@@ -19,7 +19,7 @@ use std::sync::Arc;
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
 
 use crate::error::{
-    require_device, require_len, Error, OperandName, ProblemRule, Quantity, Result,
+    require_device, require_len, Error, KernelRule, OperandName, ProblemRule, Quantity, Result,
 };
 use crate::formats::element::Element;
 use crate::plans::gemm::POINTER_ALIGNMENT;
@@ -333,6 +333,53 @@ pub(crate) fn row_major_reach<T>(
         .and_then(|x| x.checked_add(width))
         .filter(|x| x.checked_mul(std::mem::size_of::<T>()).is_some())
         .ok_or_else(overflow)
+}
+
+/// Whether a kernel's epilogue serves a plan's: a plan with a fused epilogue takes the kernels
+/// with [`Fusion::ScaleBiasActivation`] (a bias, where it has one, of D's type `td`); a plain plan
+/// chooses among the kernels with CUTLASS's own epilogue (their fused twins are the same tiles,
+/// slower where the epilogue dominates), and runs on a fused one only when the caller names it
+/// (`named`: its vectors are then null, which is the plain GEMM).
+///
+/// [`Fusion::ScaleBiasActivation`]: cutlass_gemm_catalog::Fusion::ScaleBiasActivation
+pub(crate) fn fusion_rule(
+    kernel: &cutlass_gemm_catalog::KernelSpec,
+    epilogue: &Epilogue,
+    named: bool,
+    td: cutlass_gemm_catalog::DataType,
+) -> std::result::Result<(), KernelRule> {
+    use cutlass_gemm_catalog::Fusion;
+    if epilogue.is_none() {
+        return if !named && kernel.fusion.is_fused() {
+            Err(KernelRule::FusedEpilogue)
+        } else {
+            Ok(())
+        };
+    }
+    match kernel.fusion {
+        Fusion::ScaleBiasActivation { bias } if epilogue.bias.is_none() || bias == td => Ok(()),
+        Fusion::ScaleBiasActivation { bias } => Err(KernelRule::BiasType {
+            kernel: bias,
+            required: td,
+        }),
+        _ => Err(KernelRule::NoFusedEpilogue),
+    }
+}
+
+/// The epilogue's vectors in a kernel's arguments, for a kernel that computes D as the plan lays
+/// it out (no operand swap): `[bias, row scales, column scales]` as device addresses (0: none).
+pub(crate) fn vector_args(
+    e: &Epilogue,
+    args: &mut crate::ffi::RawArgs,
+    [bias, rows, cols]: [u64; 3],
+) {
+    args.row_scale = rows;
+    args.col_scale = cols;
+    (args.row_bias, args.col_bias) = match e.bias {
+        Some(BiasAxis::PerRow) => (bias, 0),
+        _ => (0, bias),
+    };
+    args.activation = e.activation.code();
 }
 
 /// Checks a fused epilogue's vectors (bias, row scales, column scales: pointer and length) for a

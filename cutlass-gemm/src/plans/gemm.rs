@@ -261,24 +261,7 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
                     KernelRule::Blockwise
                 });
             }
-            // A plain GEMM chooses among the kernels with CUTLASS's epilogue (their fused twins
-            // are the same tiles, slower where the epilogue dominates); named, any serves.
-            if epilogue.is_none() && !kernel_name_given && s.fusion.is_fused() {
-                return Err(KernelRule::FusedEpilogue);
-            }
-            if !epilogue.is_none() {
-                match s.fusion {
-                    cutlass_gemm_catalog::Fusion::ScaleBiasActivation { bias }
-                        if epilogue.bias.is_none() || bias == TD::DATA_TYPE => {}
-                    cutlass_gemm_catalog::Fusion::ScaleBiasActivation { bias } => {
-                        return Err(KernelRule::BiasType {
-                            kernel: bias,
-                            required: TD::DATA_TYPE,
-                        })
-                    }
-                    _ => return Err(KernelRule::NoFusedEpilogue),
-                }
-            }
+            crate::plans::epilogue::fusion_rule(s, &epilogue, kernel_name_given, TD::DATA_TYPE)?;
             let want = [
                 (ta, ops[0].m.layout),
                 (tb, ops[1].m.layout),
@@ -502,13 +485,9 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
             let gemm = Self::plan_with(self.device, &self.problem, None, self.scaling, epilogue)?;
             return Ok(gemm.with_programmatic_dependent_launch(self.dependent_launch));
         }
-        let same_kernel = epilogue.is_none()
-            || match self.kernel.spec.fusion {
-                cutlass_gemm_catalog::Fusion::ScaleBiasActivation { bias } => {
-                    epilogue.bias.is_none() || bias == TD::DATA_TYPE
-                }
-                _ => false,
-            };
+        let same_kernel =
+            crate::plans::epilogue::fusion_rule(&self.kernel.spec, &epilogue, true, TD::DATA_TYPE)
+                .is_ok();
         if same_kernel {
             let mut gemm = Gemm { epilogue, ..self };
             gemm.size_workspace()?;

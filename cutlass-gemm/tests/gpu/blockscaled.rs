@@ -13,8 +13,9 @@ use cudarc::driver::{CudaSlice, CudaStream};
 use cutlass_gemm::numeric::{E2M1, E2M3, E3M2, E4M3, E5M2};
 use cutlass_gemm::quantize::{self, MxElement};
 use cutlass_gemm::{
-    built_kernels, BlockScaledGemm, DataType, DeviceInfo, Error, GemmProblem, LayoutRule,
-    OperandName, ProblemRule, Scalar, ScaleFamily, ScaleRule,
+    built_kernels, Activation, BiasAxis, BlockScaledGemm, DataType, DeviceInfo, Epilogue,
+    EpilogueOperands, Error, GemmProblem, LayoutRule, NarrowOperand, OperandName, ProblemRule,
+    Scalar, ScaleFamily, ScaleRule, Workspace,
 };
 use half::{bf16, f16};
 
@@ -197,6 +198,169 @@ fn block_scaled_kernels_run_their_host_path_and_refuse_the_launch() {
     }
     println!(
         "{} block-scaled kernels driven up to the launch",
+        kernels.len()
+    );
+}
+
+type PlanFn<EA, EB> = fn(
+    DeviceInfo,
+    &GemmProblem,
+    Option<&str>,
+) -> cutlass_gemm::Result<BlockScaledGemm<EA, EB, f16>>;
+
+/// One fused block-scaled kernel: its plan keeps it for an epilogue, the vectors are checked and
+/// reach the kernel's host path, the launch is refused; a plan for a described device of the
+/// kernel's architecture chooses a fused kernel for an epilogue and a plain one without.
+fn fused_host_path<EA, EB, A, B>(
+    name: &str,
+    info: DeviceInfo,
+    stream: &Arc<CudaStream>,
+    (a, b): (&A, &B),
+    plan: PlanFn<EA, EB>,
+) where
+    EA: MxElement,
+    EB: MxElement,
+    A: NarrowOperand<Elem = EA>,
+    B: NarrowOperand<Elem = EB>,
+{
+    let p = GemmProblem::new(M, N, K);
+    let e = Epilogue::rowwise()
+        .with_bias(BiasAxis::PerColumn)
+        .with_activation(Activation::GeluTanh);
+    let g = BlockScaledGemm::<EA, EB, f16>::plan_any_arch(info, &p, name)
+        .unwrap()
+        .with_epilogue(e)
+        .unwrap();
+    assert_eq!((g.kernel_name(), g.epilogue()), (name, e));
+    let bias = stream.alloc_zeros::<f16>(N).unwrap();
+    let rows = stream.alloc_zeros::<f32>(M).unwrap();
+    let cols = stream.alloc_zeros::<f32>(N).unwrap();
+    let mut d = stream.alloc_zeros::<f16>(M * N).unwrap();
+    let vectors = EpilogueOperands {
+        bias: Some(&bias),
+        row_scales: Some(&rows),
+        col_scales: Some(&cols),
+    };
+    let ws = expect_host_path(
+        name,
+        g.kernel_spec(),
+        &info,
+        g.prepare_fused(stream, a, b, None, &mut d, &vectors),
+    );
+    assert!(matches!(
+        g.run_fused(stream, a, b, None, &mut d, &vectors, Workspace::Managed)
+            .unwrap_err(),
+        Error::ArchMismatch { .. }
+    ));
+    // The vectors the epilogue names, checked before the kernel.
+    assert!(matches!(
+        g.prepare(stream, a, b, None, &mut d).unwrap_err(),
+        Error::InvalidProblem {
+            reason: ProblemRule::EpilogueOperandMissing {
+                operand: OperandName::Bias
+            }
+        }
+    ));
+    let short = stream.alloc_zeros::<f16>(N - 8).unwrap();
+    let short_bias = EpilogueOperands {
+        bias: Some(&short),
+        ..vectors
+    };
+    assert!(matches!(
+        g.prepare_fused(stream, a, b, None, &mut d, &short_bias)
+            .unwrap_err(),
+        Error::BufferTooSmall {
+            operand: OperandName::Bias,
+            ..
+        }
+    ));
+    // The same kernel named for a plain plan takes no vector.
+    let plain = BlockScaledGemm::<EA, EB, f16>::plan_any_arch(info, &p, name).unwrap();
+    assert!(matches!(
+        plain
+            .prepare_fused(stream, a, b, None, &mut d, &vectors)
+            .unwrap_err(),
+        Error::InvalidProblem {
+            reason: ProblemRule::EpilogueOperandNotTaken {
+                operand: OperandName::Bias
+            }
+        }
+    ));
+    // Chosen, not named, for a device of the kernel's architecture.
+    let arch = g.kernel_spec().arch;
+    let cc = if arch == cutlass_gemm::Arch::Sm120a {
+        (12, 0)
+    } else {
+        (10, 0)
+    };
+    let described = DeviceInfo {
+        compute_capability: cc,
+        ..info
+    };
+    let chosen = plan(described, &p, None).unwrap();
+    assert!(
+        !chosen.kernel_spec().fusion.is_fused(),
+        "{}",
+        chosen.kernel_name()
+    );
+    let fused = chosen.with_epilogue(e).unwrap();
+    assert!(
+        fused.kernel_spec().fusion.is_fused(),
+        "{}",
+        fused.kernel_name()
+    );
+    println!(
+        "{name}: fused epilogue {} through the host path (workspace {ws} bytes); chosen for {cc:?}: {}",
+        e.describe(),
+        fused.kernel_name()
+    );
+}
+
+/// The fused epilogue (bias, activation, row and column scales) on the SM100/SM120 block-scaled
+/// kernels of the build (`sm100`, `sm120` families): planned, checked and driven up to the launch.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn fused_block_scaled_kernels_take_their_vectors_up_to_the_launch() {
+    let (ctx, stream) = gemm_device();
+    let info = DeviceInfo::query(&ctx).unwrap();
+    let kernels: Vec<_> = built_kernels()
+        .iter()
+        .filter(|k| {
+            k.spec.block_scale.is_some()
+                && k.spec.fusion.is_fused()
+                && !k.spec.arch.runs_on(info.compute_capability)
+        })
+        .filter(|k| k.spec.layout_name() == "TN" && k.spec.d.ty == DataType::F16)
+        .collect();
+    assert!(
+        !kernels.is_empty(),
+        "this build has no fused block-scaled kernel for another architecture (features sm100, sm120)"
+    );
+    let (xa, xb) = (input(&stream, M, 5), input(&stream, N, 6));
+    for k in &kernels {
+        use DataType as T;
+        let vec = k.spec.block_scale.unwrap().vec;
+        match (vec, k.spec.a.ty, k.spec.b.ty) {
+            (16, T::E2M1, T::E2M1) => {
+                let a = quantize::quantize_nvfp4(&stream, &xa, M, K).unwrap();
+                let b = quantize::quantize_nvfp4(&stream, &xb, N, K).unwrap();
+                fused_host_path(k.name, info, &stream, (&a, &b), BlockScaledGemm::plan_nvfp4);
+            }
+            (32, T::E2M1, T::E2M1) => {
+                let a = quantize::quantize_mx::<E2M1, bf16>(&stream, &xa, M, K).unwrap();
+                let b = quantize::quantize_mx::<E2M1, bf16>(&stream, &xb, N, K).unwrap();
+                fused_host_path(k.name, info, &stream, (&a, &b), BlockScaledGemm::plan_mx);
+            }
+            (32, T::E4M3, T::E4M3) => {
+                let a = quantize::quantize_mx::<E4M3, bf16>(&stream, &xa, M, K).unwrap();
+                let b = quantize::quantize_mx::<E4M3, bf16>(&stream, &xb, N, K).unwrap();
+                fused_host_path(k.name, info, &stream, (&a, &b), BlockScaledGemm::plan_mx);
+            }
+            other => panic!("{}: add {other:?} to this test", k.name),
+        }
+    }
+    println!(
+        "{} fused block-scaled kernels driven up to the launch",
         kernels.len()
     );
 }
