@@ -846,29 +846,13 @@ impl<EA: MxElement, EB: MxElement, TD: Element> BlockScaledGemm<EA, EB, TD> {
         self.check_stream(stream)?;
         self.check_devices(a, b, c)?;
         require_device(OperandName::D, d, self.device.ordinal)?;
-        let ordinal = self.device.ordinal;
-        if let Some(v) = epilogue.bias {
-            require_device(OperandName::Bias, v, ordinal)?;
-        }
-        if let Some(v) = epilogue.row_scales {
-            require_device(OperandName::RowScales, v, ordinal)?;
-        }
-        if let Some(v) = epilogue.col_scales {
-            require_device(OperandName::ColScales, v, ordinal)?;
-        }
+        epilogue.require_device(self.device.ordinal)?;
         let (pa, _ga) = a.parts(stream);
         let (pb, _gb) = b.parts(stream);
         let (pc, _gc) = c.map(|c| c.device_ptr(stream)).unzip();
         let len = d.len();
         let (pd, _gd) = d.device_ptr_mut(stream);
-        let bias = epilogue.bias.map(|v| (v.device_ptr(stream), v.len()));
-        let rows = epilogue.row_scales.map(|v| (v.device_ptr(stream), v.len()));
-        let cols = epilogue.col_scales.map(|v| (v.device_ptr(stream), v.len()));
-        let vectors = [
-            bias.as_ref().map(|((p, _), n)| (*p, *n)),
-            rows.as_ref().map(|((p, _), n)| (*p, *n)),
-            cols.as_ref().map(|((p, _), n)| (*p, *n)),
-        ];
+        let (vectors, _gv) = epilogue.addresses(stream);
         let mut args = self
             .rules
             .args(&pa, &pb, pc.zip(c.map(|c| c.len())), (pd, len))?;

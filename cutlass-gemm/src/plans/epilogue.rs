@@ -16,7 +16,7 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
+use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, SyncOnDrop};
 
 use crate::error::{
     require_device, require_len, Error, KernelRule, OperandName, ProblemRule, Quantity, Result,
@@ -246,6 +246,41 @@ impl<'a, TD> EpilogueOperands<'a, TD> {
             bias: Some(bias),
             ..Default::default()
         }
+    }
+
+    /// The device rule for each vector given: on the device of `ordinal`, naming the vector.
+    pub(crate) fn require_device(&self, ordinal: usize) -> Result<()> {
+        if let Some(v) = self.bias {
+            require_device(OperandName::Bias, v, ordinal)?;
+        }
+        if let Some(v) = self.row_scales {
+            require_device(OperandName::RowScales, v, ordinal)?;
+        }
+        if let Some(v) = self.col_scales {
+            require_device(OperandName::ColScales, v, ordinal)?;
+        }
+        Ok(())
+    }
+
+    /// `[bias, row scales, column scales]`: each given vector's device address and length in
+    /// elements, and the guards that order the stream's work on them; keep the guards until the
+    /// launch is queued.
+    pub(crate) fn addresses<'s>(
+        &'s self,
+        stream: &'s CudaStream,
+    ) -> ([Option<(u64, usize)>; 3], Vec<SyncOnDrop<'s>>) {
+        let bias = self.bias.map(|v| (v.device_ptr(stream), v.len()));
+        let rows = self.row_scales.map(|v| (v.device_ptr(stream), v.len()));
+        let cols = self.col_scales.map(|v| (v.device_ptr(stream), v.len()));
+        let mut guards = Vec::with_capacity(3);
+        let mut split = |v: Option<((u64, SyncOnDrop<'s>), usize)>| {
+            v.map(|((p, guard), len)| {
+                guards.push(guard);
+                (p, len)
+            })
+        };
+        let addresses = [split(bias), split(rows), split(cols)];
+        (addresses, guards)
     }
 }
 

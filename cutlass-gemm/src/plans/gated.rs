@@ -291,17 +291,7 @@ impl<T: Element> GatedGemm<T> {
         require_device(OperandName::A, x, device)?;
         require_device(OperandName::B, w, device)?;
         require_device(OperandName::D, d, device)?;
-        for (operand, v) in [
-            (OperandName::RowScales, vectors.row_scales),
-            (OperandName::ColScales, vectors.col_scales),
-        ] {
-            if let Some(v) = v {
-                require_device(operand, v, device)?;
-            }
-        }
-        if let Some(v) = vectors.bias {
-            require_device(OperandName::Bias, v, device)?;
-        }
+        vectors.require_device(device)?;
         let [la, lb, ld] = self.required_lens();
         require_len(OperandName::A, x.len(), la)?;
         require_len(OperandName::B, w.len(), lb)?;
@@ -329,14 +319,7 @@ impl<T: Element> GatedGemm<T> {
                 });
             }
         }
-        let bias = vectors.bias.map(|v| (v.device_ptr(stream), v.len()));
-        let rows = vectors.row_scales.map(|v| (v.device_ptr(stream), v.len()));
-        let cols = vectors.col_scales.map(|v| (v.device_ptr(stream), v.len()));
-        let given = [
-            bias.as_ref().map(|((p, _), n)| (*p, *n)),
-            rows.as_ref().map(|((p, _), n)| (*p, *n)),
-            cols.as_ref().map(|((p, _), n)| (*p, *n)),
-        ];
+        let (given, _gv) = vectors.addresses(stream);
         // The bias and column scales run along the GEMM's 2n columns.
         check_operands(
             &self.epilogue,

@@ -1024,15 +1024,7 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
             require_device(OperandName::ScalesA, sa, device)?;
             require_device(OperandName::ScalesB, sb, device)?;
         }
-        if let Some(v) = epilogue.bias {
-            require_device(OperandName::Bias, v, device)?;
-        }
-        if let Some(v) = epilogue.row_scales {
-            require_device(OperandName::RowScales, v, device)?;
-        }
-        if let Some(v) = epilogue.col_scales {
-            require_device(OperandName::ColScales, v, device)?;
-        }
+        epilogue.require_device(device)?;
         self.check_len(OperandName::A, a.len())?;
         self.check_len(OperandName::B, b.len())?;
         self.check_len(OperandName::D, d.len())?;
@@ -1083,14 +1075,7 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
             self.check_scale_pointers(sf)?;
         }
         // The epilogue's vectors: bias, row scales, column scales (pointer, length).
-        let bias = epilogue.bias.map(|v| (v.device_ptr(stream), v.len()));
-        let rows = epilogue.row_scales.map(|v| (v.device_ptr(stream), v.len()));
-        let cols = epilogue.col_scales.map(|v| (v.device_ptr(stream), v.len()));
-        let vectors = [
-            bias.as_ref().map(|((p, _), n)| (*p, *n)),
-            rows.as_ref().map(|((p, _), n)| (*p, *n)),
-            cols.as_ref().map(|((p, _), n)| (*p, *n)),
-        ];
+        let (vectors, _gv) = epilogue.addresses(stream);
         self.check_epilogue_operands(vectors, pd)?;
         let mut managed = None;
         let (pw, _gw) = workspace_ptr(stream, workspace, self.workspace_size, &mut managed, false)?;

@@ -1223,22 +1223,8 @@ impl<T: WeightOnlyInput> WeightOnlyGemm<T> {
             }
         }
         // The epilogue's vectors: devices, then lengths, alignment and aliasing against y.
-        if let Some(v) = operands.bias {
-            require_device(OperandName::Bias, v, device)?;
-        }
-        for (operand, v) in [
-            (OperandName::RowScales, operands.row_scales),
-            (OperandName::ColScales, operands.col_scales),
-        ] {
-            if let Some(v) = v {
-                require_device(operand, v, device)?;
-            }
-        }
-        let bias = operands.bias.map(|v| (v.device_ptr(stream), v.len()));
-        let row_scales = operands.row_scales.map(|v| (v.device_ptr(stream), v.len()));
-        let col_scales = operands.col_scales.map(|v| (v.device_ptr(stream), v.len()));
-        let vectors =
-            [&bias, &row_scales, &col_scales].map(|v| v.as_ref().map(|((p, _), l)| (*p, *l)));
+        operands.require_device(device)?;
+        let (vectors, _gv) = operands.addresses(stream);
         crate::plans::epilogue::check_operands(
             &self.epilogue,
             (p.m, p.n),
