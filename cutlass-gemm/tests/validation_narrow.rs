@@ -347,6 +347,7 @@ fn block_scaled_plans_check_layouts_and_batches_before_looking_for_kernels() {
         k.spec.block_scale.is_some_and(|b| b.vec == 16)
             && k.spec.d.ty == cutlass_gemm::DataType::F16
             && k.spec.arch.runs_on(B200.compute_capability)
+            && !k.spec.fusion.is_fused()
     });
     match BlockScaledGemm::<E2M1, E2M1, half::f16>::plan_nvfp4(B200, &p, None) {
         Ok(g) => {

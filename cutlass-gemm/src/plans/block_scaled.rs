@@ -524,10 +524,9 @@ pub struct BlockScaledGemm<EA: MxElement, EB: MxElement, TD: Element> {
     workspace_size: usize,
     /// The fused epilogue ([`BlockScaledGemm::with_epilogue`]).
     epilogue: Epilogue,
-    /// The kernel was named by the caller (a new epilogue keeps it or is refused).
+    /// The kernel was named by the caller, as [`BlockScaledGemm::plan_any_arch`] plans always
+    /// are (a new epilogue keeps it or is refused).
     pinned: bool,
-    /// Planned with [`BlockScaledGemm::plan_any_arch`].
-    any_arch: bool,
     _types: PhantomData<(EA, EB, TD)>,
 }
 
@@ -606,8 +605,9 @@ impl<EA: MxElement, EB: MxElement, TD: Element> BlockScaledGemm<EA, EB, TD> {
     }
 
     /// Plans with the named kernel even when `device` cannot run it: every check and
-    /// [`BlockScaledGemm::prepare`] / [`BlockScaledGemm::prepare_to_nvfp4`] work, a launch
-    /// returns [`Error::ArchMismatch`]. For exercising SM100/SM120 host paths on another GPU. The
+    /// [`BlockScaledGemm::prepare`] / [`BlockScaledGemm::prepare_fused`] /
+    /// [`BlockScaledGemm::prepare_to_nvfp4`] work, a launch returns [`Error::ArchMismatch`];
+    /// [`BlockScaledGemm::with_epilogue`] keeps the named kernel or refuses it. For exercising SM100/SM120 host paths on another GPU. The
     /// kind of plan (MX, NVFP4, plain; NVFP4 output or not) follows from the kernel.
     pub fn plan_any_arch(device: DeviceInfo, problem: &GemmProblem, kernel: &str) -> Result<Self> {
         let spec = built_kernels()
@@ -690,7 +690,6 @@ impl<EA: MxElement, EB: MxElement, TD: Element> BlockScaledGemm<EA, EB, TD> {
             workspace_size,
             epilogue,
             pinned: named,
-            any_arch,
             _types: PhantomData,
         })
     }
@@ -718,7 +717,7 @@ impl<EA: MxElement, EB: MxElement, TD: Element> BlockScaledGemm<EA, EB, TD> {
                 None,
                 self.rules.family,
                 false,
-                self.any_arch,
+                false,
                 epilogue,
             ),
         }
@@ -757,7 +756,8 @@ impl<EA: MxElement, EB: MxElement, TD: Element> BlockScaledGemm<EA, EB, TD> {
 
     /// Checks the tensors and buffers and launches. Alpha is multiplied by the operands'
     /// per-tensor scales (NVFP4 operands: read back from the device, which synchronizes the
-    /// stream).
+    /// stream). A plan whose fused epilogue names vectors (a bias, scales) takes them with
+    /// [`BlockScaledGemm::run_fused`]; here it returns [`ProblemRule::EpilogueOperandMissing`].
     pub fn run<A, B>(
         &self,
         stream: &Arc<CudaStream>,
@@ -792,9 +792,10 @@ impl<EA: MxElement, EB: MxElement, TD: Element> BlockScaledGemm<EA, EB, TD> {
         A: NarrowOperand<Elem = EA>,
         B: NarrowOperand<Elem = EB>,
     {
-        let mut args = self.plain_args(stream, a, b, c, d, epilogue)?;
-        args.alpha *= a.tensor_scale(stream)? * b.tensor_scale(stream)?;
-        self.launch(stream, args, workspace)
+        self.with_plain_args(stream, a, b, c, d, epilogue, |mut args| {
+            args.alpha *= a.tensor_scale(stream)? * b.tensor_scale(stream)?;
+            self.launch(stream, args, workspace)
+        })
     }
 
     /// Everything [`BlockScaledGemm::run`] does except the launch: the checks, CUTLASS's
@@ -830,11 +831,16 @@ impl<EA: MxElement, EB: MxElement, TD: Element> BlockScaledGemm<EA, EB, TD> {
         A: NarrowOperand<Elem = EA>,
         B: NarrowOperand<Elem = EB>,
     {
-        let args = self.plain_args(stream, a, b, c, d, epilogue)?;
-        self.prepare_args(stream, &args)
+        self.with_plain_args(stream, a, b, c, d, epilogue, |args| {
+            self.prepare_args(stream, &args)
+        })
     }
 
-    fn plain_args<A: NarrowOperand, B: NarrowOperand>(
+    /// Checks the operands of a plan with a plain D and runs `then` on the kernel's arguments
+    /// while the buffers' stream guards are held (they record the buffers' use when dropped, after
+    /// `then` has queued the launch).
+    #[allow(clippy::too_many_arguments)]
+    fn with_plain_args<A: NarrowOperand, B: NarrowOperand, R>(
         &self,
         stream: &Arc<CudaStream>,
         a: &A,
@@ -842,7 +848,8 @@ impl<EA: MxElement, EB: MxElement, TD: Element> BlockScaledGemm<EA, EB, TD> {
         c: Option<&dyn DevicePtr<TD>>,
         d: &mut dyn DevicePtrMut<TD>,
         epilogue: &EpilogueOperands<'_, TD>,
-    ) -> Result<RawArgs> {
+        then: impl FnOnce(RawArgs) -> Result<R>,
+    ) -> Result<R> {
         self.check_stream(stream)?;
         self.check_devices(a, b, c)?;
         require_device(OperandName::D, d, self.device.ordinal)?;
@@ -858,7 +865,7 @@ impl<EA: MxElement, EB: MxElement, TD: Element> BlockScaledGemm<EA, EB, TD> {
             .args(&pa, &pb, pc.zip(c.map(|c| c.len())), (pd, len))?;
         self.rules
             .epilogue_args(&self.epilogue, &mut args, vectors, (pd, len))?;
-        Ok(args)
+        then(args)
     }
 
     /// Checks and launches a plan with an NVFP4 D: `d` (an `m x n` [`Nvfp4Tensor`]) gets D's
@@ -884,9 +891,10 @@ impl<EA: MxElement, EB: MxElement, TD: Element> BlockScaledGemm<EA, EB, TD> {
     {
         self.check_stream(stream)?; // before norm_buffer allocates on the stream
         let norm = norm_buffer(stream, norm_constant)?;
-        let mut args = self.nvfp4_out_args(stream, a, b, c, d, &norm)?;
-        args.alpha *= a.tensor_scale(stream)? * b.tensor_scale(stream)?;
-        self.launch(stream, args, workspace)?;
+        self.with_nvfp4_out_args(stream, a, b, c, d, &norm, |mut args| {
+            args.alpha *= a.tensor_scale(stream)? * b.tensor_scale(stream)?;
+            self.launch(stream, args, workspace)
+        })?;
         stream.memcpy_htod(&[(448.0f32 * 6.0 / norm_constant).to_bits()], &mut d.amax)?;
         Ok(())
     }
@@ -907,11 +915,14 @@ impl<EA: MxElement, EB: MxElement, TD: Element> BlockScaledGemm<EA, EB, TD> {
     {
         self.check_stream(stream)?; // before norm_buffer allocates on the stream
         let norm = norm_buffer(stream, norm_constant)?;
-        let args = self.nvfp4_out_args(stream, a, b, c, d, &norm)?;
-        self.prepare_args(stream, &args)
+        self.with_nvfp4_out_args(stream, a, b, c, d, &norm, |args| {
+            self.prepare_args(stream, &args)
+        })
     }
 
-    fn nvfp4_out_args<A: NarrowOperand, B: NarrowOperand>(
+    /// [`BlockScaledGemm::with_plain_args`] for a plan with an NVFP4 D.
+    #[allow(clippy::too_many_arguments)]
+    fn with_nvfp4_out_args<A: NarrowOperand, B: NarrowOperand, R>(
         &self,
         stream: &Arc<CudaStream>,
         a: &A,
@@ -919,7 +930,8 @@ impl<EA: MxElement, EB: MxElement, TD: Element> BlockScaledGemm<EA, EB, TD> {
         c: Option<&dyn DevicePtr<TD>>,
         d: &mut Nvfp4Tensor,
         norm: &cudarc::driver::CudaSlice<f32>,
-    ) -> Result<RawArgs> {
+        then: impl FnOnce(RawArgs) -> Result<R>,
+    ) -> Result<R> {
         self.check_stream(stream)?;
         self.check_devices(a, b, c)?;
         let d_ordinals = operand::Sealed::ordinals(&*d);
@@ -934,8 +946,10 @@ impl<EA: MxElement, EB: MxElement, TD: Element> BlockScaledGemm<EA, EB, TD> {
         let (pc, _gc) = c.map(|c| c.device_ptr(stream)).unzip();
         let (pn, _gn) = norm.device_ptr(stream);
         let (pd, _gd) = operand::Sealed::parts(&*d, stream);
-        self.rules
-            .nvfp4_out_args(&pa, &pb, pc.zip(c.map(|c| c.len())), &pd, pn)
+        let args = self
+            .rules
+            .nvfp4_out_args(&pa, &pb, pc.zip(c.map(|c| c.len())), &pd, pn)?;
+        then(args)
     }
 
     /// The device rule for the stream: it belongs to the plan's device, whose context is then
@@ -1678,7 +1692,7 @@ mod tests {
 
     #[test]
     fn fused_epilogue_selection_rules() {
-        use crate::plans::epilogue::{Activation, BiasAxis};
+        use crate::plans::epilogue::Activation;
         let fused = fused_mx();
         let plain = KernelSpec {
             fusion: cutlass_gemm_catalog::Fusion::LinearCombination,
@@ -1720,7 +1734,6 @@ mod tests {
             other,
         )
         .unwrap();
-        assert_eq!(e.bias, Some(BiasAxis::PerColumn));
     }
 
     #[test]

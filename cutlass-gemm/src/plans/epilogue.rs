@@ -1,8 +1,9 @@
 //! Fused epilogues: bias, activation, and per-row and per-column scales inside the GEMM.
 //!
 //! A model's linear layer is `act(x·Wᵀ + bias)`, and an FP8 checkpoint scales per token (rows of
-//! A) and per output channel (columns of B). The default build's SM90 kernels compute all of it
-//! in their epilogue, in f32, before D is rounded:
+//! A) and per output channel (columns of B). The kernels with the fused epilogue (the default
+//! build's main SM90 tiles; the `sm100` and `sm120` families' block-scaled kernels) compute all of
+//! it in their epilogue, in f32, before D is rounded:
 //!
 //! ```text
 //! D = act(alpha · row_scale[i] · col_scale[j] · (A·B)[i][j] + beta · C[i][j] + bias)
@@ -12,7 +13,10 @@
 //! [`Epilogue`] says which of these a plan has ([`crate::Gemm::with_epilogue`]); the vectors come
 //! with each launch ([`EpilogueOperands`], [`crate::Gemm::run_fused`]), checked like A and B.
 //! Every part is optional, and one kernel serves every combination (the catalog's
-//! [`cutlass_gemm_catalog::Fusion::ScaleBiasActivation`]): a plain GEMM runs the same kernels.
+//! [`cutlass_gemm_catalog::Fusion::ScaleBiasActivation`]). A plan with an epilogue chooses among
+//! these kernels; a plain plan among their twins with CUTLASS's own epilogue, and runs on a fused
+//! kernel only when the caller names it. [`crate::BlockwiseGemm`], [`crate::BlockScaledGemm`],
+//! [`crate::GatedGemm`] and [`crate::WeightOnlyGemm`] take the same [`Epilogue`].
 
 use std::sync::Arc;
 

@@ -469,12 +469,14 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
     }
 
     /// The plan with a fused epilogue: bias, activation, row and column scales computed in the
-    /// kernel's epilogue ([`crate::plans::epilogue`]); launch it with [`Gemm::run_fused`]. The
-    /// default build's SM90 kernels all have it, so the kernel usually stays; where it lacks it
-    /// (a kernel whose epilogue stores D itself, tf32 or integer kernels), the problem is planned
-    /// again among the kernels that have it, which may stage an unaligned D through a padded copy.
-    /// A kernel named by the caller is kept, or refused ([`KernelRule::NoFusedEpilogue`]).
-    /// Tile-scheduler hints set before are kept when the kernel is.
+    /// kernel's epilogue ([`crate::plans::epilogue`]); launch it with [`Gemm::run_fused`]. A plain
+    /// plan runs a kernel with CUTLASS's own epilogue, so the problem is planned again among the
+    /// kernels with the fused one (usually the same tile's fused twin, which the default build has
+    /// for its main SM90 tiles; else another tile, which may stage an unaligned D through a padded
+    /// copy).
+    /// A kernel named by the caller is kept if it has the fused epilogue, or refused
+    /// ([`KernelRule::NoFusedEpilogue`]). Tile-scheduler hints set before are kept when the kernel
+    /// is.
     pub fn with_epilogue(self, epilogue: Epilogue) -> Result<Self> {
         if let Some(gemv) = self.gemv.filter(|_| !epilogue.is_none()) {
             // The decode GEMVs have no fused epilogue: named, a GEMV is refused; chosen, the
