@@ -175,6 +175,11 @@ pub struct PlanArgs {
     /// The device to plan for.
     #[arg(long, value_enum, default_value_t = NamedDevice::H100)]
     pub device: NamedDevice,
+    /// Plan with this fused epilogue, as `profile --epilogue` measures it: the kernel a plan with
+    /// a bias, an activation or row and column scales runs (for `swiglu`, the gated GEMM over the
+    /// shape's n, gate and up together: n/2 outputs).
+    #[arg(long, value_enum, default_value_t = EpilogueArg::None)]
+    pub epilogue: EpilogueArg,
     #[command(flatten)]
     pub problems: Problems,
 }

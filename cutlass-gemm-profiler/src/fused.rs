@@ -54,7 +54,8 @@ pub enum EpilogueArg {
 }
 
 impl EpilogueArg {
-    fn ours(self) -> Epilogue {
+    /// This crate's epilogue for the option (for `swiglu`, the gated GEMM's activation).
+    pub(crate) fn ours(self) -> Epilogue {
         match self {
             EpilogueArg::None => Epilogue::NONE,
             EpilogueArg::Bias => Epilogue::bias(),

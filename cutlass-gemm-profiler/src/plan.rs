@@ -4,7 +4,8 @@
 //! typed error the library would return.
 //!
 //! Layout, as `profile` measures: A row-major `[m, k]`, B column-major (a row-major `[n, k]`
-//! weight), D row-major.
+//! weight), D row-major. `--epilogue` plans with a fused epilogue (`swiglu`: the gated GEMM with
+//! n/2 outputs), as `profile --epilogue` measures.
 
 use std::fmt::Write as _;
 use std::process::ExitCode;
@@ -12,10 +13,14 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::ValueEnum;
 use cutlass_gemm::numeric::{Tf32, E4M3};
-use cutlass_gemm::{BlockwiseGemm, DeviceInfo, Element, Gemm, GemmProblem, OperandName};
+use cutlass_gemm::{
+    Activation, BlockwiseGemm, DeviceInfo, Element, Error, GatedGemm, Gemm, GemmProblem,
+    OperandName, ProblemRule, ScheduleHints,
+};
 use half::{bf16, f16};
 
 use crate::args::PlanArgs;
+use crate::fused::EpilogueArg;
 use crate::kind::Kind;
 use crate::shapes::Shape;
 
@@ -67,18 +72,60 @@ fn from_gemm<TA: Element, TB: Element, TD: Element>(g: &Gemm<TA, TB, TD>) -> Cho
     }
 }
 
-/// The plan for one shape and type on `device`: the library's automatic choice, or its error.
-pub fn choose(device: DeviceInfo, s: &Shape, kind: Kind) -> cutlass_gemm::Result<Choice> {
+/// The gated GEMM's plan over the shape's n (gate and up together): n/2 outputs.
+fn gated<T: Element>(device: DeviceInfo, s: &Shape) -> cutlass_gemm::Result<Choice> {
+    if s.n % 2 != 0 {
+        return Err(Error::InvalidProblem {
+            reason: ProblemRule::GatedOutputs { n: s.n },
+        });
+    }
+    let p = GemmProblem::new(s.m, s.n / 2, s.k);
+    let g = GatedGemm::<T>::plan(device, &p, Activation::Silu, None)?;
+    Ok(Choice {
+        kernel: g.kernel_name().to_string(),
+        schedule: ScheduleHints::default(),
+        swapped: false,
+        staged: Vec::new(),
+        workspace: g.workspace_size(),
+    })
+}
+
+/// The plan for one shape and type on `device` with `epilogue`: the library's automatic choice,
+/// or its error.
+pub fn choose(
+    device: DeviceInfo,
+    s: &Shape,
+    kind: Kind,
+    epilogue: EpilogueArg,
+) -> cutlass_gemm::Result<Choice> {
     let p = GemmProblem::new(s.m, s.n, s.k);
+    if epilogue == EpilogueArg::Swiglu {
+        return match kind {
+            Kind::Bf16 => gated::<bf16>(device, s),
+            Kind::F16 => gated::<f16>(device, s),
+            Kind::E4m3 | Kind::Fp8Blockwise => gated::<E4M3>(device, s),
+            Kind::Tf32 => gated::<Tf32>(device, s),
+            Kind::I8 => gated::<i8>(device, s),
+        };
+    }
+    let e = epilogue.ours();
     Ok(match kind {
-        Kind::Bf16 => from_gemm(&Gemm::<bf16, bf16, bf16>::plan(device, &p, None)?),
-        Kind::F16 => from_gemm(&Gemm::<f16, f16, f16>::plan(device, &p, None)?),
-        Kind::E4m3 => from_gemm(&Gemm::<E4M3, E4M3, bf16>::plan(device, &p, None)?),
-        Kind::Fp8Blockwise => {
-            from_gemm(BlockwiseGemm::<E4M3, E4M3, bf16>::plan(device, &p, None)?.plan_inner())
+        Kind::Bf16 => {
+            from_gemm(&Gemm::<bf16, bf16, bf16>::plan(device, &p, None)?.with_epilogue(e)?)
         }
-        Kind::Tf32 => from_gemm(&Gemm::<Tf32, Tf32, f32>::plan(device, &p, None)?),
-        Kind::I8 => from_gemm(&Gemm::<i8, i8, i32>::plan(device, &p, None)?),
+        Kind::F16 => from_gemm(&Gemm::<f16, f16, f16>::plan(device, &p, None)?.with_epilogue(e)?),
+        Kind::E4m3 => {
+            from_gemm(&Gemm::<E4M3, E4M3, bf16>::plan(device, &p, None)?.with_epilogue(e)?)
+        }
+        Kind::Fp8Blockwise => from_gemm(
+            BlockwiseGemm::<E4M3, E4M3, bf16>::plan(device, &p, None)?
+                .with_epilogue(e)?
+                .plan_inner(),
+        ),
+        Kind::Tf32 => {
+            from_gemm(&Gemm::<Tf32, Tf32, f32>::plan(device, &p, None)?.with_epilogue(e)?)
+        }
+        Kind::I8 => from_gemm(&Gemm::<i8, i8, i32>::plan(device, &p, None)?.with_epilogue(e)?),
     })
 }
 
@@ -136,19 +183,20 @@ fn run(args: &PlanArgs) -> Result<ExitCode> {
     let mut errors = 0;
     for s in &shapes {
         for &kind in &args.problems.types {
-            let choice = choose(device, s, kind);
+            let choice = choose(device, s, kind, args.epilogue);
             errors += usize::from(choice.is_err());
             println!("{}", line(s, kind, &choice));
         }
     }
     eprintln!(
-        "{} shapes x {} types on {:?} (cc {}.{}, {} SMs): {errors} refused",
+        "{} shapes x {} types on {:?} (cc {}.{}, {} SMs), epilogue {:?}: {errors} refused",
         shapes.len(),
         args.problems.types.len(),
         args.device,
         device.compute_capability.0,
         device.compute_capability.1,
-        device.sm_count
+        device.sm_count,
+        args.epilogue
     );
     Ok(if errors == 0 {
         ExitCode::SUCCESS
@@ -178,7 +226,7 @@ mod tests {
         for device in [NamedDevice::H100, NamedDevice::H200] {
             for s in &shapes {
                 for kind in [Kind::Bf16, Kind::F16, Kind::E4m3, Kind::Fp8Blockwise] {
-                    let c = choose(device.info(), s, kind)
+                    let c = choose(device.info(), s, kind, EpilogueArg::None)
                         .unwrap_or_else(|e| panic!("{} {}: {e}", s.name, kind.label()));
                     staged += usize::from(!c.staged.is_empty());
                     let l = line(s, kind, &Ok(c));
@@ -198,10 +246,54 @@ mod tests {
             n: 128,
             k: 128,
         };
-        let choice = choose(NamedDevice::Rtx5090.info(), &s, Kind::Bf16);
+        let choice = choose(
+            NamedDevice::Rtx5090.info(),
+            &s,
+            Kind::Bf16,
+            EpilogueArg::None,
+        );
         let e = choice.as_ref().unwrap_err().to_string();
         let l = line(&s, Kind::Bf16, &choice);
         assert!(l.ends_with(&e), "{l}");
         assert_eq!(l.split('\t').count(), HEADER.split('\t').count());
+    }
+
+    /// With a fused epilogue every broad shape plans in bf16 on a kernel with it (the fused
+    /// twins, or the gated kernels for `swiglu` where n/2 is a multiple of 8), and the same
+    /// shape's plain plan keeps a kernel with CUTLASS's own epilogue.
+    #[test]
+    fn fused_epilogues_plan_on_fused_kernels() {
+        let fused = |name: &str| name.contains("_evt_scale_bias");
+        for s in &broad() {
+            let plain = choose(NamedDevice::H200.info(), s, Kind::Bf16, EpilogueArg::None).unwrap();
+            assert!(!fused(&plain.kernel), "{}: {}", s.name, plain.kernel);
+            for e in [EpilogueArg::Bias, EpilogueArg::BiasGelu] {
+                let c = choose(NamedDevice::H200.info(), s, Kind::Bf16, e)
+                    .unwrap_or_else(|err| panic!("{} {e:?}: {err}", s.name));
+                assert!(fused(&c.kernel), "{} {e:?}: {}", s.name, c.kernel);
+            }
+            let g = choose(NamedDevice::H200.info(), s, Kind::Bf16, EpilogueArg::Swiglu);
+            if s.n % 16 == 0 && s.k % 8 == 0 {
+                let g = g.unwrap_or_else(|err| panic!("{} swiglu: {err}", s.name));
+                assert!(
+                    g.kernel.contains("_glu_scale_bias"),
+                    "{}: {}",
+                    s.name,
+                    g.kernel
+                );
+            } else {
+                assert!(g.is_err(), "{} swiglu planned with n = {}", s.name, s.n);
+            }
+        }
+        // FP8 rowwise: the e4m3 fused twins.
+        let s = &broad()[0];
+        let c = choose(
+            NamedDevice::H200.info(),
+            s,
+            Kind::E4m3,
+            EpilogueArg::RowwiseBias,
+        )
+        .unwrap();
+        assert!(fused(&c.kernel), "{}", c.kernel);
     }
 }
