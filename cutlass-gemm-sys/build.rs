@@ -740,6 +740,7 @@ fn compile_kernels(
             &[
                 codegen::DENSE_GEMV_SOURCE_NAME,
                 codegen::DENSE_GEMV_ABI_HEADER_NAME,
+                codegen::ACTIVATION_HEADER_NAME,
                 codegen::GEMV_FRAGMENTS_HEADER_NAME,
             ],
         ),

@@ -2,8 +2,9 @@
 //! cuBLASLt's matmul with the matching epilogue (`BIAS`, `RELU_BIAS`, `GELU_BIAS`; FP8 per-row and
 //! per-column scales through `OUTER_VEC_32F`), against this crate's plain GEMM on the same problem
 //! (what the fusion costs), and against that GEMM followed by a separate bias-and-activation pass
-//! (`cutlass_gemm::plans::epilogue::apply_unfused`: what the fusion saves; bf16 and f16). Kernel against kernel: no programmatic dependent launch on
-//! either side.
+//! (`cutlass_gemm::plans::epilogue::apply_unfused`: what the fusion saves; bf16 and f16); where
+//! the fused plan runs on the 16-bit decode GEMV, also against the fused CUTLASS kernel behind it.
+//! Kernel against kernel: no programmatic dependent launch on either side.
 //!
 //! cuBLASLt has no SiLU epilogue: `bias-silu` is compared with its `BIAS` epilogue (its GEMM
 //! without the activation, which favors it). Nor a gated one: `swiglu` is compared with its GEMM
@@ -93,6 +94,10 @@ struct FusedRow {
     /// (Plain GEMM + the separate bias-and-activation pass) time / fused time, from one race
     /// (bf16, f16).
     unfused_ratio: Option<f64>,
+    /// Where the fused plan runs on the 16-bit decode GEMV: the time of the fused CUTLASS kernel
+    /// behind it (what the plan ran before the GEMV computed epilogues) / the GEMV's, from one
+    /// race.
+    tile_ratio: Option<f64>,
     theirs_s: f64,
     max_rel_diff: f64,
     ok: bool,
@@ -136,7 +141,7 @@ pub fn run(args: &ProfileArgs, epilogue: EpilogueArg) -> Result<ExitCode> {
             match result {
                 Ok(r) => {
                     println!(
-                        "{:<24} {:<5} {:>9.2} {:>9.2} {:>7.3} {:>7.3} {:>8}  {}{}",
+                        "{:<24} {:<5} {:>9.2} {:>9.2} {:>7.3} {:>7.3} {:>8}  {}{}{}",
                         r.shape.name,
                         kind.label(),
                         r.fused_s * 1e6,
@@ -145,6 +150,9 @@ pub fn run(args: &ProfileArgs, epilogue: EpilogueArg) -> Result<ExitCode> {
                         r.plain_ratio,
                         r.unfused_ratio.map_or("-".into(), |u| format!("{u:.3}")),
                         r.kernel,
+                        r.tile_ratio.map_or(String::new(), |t| format!(
+                            " (the fused tile takes {t:.3}x)"
+                        )),
                         if r.ok { "" } else { "  CHECK FAILED" }
                     );
                     failed += usize::from(!r.ok);
@@ -377,6 +385,37 @@ where
     } else {
         None
     };
+    // A fused plan on the decode GEMV against the fused CUTLASS kernel behind it.
+    let tile_ratio = if fused.is_gemv() {
+        let tile = Gemm::<T, T, TD>::plan(dev.info, &p, Some(&fused.kernel_spec().name()))?
+            .with_programmatic_dependent_launch(false)
+            .with_epilogue(e)?;
+        let mut ws_tile = stream.alloc_zeros::<u8>(tile.workspace_size().max(1))?;
+        let mut tile_run = |i: usize| -> Result<()> {
+            tile.run_fused(
+                stream,
+                &a[i],
+                &w[i],
+                None,
+                &mut d_other,
+                &ops,
+                Workspace::Buffer(&mut ws_tile),
+            )?;
+            Ok(())
+        };
+        let (g, t) = race(
+            dev,
+            flops,
+            sets,
+            args.rounds,
+            &mut |i| fused_run(i, &mut d_ours, &mut ws),
+            Some(&mut tile_run),
+            (true, warmed.seen(&format!("fused {}", tile.kernel_name()))),
+        )?;
+        t.map(|t| t / g)
+    } else {
+        None
+    };
     let Some(theirs_s) = theirs_s else {
         bail!("cuBLASLt was not timed");
     };
@@ -393,6 +432,7 @@ where
         fused_s,
         plain_ratio,
         unfused_ratio,
+        tile_ratio,
         theirs_s,
         max_rel_diff: diff,
         ok: diff <= tolerance,
@@ -592,6 +632,7 @@ where
         fused_s: gated_s,
         plain_ratio: plain_s.map(|p| gated_again / p).unwrap_or(f64::NAN),
         unfused_ratio: unfused_s.map(|u| u / gated_third),
+        tile_ratio: None,
         theirs_s,
         max_rel_diff: diff,
         // Both sides round the two f32 halves' product once; SiLU's exp may differ in its last bits.
@@ -614,6 +655,7 @@ fn write_csv(path: &Path, rows: &[FusedRow], epilogue: EpilogueArg) -> Result<()
         "ratio",
         "fused_over_plain",
         "unfused_over_fused",
+        "fused_tile_over_gemv",
         "max_rel_diff",
         "ok",
     ])?;
@@ -634,6 +676,7 @@ fn write_csv(path: &Path, rows: &[FusedRow], epilogue: EpilogueArg) -> Result<()
             format!("{:.4}", r.theirs_s / r.fused_s),
             format!("{:.4}", r.plain_ratio),
             r.unfused_ratio.map_or(String::new(), |u| format!("{u:.4}")),
+            r.tile_ratio.map_or(String::new(), |t| format!("{t:.4}")),
             format!("{:.2e}", r.max_rel_diff),
             r.ok.to_string(),
         ])?;
@@ -660,6 +703,7 @@ mod tests {
             fused_s: 1e-6,
             plain_ratio: 1.0,
             unfused_ratio: None,
+            tile_ratio: None,
             theirs_s: 2e-6,
             max_rel_diff: 0.0,
             ok: true,
@@ -669,7 +713,7 @@ mod tests {
         let text = std::fs::read_to_string(&path).unwrap();
         let _ = std::fs::remove_file(&path);
         let fields: Vec<usize> = text.lines().map(|l| l.split(',').count()).collect();
-        assert_eq!(fields, [14, 14]);
+        assert_eq!(fields, [15, 15]);
         assert!(text.contains(",2.000,2.0000,"), "{text}");
     }
 }

@@ -1,4 +1,4 @@
-// The 16-bit decode GEMV: D = alpha . X . W^T + beta . C in bf16 or f16 for a few tokens
+// The 16-bit decode GEMV: D = alpha . X . W^T + beta . C (and the fused epilogue) in bf16 or f16 for a few tokens
 // (m <= CUTLASS_RS_DENSE_GEMV_MAX_TOKENS), a linear layer at decode, where reading the weight once
 // at the speed of memory is the whole cost and the CUTLASS tiles leave SMs idle or re-read the
 // weight (the swapped 64x8 tile: 72 CTAs for a 4608-row weight). Hand-written, not generated;
@@ -6,7 +6,8 @@
 // mma.sync only). The C ABI is in cutlass_rs_dense_gemv_abi.h.
 //
 // The shape of the FP8 GEMVs (cutlass_rs_weight_gemv.cu, cutlass_rs_blockwise_gemv.cu) without
-// their conversions: a block owns a slice of 16 rows of W; its warps share k in runs of 64 columns
+// their conversions, with the fused CUTLASS kernels' epilogue (scales per token and per output
+// feature, a bias along either, an activation: cutlass_rs_activation.cuh, as they compute it): a block owns a slice of 16 rows of W; its warps share k in runs of 64 columns
 // (two chunks of 32), warp u taking the runs u, u + warps, .... In a chunk, lane l reads the 16
 // bytes (8 values) at columns 8 (l % 4) of its slice's rows l / 4 and l / 4 + 8, and the 16 bytes
 // of X at the same columns for token l / 4 of each group of 8; words 2 j and 2 j + 1 of each are
@@ -23,6 +24,7 @@
 #include <cuda_runtime_api.h>
 
 #include "cutlass_rs_abi.h"
+#include "cutlass_rs_activation.cuh"
 #include "cutlass_rs_dense_gemv_abi.h"
 #include "cutlass_rs_gemv_fragments.cuh"
 
@@ -47,7 +49,26 @@ struct Params {
   T *d;
   int64_t ldd;
   float alpha, beta;
+  // The fused epilogue in D's orientation (rows: tokens; columns: the weight's rows); null: none.
+  const float *row_scale, *col_scale;
+  const T *row_bias, *col_bias;
+  int activation;
 };
+
+// D[token][row] = act(alpha . row_scale[token] . col_scale[row] . v + beta . C[token][row] +
+// row_bias[token] + col_bias[row]) for tokens below m: the fused CUTLASS kernels' order.
+template <class T>
+__device__ inline void write_fused(const Params<T> &p, int row, int token, float v) {
+  if (token >= p.m) return;
+  float scale = p.alpha;
+  if (p.row_scale) scale *= p.row_scale[token];
+  if (p.col_scale) scale *= p.col_scale[row];
+  v *= scale;
+  if (p.beta != 0.f) v += p.beta * Convert<T>::to_float(p.c[int64_t(token) * p.ldc + row]);
+  if (p.row_bias) v += Convert<T>::to_float(p.row_bias[token]);
+  if (p.col_bias) v += Convert<T>::to_float(p.col_bias[row]);
+  p.d[int64_t(token) * p.ldd + row] = Convert<T>::from_float(cutlass_rs::activate(v, p.activation));
+}
 
 // One block per 16 rows of W; kTokenGroups groups of 8 tokens.
 template <class T, int kTokenGroups>
@@ -104,7 +125,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32) dense_gemv_kernel(const Params
     cur = next;
   }
   sum_warps<kTokenGroups>(acc, partial, warp, lane, warps,
-                          [&](int r, int token, float v) { write_output<T>(p, row0 + r, token, v); });
+                          [&](int r, int token, float v) { write_fused<T>(p, row0 + r, token, v); });
 }
 
 template <class T>
@@ -123,6 +144,11 @@ int launch(const cutlass_rs_dense_gemv_args &a, cudaStream_t stream) {
   p.ldd = a.ldd;
   p.alpha = a.alpha;
   p.beta = a.beta;
+  p.row_scale = a.row_scale;
+  p.col_scale = a.col_scale;
+  p.row_bias = static_cast<const T *>(a.row_bias);
+  p.col_bias = static_cast<const T *>(a.col_bias);
+  p.activation = a.activation;
   const int64_t sms = a.sm_count > 0 ? a.sm_count : 1;
   // For two and three groups the warps divide the runs (the FP8 GEMVs' rule).
   return by_token_groups(p.m, [&](auto groups) {
@@ -141,6 +167,8 @@ int check(const cutlass_rs_dense_gemv_args *a, int32_t dtype) {
   if (a->m < 1 || a->m > CUTLASS_RS_DENSE_GEMV_MAX_TOKENS || a->n < 16 || a->n % 16 != 0 || a->k < 64 ||
       a->k % 64 != 0 || a->n > INT32_MAX || a->k > INT32_MAX || a->n * a->k > INT32_MAX || a->ldx < a->k ||
       a->ldw < a->k || a->ldd < a->n || (a->c != nullptr && a->ldc < a->n))
+    return CUTLASS_RS_ERROR_INVALID_PROBLEM;
+  if (a->activation < CUTLASS_RS_ACTIVATION_IDENTITY || a->activation > CUTLASS_RS_ACTIVATION_SILU)
     return CUTLASS_RS_ERROR_INVALID_PROBLEM;
   if (!aligned(a->x, 16) || a->ldx % 8 != 0 || !aligned(a->w, 16) || a->ldw % 8 != 0)
     return CUTLASS_RS_ERROR_MISALIGNED_OPERAND;

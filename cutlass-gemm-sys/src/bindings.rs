@@ -711,11 +711,16 @@ pub struct cutlass_rs_dense_gemv_args {
     pub beta: f32,
     pub device_id: i32,
     pub sm_count: i32,
+    pub row_scale: *const f32,
+    pub col_scale: *const f32,
+    pub row_bias: *const ::std::os::raw::c_void,
+    pub col_bias: *const ::std::os::raw::c_void,
+    pub activation: i32,
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
     ["Size of cutlass_rs_dense_gemv_args"]
-        [::std::mem::size_of::<cutlass_rs_dense_gemv_args>() - 104usize];
+        [::std::mem::size_of::<cutlass_rs_dense_gemv_args>() - 144usize];
     ["Alignment of cutlass_rs_dense_gemv_args"]
         [::std::mem::align_of::<cutlass_rs_dense_gemv_args>() - 8usize];
     ["Offset of field: cutlass_rs_dense_gemv_args::m"]
@@ -748,6 +753,16 @@ const _: () = {
         [::std::mem::offset_of!(cutlass_rs_dense_gemv_args, device_id) - 96usize];
     ["Offset of field: cutlass_rs_dense_gemv_args::sm_count"]
         [::std::mem::offset_of!(cutlass_rs_dense_gemv_args, sm_count) - 100usize];
+    ["Offset of field: cutlass_rs_dense_gemv_args::row_scale"]
+        [::std::mem::offset_of!(cutlass_rs_dense_gemv_args, row_scale) - 104usize];
+    ["Offset of field: cutlass_rs_dense_gemv_args::col_scale"]
+        [::std::mem::offset_of!(cutlass_rs_dense_gemv_args, col_scale) - 112usize];
+    ["Offset of field: cutlass_rs_dense_gemv_args::row_bias"]
+        [::std::mem::offset_of!(cutlass_rs_dense_gemv_args, row_bias) - 120usize];
+    ["Offset of field: cutlass_rs_dense_gemv_args::col_bias"]
+        [::std::mem::offset_of!(cutlass_rs_dense_gemv_args, col_bias) - 128usize];
+    ["Offset of field: cutlass_rs_dense_gemv_args::activation"]
+        [::std::mem::offset_of!(cutlass_rs_dense_gemv_args, activation) - 136usize];
 };
 unsafe extern "C" {
     pub fn cutlass_rs_dense_gemv(

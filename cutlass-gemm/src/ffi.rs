@@ -384,7 +384,8 @@ pub(crate) unsafe fn blockwise_gemv(
 
 /// The name of the 16-bit decode GEMV (`csrc/cutlass_rs_dense_gemv.cu`, its C entry point):
 /// hand-written, not a catalog kernel. [`crate::Gemm`] takes it for bf16 and f16 linear layers of a
-/// few tokens ([`crate::Gemm::is_gemv`]), and [`crate::Gemm::with_kernel`] names it.
+/// few tokens ([`crate::Gemm::is_gemv`]), and [`crate::Gemm::with_kernel`] names it. It computes
+/// the fused epilogue ([`crate::Gemm::with_epilogue`]) as the fused CUTLASS kernels do.
 pub const DENSE_GEMV: &str = "cutlass_rs_dense_gemv";
 
 /// The 16-bit decode GEMV over C arguments (`dtype` the `CUTLASS_RS_DTYPE_*` of A, B and D): its

@@ -987,7 +987,10 @@ fn blockwise_decode_gemv_rules() {
 /// others with the rule.
 #[test]
 fn dense_decode_gemv_rules() {
-    use cutlass_gemm::{GemvRule, DENSE_GEMV, DENSE_GEMV_MAX_WEIGHT, DENSE_GEMV_TOKENS};
+    use cutlass_gemm::{
+        Activation, BiasAxis, Epilogue, GemvRule, DENSE_GEMV, DENSE_GEMV_MAX_WEIGHT,
+        DENSE_GEMV_TOKENS,
+    };
     if cutlass_gemm::sys::BUILT_ARCHS.is_empty() {
         return;
     }
@@ -1006,6 +1009,31 @@ fn dense_decode_gemv_rules() {
     assert!(DENSE_GEMV_MAX_WEIGHT < 8192 * 8192 && !chosen(1, 8192, 8192));
     let g = plan(&GemmProblem::new(1, 2304, 768)).unwrap();
     assert_eq!((g.kernel_name(), g.workspace_size()), (DENSE_GEMV, 0));
+    // A fused epilogue keeps the GEMV, chosen or named (it computes the epilogue), with a fused
+    // CUTLASS kernel behind it; past the GEMV's tokens the plan is a fused kernel's.
+    let bias_gelu = Epilogue::bias().with_activation(Activation::GeluTanh);
+    for e in [bias_gelu, Epilogue::rowwise().with_bias(BiasAxis::PerRow)] {
+        let fused = plan(&GemmProblem::new(1, 2304, 768))
+            .unwrap()
+            .with_epilogue(e)
+            .unwrap();
+        assert!(fused.is_gemv() && fused.kernel_spec().fusion.is_fused());
+        assert_eq!(fused.epilogue(), e);
+        let named = Gemm::<bf16, bf16, bf16>::plan(
+            H100,
+            &GemmProblem::new(32, 8192, 8192),
+            Some(DENSE_GEMV),
+        )
+        .unwrap()
+        .with_epilogue(e)
+        .unwrap();
+        assert!(named.is_gemv());
+    }
+    let wide = plan(&GemmProblem::new(DENSE_GEMV_TOKENS + 1, 2304, 768))
+        .unwrap()
+        .with_epilogue(bias_gelu)
+        .unwrap();
+    assert!(!wide.is_gemv() && wide.kernel_spec().fusion.is_fused());
     // Named: any weight, up to 32 tokens, the linear layer's orientation only.
     assert!(Gemm::<bf16, bf16, bf16>::plan(
         H100,

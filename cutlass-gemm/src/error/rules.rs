@@ -1174,8 +1174,8 @@ pub enum GemvRule {
         /// Its leading dimension, elements.
         ld: usize,
     },
-    /// Blockwise: e4m3 A and B with a bf16 or f16 D; 16-bit: A, B and D all bf16 or all f16, A
-    /// row-major, B column-major, D row-major and no tensor-wise scales. Both: no fused epilogue.
+    /// Blockwise: e4m3 A and B with a bf16 or f16 D and no fused epilogue; 16-bit: A, B and D all
+    /// bf16 or all f16, A row-major, B column-major, D row-major and no tensor-wise scales.
     Types,
     /// C row-major (as D).
     ColumnMajorC,
@@ -1202,7 +1202,7 @@ impl fmt::Display for GemvRule {
             ),
             GemvRule::Types => write!(
                 f,
-                "it takes e4m3 A and B with a bf16 or f16 D (the blockwise GEMV) or one 16-bit type with A row-major, B column-major and D row-major (the 16-bit one), and no fused epilogue"
+                "it takes e4m3 A and B with a bf16 or f16 D and no fused epilogue (the blockwise GEMV), or one 16-bit type with A row-major, B column-major and D row-major (the 16-bit one)"
             ),
             GemvRule::ColumnMajorC => write!(f, "it reads C row-major, as D"),
             GemvRule::NotBuilt => write!(

@@ -434,8 +434,11 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
                 8,
             ),
         };
+        // The 16-bit GEMV computes the fused epilogue (as the fused kernels do); the blockwise one
+        // has none.
+        let epilogue = gemv == Gemv::Dense || self.epilogue.is_none();
         let [a, b, ..] = self.user;
-        Some(if !types || !self.epilogue.is_none() {
+        Some(if !types || !epilogue {
             GemvRule::Types
         } else if p.m > max {
             GemvRule::Tokens { m: p.m, max }
@@ -473,18 +476,20 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
     /// plan runs a kernel with CUTLASS's own epilogue, so the problem is planned again among the
     /// kernels with the fused one (usually the same tile's fused twin, which the default build has
     /// for its main SM90 tiles; else another tile, which may stage an unaligned D through a padded
-    /// copy).
-    /// A kernel named by the caller is kept if it has the fused epilogue, or refused
+    /// copy). A plan on the 16-bit decode GEMV ([`DENSE_GEMV`]) keeps it: the GEMV computes the
+    /// epilogue. A kernel named by the caller is kept if it has the fused epilogue, or refused
     /// ([`KernelRule::NoFusedEpilogue`]). Tile-scheduler hints set before are kept when the kernel
     /// is.
     pub fn with_epilogue(self, epilogue: Epilogue) -> Result<Self> {
         if let Some(gemv) = self.gemv.filter(|_| !epilogue.is_none()) {
-            // The decode GEMVs have no fused epilogue: named, a GEMV is refused; chosen, the
-            // problem is planned again among the CUTLASS kernels with one.
-            if self.pinned {
+            // The 16-bit decode GEMV computes the fused epilogue itself; the blockwise one has
+            // none: named, it is refused; chosen, the problem is planned again among the CUTLASS
+            // kernels with one. Either way the CUTLASS kernel behind the plan is a fused one.
+            if gemv == Gemv::Blockwise && self.pinned {
                 return Err(gemv.mismatch(GemvRule::Types));
             }
-            let gemm = Self::plan_with(self.device, &self.problem, None, self.scaling, epilogue)?;
+            let named = (gemv == Gemv::Dense && self.pinned).then_some(gemv.name());
+            let gemm = Self::plan_with(self.device, &self.problem, named, self.scaling, epilogue)?;
             return Ok(gemm.with_programmatic_dependent_launch(self.dependent_launch));
         }
         let same_kernel =
@@ -1125,7 +1130,8 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
     }
 
     /// A decode GEMV on the caller's buffers (checked by the caller as for the CUTLASS kernel; the
-    /// GEMV reads them in place).
+    /// GEMV reads them in place), with the fused epilogue's vectors (0 for none; the dense GEMV's,
+    /// in D's orientation as the plan's).
     ///
     /// # Safety
     /// As [`Gemm::launch`].
@@ -1138,6 +1144,7 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
         c: Option<u64>,
         d: u64,
         scales: Option<(u64, u64)>,
+        [bias, row_scales, col_scales]: [u64; 3],
         stream: sys::CUstream,
     ) -> Result<()> {
         let p = &self.problem;
@@ -1183,6 +1190,11 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
                 unsafe { crate::ffi::blockwise_gemv(&args, dtype, Some(stream)) }
             }
             Gemv::Dense => {
+                let (row_bias, col_bias) = match self.epilogue.bias {
+                    Some(BiasAxis::PerRow) => (bias, 0),
+                    Some(BiasAxis::PerColumn) => (0, bias),
+                    None => (0, 0),
+                };
                 let args = cutlass_gemm_sys::cutlass_rs_dense_gemv_args {
                     m: p.m as i64,
                     n: p.n as i64,
@@ -1199,6 +1211,11 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
                     beta: p.beta,
                     device_id: self.device.ordinal as i32,
                     sm_count: self.device.sm_count,
+                    row_scale: row_scales as *const f32,
+                    col_scale: col_scales as *const f32,
+                    row_bias: ptr(row_bias),
+                    col_bias: ptr(col_bias),
+                    activation: self.epilogue.activation.code(),
                 };
                 // SAFETY: the caller's contract (the pointers hold what the problem reaches).
                 unsafe { crate::ffi::dense_gemv(&args, dtype, Some(stream)) }
@@ -1222,7 +1239,16 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
         stream: sys::CUstream,
     ) -> Result<()> {
         if let Some(gemv) = self.gemv {
-            return self.launch_gemv(gemv, a, b, c, d, scales, stream);
+            return self.launch_gemv(
+                gemv,
+                a,
+                b,
+                c,
+                d,
+                scales,
+                [bias, row_scales, col_scales],
+                stream,
+            );
         }
         let (ka, kb) = if self.swapped { (b, a) } else { (a, b) };
         if let Some(twin) = self.partials {

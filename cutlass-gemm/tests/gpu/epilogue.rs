@@ -318,6 +318,34 @@ fn fp8_blockwise_with_bias_and_activation() {
     println!("blockwise: {runs} fused runs");
 }
 
+/// The 16-bit decode GEMV computes every fused epilogue (chosen up to its tokens, named beyond: one
+/// to four groups of eight tokens), in bf16 and f16, against the reference.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn dense_gemv_computes_the_fused_epilogues() {
+    fn each<T: Element>(ctx: &Arc<CudaContext>, stream: &Arc<CudaStream>, rng: &mut StdRng) {
+        for (m, named) in [(1, false), (5, false), (8, false), (13, true), (32, true)] {
+            let p = GemmProblem::new(m, 272, 576);
+            for (e, with_c) in epilogues().into_iter().take(epilogues_per_kernel()) {
+                let g = if named {
+                    Gemm::<T, T, T>::with_kernel(ctx, &p, cutlass_gemm::DENSE_GEMV)
+                } else {
+                    Gemm::<T, T, T>::new(ctx, &p)
+                }
+                .unwrap()
+                .with_epilogue(e)
+                .unwrap();
+                assert!(g.is_gemv(), "m = {m} {}", e.describe());
+                run_fused(stream, rng, &g, with_c, 1.0, None);
+            }
+        }
+    }
+    let (ctx, stream) = gemm_device();
+    let mut rng = rng();
+    each::<bf16>(&ctx, &stream, &mut rng);
+    each::<f16>(&ctx, &stream, &mut rng);
+}
+
 /// Odd shapes whose padded extents stage the vectors too (n = 1001: the bias and column scales are
 /// copied into the workspace, zero-filled), through whichever kernel the plan picks.
 #[test]
