@@ -354,8 +354,79 @@ pub fn weight_only_spec(
         mixed_input: Some(MixedInput {
             mode,
             shuffled: weight.bits() == 4,
+            group: 0,
         }),
     }
+}
+
+/// The group size of the SM100 mixed-input entries' scales: GPTQ's and AWQ's usual 128 (CUTLASS's
+/// SM100 mixed-input main loop fixes it at compile time).
+pub const SM100_WEIGHT_ONLY_GROUP: u32 = 128;
+
+/// The SM100 mixed-input tiles (MMA tile, cluster, schedule): a 1SM 128x64x128 tile for decode and
+/// a 2SM 256x128x128 one with a 2x1x1 cluster for prefill (CUTLASS's example 86). Tile N (the
+/// tokens) is at most 128 (`sm100_mixed_input_umma_builder.inl`: "Can't support CtaN>128 tiles").
+pub const SM100_TILES_WEIGHT_ONLY: &[([u32; 3], [u32; 3], KernelSchedule)] = &[
+    (
+        [128, 64, 128],
+        [1, 1, 1],
+        KernelSchedule::Sm100MixedInputOneSm,
+    ),
+    (
+        [256, 128, 128],
+        [2, 1, 1],
+        KernelSchedule::Sm100MixedInputTwoSm,
+    ),
+];
+
+/// The SM100 mixed-input (weight-only) entries: an s4 weight with scales and a u4 one with scales
+/// and zeros ([`WEIGHT_ONLY_FORMATS`]), K-major as stored (CUTLASS's plain order, not the SM90
+/// kernels' packed one), scales and zeros of the activations' type in groups of
+/// [`SM100_WEIGHT_ONLY_GROUP`], times bf16/f16 activations, on [`SM100_TILES_WEIGHT_ONLY`] with
+/// the TMA epilogue of the MMA's SM count and CUTLASS's linear combination. CUTLASS's
+/// `KernelTmaWarpSpecialized{1,2}SmMixedInputSm100` builder (example 86); not a row of the
+/// Blackwell GEMM tables, which have no mixed-width 16-bit rows, so the entries name no seed row.
+pub fn sm100_weight_only() -> Vec<KernelSpec> {
+    let mut out = Vec::new();
+    for wide in [DataType::Bf16, DataType::F16] {
+        for (weight, mode) in WEIGHT_ONLY_FORMATS {
+            for &(tile, cluster, schedule) in SM100_TILES_WEIGHT_ONLY {
+                let epilogue = if schedule.sms() == 2 {
+                    EpilogueSchedule::TmaWarpSpecialized2Sm
+                } else {
+                    EpilogueSchedule::TmaWarpSpecialized1Sm
+                };
+                let out_operand = Operand::tma(wide, Layout::ColumnMajor);
+                out.push(KernelSpec {
+                    arch: Arch::Sm100a,
+                    op_class: OpClass::TensorOp,
+                    block_scale: None,
+                    blockwise: None,
+                    output_scale: None,
+                    origin: None,
+                    a: Operand::tma(weight, Layout::RowMajor),
+                    b: Operand::tma(wide, Layout::ColumnMajor),
+                    c: out_operand,
+                    d: out_operand,
+                    accumulator: DataType::F32,
+                    compute: DataType::F32,
+                    tile,
+                    cluster,
+                    stages: 0,
+                    kernel_schedule: schedule,
+                    epilogue_schedule: epilogue,
+                    fusion: Fusion::LinearCombination,
+                    tile_scheduler: TileScheduler::Persistent,
+                    mixed_input: Some(MixedInput {
+                        mode,
+                        shuffled: false,
+                        group: SM100_WEIGHT_ONLY_GROUP,
+                    }),
+                });
+            }
+        }
+    }
+    out
 }
 
 /// The weight-only entries of the `weight-only` feature ([`SM90_TILES_WEIGHT_ONLY`], each for
@@ -973,6 +1044,7 @@ pub fn all() -> Vec<KernelSpec> {
     out.extend(blackwell);
     out.extend(sm100_block_scaled_outputs());
     out.extend(sm1xx_grouped());
+    out.extend(sm100_weight_only());
     out
 }
 
@@ -1799,6 +1871,10 @@ pub fn expected_mma(spec: &KernelSpec) -> String {
         }
         KernelSchedule::Sm100SparseMxf4OneSm | KernelSchedule::Sm100SparseMxf4TwoSm => {
             "mxf4".to_string()
+        }
+        // The weight converted to the activations' 16-bit type before the MMA.
+        KernelSchedule::Sm100MixedInputOneSm | KernelSchedule::Sm100MixedInputTwoSm => {
+            "f16".to_string()
         }
         _ => match spec.origin.and_then(|o| type_row(o.type_table, o.type_row)) {
             Some(row) => row.kind.ptx().to_string(),

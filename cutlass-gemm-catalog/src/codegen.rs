@@ -32,6 +32,9 @@ pub const GROUPED_REGISTRY_ENTRY_TEMPLATE: &str =
 /// One SM90 weight-only (mixed-input) GEMM.
 pub const SM90_WEIGHT_ONLY_GEMM_TEMPLATE: &str =
     include_str!("../templates/gemm_sm90_weight_only.cu.in");
+/// One SM100 weight-only (mixed-input) GEMM.
+pub const SM100_WEIGHT_ONLY_GEMM_TEMPLATE: &str =
+    include_str!("../templates/gemm_sm100_weight_only.cu.in");
 /// Declarations of one weight-only kernel's entry points.
 pub const WEIGHT_ONLY_KERNEL_DECL_TEMPLATE: &str =
     include_str!("../templates/weight_only_kernel_decl.h.in");
@@ -81,6 +84,9 @@ pub const GROUPED_ABI_HEADER_NAME: &str = "cutlass_rs_grouped_abi.h";
 /// The weight-only kernels' C++ side (argument building, entry points), included by the
 /// weight-only kernels only.
 pub const WEIGHT_ONLY_HEADER_NAME: &str = "cutlass_rs_weight_only.hpp";
+/// The SM100 weight-only kernels' arguments (the scales' layout, a weight as stored), included by
+/// those kernels only, so that the SM90 ones' cached objects stay valid.
+pub const WEIGHT_ONLY_SM100_HEADER_NAME: &str = "cutlass_rs_weight_only_sm100.hpp";
 /// The packed order of the weight-only kernels' weights, included by those kernels and by
 /// [`WEIGHT_PACK_SOURCE_NAME`].
 pub const WEIGHT_LAYOUT_HEADER_NAME: &str = "cutlass_rs_weight_layout.hpp";
@@ -136,6 +142,9 @@ pub fn extra_headers(spec: &KernelSpec) -> Vec<&'static str> {
         headers.extend([GROUPED_HEADER_NAME, GROUPED_ABI_HEADER_NAME]);
     }
     if spec.mixed_input.is_some() {
+        if spec.arch == Arch::Sm100a {
+            headers.push(WEIGHT_ONLY_SM100_HEADER_NAME);
+        }
         headers.extend([
             WEIGHT_ONLY_HEADER_NAME,
             WEIGHT_LAYOUT_HEADER_NAME,
@@ -368,6 +377,13 @@ pub fn kernel_source(spec: &KernelSpec) -> Result<String, String> {
                     SM90_GEMM_TEMPLATE
                 }
             }
+        }
+        Arch::Sm100a if spec.mixed_input.is_some() => {
+            let group = spec.mixed_input.map_or(0, |m| m.group);
+            // The weight's element carries its scale (and zero) types.
+            values[2].1 = narrow_element(spec);
+            values.push(("group", group.to_string()));
+            SM100_WEIGHT_ONLY_GEMM_TEMPLATE
         }
         _ if spec.kernel_schedule.is_grouped() => {
             let o = spec

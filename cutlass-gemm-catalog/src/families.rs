@@ -46,7 +46,9 @@ pub enum Family {
 /// The SM100 kernels of the `sm100` family (each of them whose epilogue takes it also with the
 /// fused epilogue, [`crate::catalog::sm1xx_fused`]): NVFP4 and MXFP4 to f16, block-scaled NVFP4 outputs
 /// from NVFP4 and MXFP4 inputs, and plain e2m1 x e4m3 (CUTLASS's Blackwell narrow-precision walkthrough among them);
-/// grouped bf16 (1SM), e4m3 (2SM), MXFP8 and NVFP4 (1SM) to bf16 ([`crate::catalog::sm1xx_grouped`]).
+/// grouped bf16 (1SM), e4m3 (2SM), MXFP8 and NVFP4 (1SM) to bf16 ([`crate::catalog::sm1xx_grouped`]);
+/// weight-only s4 (1SM) and u4 with zeros (2SM) times bf16, groups of 128
+/// ([`crate::catalog::sm100_weight_only`]).
 pub const SM100_STARTER: &[&str] = &[
     "cutlass3x_sm100_bstensorop_gemm_ue4m3xe2m1_ue4m3xe2m1_f32_f16_f16_128x128x256_1x1x1_0_tnt_align32_o_vs16_1sm",
     "cutlass3x_sm100_bstensorop_gemm_ue4m3xe2m1_ue4m3xe2m1_f32_f16_ue4m3xe2m1_256x256x256_2x1x1_0_tnt_align32_o_vs16_2sm_epi_tma_epiVs16t",
@@ -57,6 +59,8 @@ pub const SM100_STARTER: &[&str] = &[
     "cutlass3x_sm100_tensorop_gemm_grouped_e4m3_e4m3_f32_bf16_bf16_256x128x128_2x1x1_0_tnt_align16_2sm_epi_tma",
     "cutlass3x_sm100_bstensorop_gemm_grouped_ue8m0xe4m3_ue8m0xe4m3_f32_bf16_bf16_128x128x128_1x1x1_0_tnt_align16_o_vs32_1sm",
     "cutlass3x_sm100_bstensorop_gemm_grouped_ue4m3xe2m1_ue4m3xe2m1_f32_bf16_bf16_128x128x256_1x1x1_0_tnt_align32_o_vs16_1sm",
+    "cutlass3x_sm100_tensorop_gemm_s4_bf16_f32_bf16_bf16_scl_g128_128x64x128_1x1x1_0_tnn_align32_1sm",
+    "cutlass3x_sm100_tensorop_gemm_u4_bf16_f32_bf16_bf16_sclzr_g128_256x128x128_2x1x1_0_tnn_align32_2sm_epi_tma",
 ];
 
 /// The SM120 kernels of the `sm120` family (and its fused twin): MXFP8 to f16; grouped NVFP4 to bf16.

@@ -140,6 +140,11 @@ pub enum KernelSchedule {
     PtrArraySm100Nvf4OneSm,
     /// `KernelPtrArrayTmaWarpSpecialized2SmNvf4Sm100`.
     PtrArraySm100Nvf4TwoSm,
+    /// `KernelTmaWarpSpecialized1SmMixedInputSm100` (SM100 mixed-input: a 4-bit weight converted
+    /// to the 16-bit type in shared memory by transform warps, then `tcgen05.mma kind::f16`).
+    Sm100MixedInputOneSm,
+    /// `KernelTmaWarpSpecialized2SmMixedInputSm100`.
+    Sm100MixedInputTwoSm,
 }
 
 impl KernelSchedule {
@@ -189,6 +194,8 @@ impl KernelSchedule {
         KernelSchedule::PtrArraySm100Mxf8f6f4TwoSm,
         KernelSchedule::PtrArraySm100Nvf4OneSm,
         KernelSchedule::PtrArraySm100Nvf4TwoSm,
+        KernelSchedule::Sm100MixedInputOneSm,
+        KernelSchedule::Sm100MixedInputTwoSm,
     ];
 
     /// The suffix in procedural names (`KernelScheduleSuffixes` in `cutlass_library`).
@@ -256,6 +263,8 @@ impl KernelSchedule {
             KernelSchedule::PtrArraySm100Mxf8f6f4TwoSm => "_o_vs32_2sm",
             KernelSchedule::PtrArraySm100Nvf4OneSm => "_o_vs16_1sm",
             KernelSchedule::PtrArraySm100Nvf4TwoSm => "_o_vs16_2sm",
+            KernelSchedule::Sm100MixedInputOneSm => "_1sm",
+            KernelSchedule::Sm100MixedInputTwoSm => "_2sm",
         }
     }
 
@@ -348,6 +357,8 @@ impl KernelSchedule {
             KernelSchedule::PtrArraySm100Nvf4TwoSm => {
                 "KernelPtrArrayTmaWarpSpecialized2SmNvf4Sm100"
             }
+            KernelSchedule::Sm100MixedInputOneSm => "KernelTmaWarpSpecialized1SmMixedInputSm100",
+            KernelSchedule::Sm100MixedInputTwoSm => "KernelTmaWarpSpecialized2SmMixedInputSm100",
         }
     }
 
@@ -514,7 +525,8 @@ impl KernelSchedule {
             | KernelSchedule::Sm100BlockScaledTwoSm
             | KernelSchedule::PtrArraySm100TwoSm
             | KernelSchedule::PtrArraySm100Mxf8f6f4TwoSm
-            | KernelSchedule::PtrArraySm100Nvf4TwoSm => 2,
+            | KernelSchedule::PtrArraySm100Nvf4TwoSm
+            | KernelSchedule::Sm100MixedInputTwoSm => 2,
             _ => 1,
         }
     }
@@ -619,24 +631,35 @@ impl MixedInputMode {
     }
 }
 
-/// A mixed-input kernel's narrow operand (A, the quantized weight): how it is dequantized, and
+/// A mixed-input kernel's narrow operand (A, the quantized weight): how it is dequantized,
 /// whether it is read in the packed ("shuffled") order of `cutlass-gemm-sys`'s
-/// `cutlass_rs_weight_pack` (`_shfl` in `cutlass_library`'s names).
+/// `cutlass_rs_weight_pack` (`_shfl` in `cutlass_library`'s names), and the group size of its
+/// scales where the kernel fixes it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct MixedInput {
     /// The dequantization.
     pub mode: MixedInputMode,
     /// Read in the packed order.
     pub shuffled: bool,
+    /// The scales' group size along k where the kernel fixes it at compile time (SM100: CUTLASS's
+    /// `Sm100MixedInputBlockwiseScaleConfig<1, group>`), 0 where it takes it at run time (SM90).
+    pub group: u32,
 }
 
 impl MixedInput {
-    /// The suffix of `cutlass_library`'s procedural names: the mode's, then `_shfl`.
+    /// The suffix of `cutlass_library`'s procedural names: the mode's, then `_shfl`; then, for a
+    /// fixed group size (which `cutlass_library` has no SM100 mixed-input kernels to name), this
+    /// crate's `_g{group}`.
     pub fn suffix(self) -> String {
         format!(
-            "{}{}",
+            "{}{}{}",
             self.mode.suffix(),
-            if self.shuffled { "_shfl" } else { "" }
+            if self.shuffled { "_shfl" } else { "" },
+            if self.group > 0 {
+                format!("_g{}", self.group)
+            } else {
+                String::new()
+            }
         )
     }
 }
@@ -1313,6 +1336,64 @@ impl KernelSpec {
         Ok(())
     }
 
+    /// The rules of SM100 mixed-input (weight-only) kernels, and that only they take the mixed-input
+    /// schedules: an s4 weight with scales or a u4 one with scales and zeros (A, K-major as stored,
+    /// not packed), scales in groups of 64 or 128 along k fixed at compile time, a bf16/f16 B, TN
+    /// with C and D column-major of B's type, an f32 accumulator, CUTLASS's linear combination,
+    /// the persistent scheduler, no seed row, and a tile N (the tokens) of at most 128
+    /// (`sm100_mixed_input_umma_builder.inl`). The MMA tile, cluster and epilogue follow the
+    /// SM100 rules of `validate`.
+    fn check_sm100_mixed_input(&self, name: &str) -> Result<(), String> {
+        let schedule = matches!(
+            self.kernel_schedule,
+            KernelSchedule::Sm100MixedInputOneSm | KernelSchedule::Sm100MixedInputTwoSm
+        );
+        let Some(mx) = self.mixed_input else {
+            if schedule {
+                return Err(format!(
+                    "{name}: the SM100 mixed-input schedules need a mixed-input entry"
+                ));
+            }
+            return Ok(());
+        };
+        let format_ok = matches!(
+            (self.a.ty, mx.mode),
+            (DataType::S4, MixedInputMode::ScaleOnly)
+                | (DataType::U4, MixedInputMode::ScaleWithZeroPoint)
+        );
+        if !schedule
+            || !format_ok
+            || !matches!(self.b.ty, DataType::Bf16 | DataType::F16)
+            || mx.shuffled
+            || ![64, 128].contains(&mx.group)
+        {
+            return Err(format!(
+                "{name}: an SM100 mixed-input entry takes the mixed-input schedule, an s4 weight with scales (_scl) or a u4 one with zeros (_sclzr) as stored (no _shfl), groups of 64 or 128 (_g64, _g128) and a bf16/f16 B"
+            ));
+        }
+        if (self.a.layout, self.b.layout, self.c.layout, self.d.layout)
+            != (
+                Layout::RowMajor,
+                Layout::ColumnMajor,
+                Layout::ColumnMajor,
+                Layout::ColumnMajor,
+            )
+            || self.c.ty != self.b.ty
+            || self.d.ty != self.b.ty
+            || self.accumulator != DataType::F32
+            || self.fusion != Fusion::LinearCombination
+            || self.tile_scheduler != TileScheduler::Persistent
+            || self.origin.is_some()
+            || self.tile[1] > 128
+            || self.tile[2] % mx.group.min(self.tile[2]) != 0
+        {
+            return Err(format!(
+                "{name}: an SM100 mixed-input kernel is TN with C and D column-major of B's type, an f32 accumulator, CUTLASS's linear combination, the persistent scheduler, no seed row and a tile N of at most 128"
+            ));
+        }
+        Ok(())
+    }
+
     /// The rules of SM90 mixed-input (weight-only) kernels, and that only they mix operand widths:
     /// an s4/u4 A (the weight, read in the packed order) or an e4m3 one (read as stored, scales
     /// only) and a bf16/f16 B, dequantized with scales (and zeros), TN with C and D column-major of B's type (the weight is the MMA's A so that it
@@ -1337,6 +1418,11 @@ impl KernelSpec {
             ));
         }
         let four_bit = self.a.ty.bits() == 4;
+        if mx.group != 0 {
+            return Err(format!(
+                "{name}: SM90 mixed-input kernels take the group size at run time (no _g suffix)"
+            ));
+        }
         if mx.mode == MixedInputMode::ConvertOnly || mx.shuffled != four_bit {
             return Err(format!(
                 "{name}: the catalog's mixed-input kernels scale their weight (_scl, _sclzr) and read a 4-bit one in the packed order (_shfl), an 8-bit one as stored"
@@ -1427,7 +1513,9 @@ impl KernelSpec {
         }
         if let Some(o) = self.origin {
             self.check_against_seed(&name, o)?;
-        } else if self.arch != Arch::Sm90a {
+        } else if self.arch != Arch::Sm90a && self.mixed_input.is_none() {
+            // The SM100 mixed-input entries come from CUTLASS's builder, not from a table row
+            // (the tables have no mixed-width 16-bit rows): `check_sm100_mixed_input`.
             return Err(format!(
                 "{name}: SM100/SM120 entries must name their seed rows (origin)"
             ));
@@ -1673,6 +1761,7 @@ impl KernelSpec {
                 }
             }
             Arch::Sm100a => {
+                self.check_sm100_mixed_input(&name)?;
                 let sms = self.mma_sms() as u32;
                 if self.cluster[0] % sms != 0 {
                     return Err(format!(
@@ -1740,6 +1829,11 @@ impl KernelSpec {
                 }
             }
             Arch::Sm120a => {
+                if self.mixed_input.is_some() {
+                    return Err(format!(
+                        "{name}: the catalog has no SM120 mixed-input kernels"
+                    ));
+                }
                 if self.cluster != [1, 1, 1] {
                     return Err(format!(
                         "{name}: SM120 has no multicast: the cluster must be 1x1x1"

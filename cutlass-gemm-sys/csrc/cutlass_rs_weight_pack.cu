@@ -1,5 +1,5 @@
 // Weight preparation for the weight-only GEMM kernels: packing 4-bit weights (plain, GPTQ or AWQ)
-// into the order the kernels read, the kernels' additive zeros from a checkpoint's zero points, a
+// into the order the SM90 kernels read (and back into the plain order the SM100 ones read), the kernels' additive zeros from a checkpoint's zero points, a
 // group-wise 4-bit quantizer of 16-bit weights and per-channel FP8 and int8 ones. Hand-written, not
 // generated; compiled by cutlass-gemm-sys's build script for every selected architecture. Run once,
 // at load time. The C ABI is in cutlass_rs_weight_prep_abi.h.
@@ -50,6 +50,22 @@ __global__ void pack_kernel(int32_t format, const void *src, uint32_t *dst, int6
     const uint32_t v = nibble(format, src, n, k, j, i) ^ flip;
     const int64_t at = layout(static_cast<int>(j), static_cast<int>(i), 0);
     atomicOr(dst + (at >> 3), v << ((at & 7) * 4));
+  }
+}
+
+// pack_kernel's inverse: one thread per value, read at its place in the packed order and OR-ed
+// into the zeroed plain destination (row j's k values, two a byte, the even column in the low
+// nibble).
+template <class Wide>
+__global__ void unpack_kernel(const uint32_t *src, uint32_t *dst, int64_t n, int64_t k) {
+  const auto layout = cutlass_rs::weight::packed_layout<Wide>(static_cast<int>(n), static_cast<int>(k));
+  const int64_t total = n * k;
+  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
+       e += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t j = e / k, i = e - j * k;
+    const int64_t at = layout(static_cast<int>(j), static_cast<int>(i), 0);
+    const uint32_t v = (src[at >> 3] >> ((at & 7) * 4)) & 0xF;
+    atomicOr(dst + (e >> 3), v << ((e & 7) * 4));
   }
 }
 
@@ -238,6 +254,20 @@ extern "C" int cutlass_rs_weight_pack(int32_t format, const void *src, void *dst
   // test of the crate holds it), so one instantiation serves both.
   pack_kernel<cutlass::bfloat16_t><<<blocks_for(n * k), kThreads, 0, st>>>(
       format, src, static_cast<uint32_t *>(dst), n, k, static_cast<uint32_t>(flip));
+  return launch_error();
+}
+
+extern "C" int cutlass_rs_weight_unpack(const void *src, void *dst, int64_t n, int64_t k, void *stream) {
+  if (src == nullptr || dst == nullptr) return CUTLASS_RS_ERROR_NULL_ARGUMENT;
+  if (n <= 0 || k <= 0 || n % CUTLASS_RS_WEIGHT_PACK_ROWS != 0 || k % CUTLASS_RS_WEIGHT_PACK_COLS != 0 ||
+      n > INT32_MAX || k > INT32_MAX)
+    return CUTLASS_RS_ERROR_INVALID_PROBLEM;
+  cudaStream_t st = static_cast<cudaStream_t>(stream);
+  cudaError_t e = cudaMemsetAsync(dst, 0, static_cast<size_t>(n * k / 2), st);
+  if (e != cudaSuccess) return CUTLASS_RS_ERROR_CUDA_BASE + static_cast<int>(e);
+  // One packed order for bf16 and f16 (cutlass_rs_weight_pack).
+  unpack_kernel<cutlass::bfloat16_t><<<blocks_for(n * k), kThreads, 0, st>>>(
+      static_cast<const uint32_t *>(src), static_cast<uint32_t *>(dst), n, k);
   return launch_error();
 }
 

@@ -32,6 +32,11 @@ extern "C" {
 int cutlass_rs_weight_pack(int32_t format, const void *src, void *dst, int64_t n, int64_t k,
                            int32_t flip, void *stream);
 
+/* cutlass_rs_weight_pack's inverse: writes the n x k 4-bit values of `src` (n * k / 2 bytes in
+ * the packed order) into `dst` (n * k / 2 bytes) in the plain order (format PLAIN), bit for bit:
+ * the order the SM100 weight-only kernels read. */
+int cutlass_rs_weight_unpack(const void *src, void *dst, int64_t n, int64_t k, void *stream);
+
 /* The additive zeros of the kernel from a checkpoint's zero points: z[g][j] = -s[g][j] * zp(g, j),
  * in the scales' type (dtype CUTLASS_RS_DTYPE_BF16 or CUTLASS_RS_DTYPE_F16), rounded once. zp(g, j) is read from
  * `qzeros` as GPTQ (format GPTQ: (groups x n / 8) int32, value j in bits 4 (j % 8) of word

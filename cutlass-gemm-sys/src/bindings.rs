@@ -553,6 +553,15 @@ unsafe extern "C" {
     ) -> ::std::os::raw::c_int;
 }
 unsafe extern "C" {
+    pub fn cutlass_rs_weight_unpack(
+        src: *const ::std::os::raw::c_void,
+        dst: *mut ::std::os::raw::c_void,
+        n: i64,
+        k: i64,
+        stream: *mut ::std::os::raw::c_void,
+    ) -> ::std::os::raw::c_int;
+}
+unsafe extern "C" {
     pub fn cutlass_rs_weight_zeros(
         format: i32,
         qzeros: *const ::std::os::raw::c_void,

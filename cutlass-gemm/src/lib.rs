@@ -118,7 +118,7 @@ pub use plans::grouped_block_scaled::{
 };
 pub use plans::problem::{GemmProblem, MatrixLayout, ResolvedMatrix};
 pub use plans::weight_only::{
-    QuantizedWeight, WeightFormat, WeightOnlyGemm, WeightOnlyInput, WeightOnlyProblem,
+    QuantizedWeight, WeightFormat, WeightOnlyGemm, WeightOnlyInput, WeightOnlyProblem, WeightOrder,
 };
 pub use selection::{built_grouped_kernels, built_kernels, built_weight_only_kernels};
 

@@ -529,3 +529,150 @@ fn fp8_host_dequantization_rounds_the_product_once() {
     assert!(reference::dequantize_fp8_weight(&values[1..], &scales, 16, 64).is_err());
     assert!(reference::dequantize_fp8_weight(&values, &scales[1..], 16, 64).is_err());
 }
+
+/// The weight's order decides what reads it: the packed order the SM90 kernels and the decode GEMV
+/// read (what the constructors make of a 4-bit weight), the plain one the SM100 kernels read (with
+/// their group size fixed at 128). A plan for one order never takes a kernel of the other; named,
+/// such a kernel is refused with the rule; FP8 and int8 weights have the plain order only.
+#[test]
+fn the_weight_order_decides_the_kernels() {
+    use cutlass_gemm::WeightOrder::{Packed, Plain};
+    const B200: DeviceInfo = DeviceInfo {
+        ordinal: 0,
+        compute_capability: (10, 0),
+        sm_count: 148,
+    };
+    let p = |m, format| WeightOnlyProblem::new(m, 4096, 4096, 128, format);
+    assert_eq!(p(1, WeightFormat::Symmetric).order, Packed);
+    assert_eq!(p(1, WeightFormat::ZeroPoint).order, Packed);
+    let fp8 = WeightOnlyProblem::new(1, 4096, 4096, 4096, WeightFormat::Fp8);
+    assert_eq!(fp8.order, Plain);
+    assert_eq!(
+        weight_rule(fp8.with_order(Packed).check().unwrap_err()),
+        WeightRule::Order {
+            weight: Packed,
+            required: Plain
+        }
+    );
+    // The catalog's SM100 entries read the plain order in groups of 128, the SM90 ones the packed
+    // order with the group size given at run time.
+    let sm100 = "cutlass3x_sm100_tensorop_gemm_s4_bf16_f32_bf16_bf16_scl_g128_128x64x128_1x1x1_0_tnn_align32_1sm";
+    let spec = cutlass_gemm_catalog::catalog::find(sm100).unwrap();
+    assert_eq!(cutlass_gemm::WeightOrder::of_kernel(&spec), Plain);
+    assert_eq!(spec.mixed_input.unwrap().group, 128);
+    let sm90 = "cutlass3x_sm90_tensorop_gemm_s4_bf16_f32_bf16_bf16_scl_shfl_128x16x64_1x1x1_0_tnn_align32_stream_k_warpspecialized_cooperative_epi_tma";
+    let spec = cutlass_gemm_catalog::catalog::find(sm90).unwrap();
+    assert_eq!(cutlass_gemm::WeightOrder::of_kernel(&spec), Packed);
+    assert_eq!(spec.mixed_input.unwrap().group, 0);
+    // A plain 4-bit weight on Hopper: nothing reads it, whatever the build (the decode GEMV reads
+    // the packed order), and the error says no catalog entry would.
+    for m in [1, 17, 4096] {
+        match WeightOnlyGemm::<bf16>::plan(
+            H100,
+            &p(m, WeightFormat::Symmetric).with_order(Plain),
+            None,
+        )
+        .unwrap_err()
+        {
+            Error::NoKernel {
+                request,
+                build_with,
+                ..
+            } => {
+                assert_eq!(build_with, BuildHint::NotInCatalog, "{m} tokens");
+                assert!(request.contains("plain order"), "{request}");
+            }
+            other => panic!("{m} tokens: {other}"),
+        }
+    }
+    let named_gemv = WeightOnlyGemm::<bf16>::plan(
+        H100,
+        &p(1, WeightFormat::Symmetric).with_order(Plain),
+        Some(cutlass_gemm::WEIGHT_ONLY_GEMV),
+    );
+    assert!(matches!(
+        named_gemv.unwrap_err(),
+        Error::KernelMismatch {
+            reason: KernelRule::WeightOrder {
+                kernel: Packed,
+                plan: Plain
+            },
+            ..
+        }
+    ));
+    // On SM100 past the GEMV's tokens a packed weight has no kernel (the SM90 ones do not run
+    // there); a plain one takes an SM100 kernel of the `sm100` family, or the error names it.
+    match WeightOnlyGemm::<bf16>::plan(B200, &p(64, WeightFormat::Symmetric), None).unwrap_err() {
+        Error::NoKernel { build_with, .. } => assert_eq!(build_with, BuildHint::NotInCatalog),
+        other => panic!("{other}"),
+    }
+    for (m, tile) in [
+        (17, [128, 64]),
+        (64, [128, 64]),
+        (65, [256, 128]),
+        (4096, [256, 128]),
+    ] {
+        let plain = p(m, WeightFormat::Symmetric).with_order(Plain);
+        match WeightOnlyGemm::<bf16>::plan(B200, &plain, None) {
+            Ok(g) => {
+                let spec = cutlass_gemm_catalog::catalog::find(g.kernel_name()).unwrap();
+                assert_eq!(spec.arch, cutlass_gemm::Arch::Sm100a);
+                assert_eq!([spec.tile[0], spec.tile[1]], tile, "{m} tokens");
+                assert_eq!(g.splits(), 0);
+            }
+            Err(Error::NoKernel { build_with, .. }) => {
+                assert_eq!(build_with, BuildHint::Feature(Family::Sm100), "{m} tokens")
+            }
+            Err(other) => panic!("{m} tokens: {other}"),
+        }
+        // Groups of 64: no SM100 kernel takes them.
+        let g64 =
+            WeightOnlyProblem::new(m, 4096, 4096, 64, WeightFormat::Symmetric).with_order(Plain);
+        match WeightOnlyGemm::<bf16>::plan(B200, &g64, None).unwrap_err() {
+            Error::NoKernel { build_with, .. } => assert_eq!(build_with, BuildHint::NotInCatalog),
+            other => panic!("{other}"),
+        }
+    }
+    // Named: the kernel's order and group size are the plan's, or the rule says why not.
+    if built_weight_only_kernels().iter().any(|k| k.name == sm100) {
+        let named = |problem: &WeightOnlyProblem| {
+            WeightOnlyGemm::<bf16>::plan_any_arch(H100, problem, sm100).map(|g| g.kernel_name())
+        };
+        assert_eq!(
+            named(&p(64, WeightFormat::Symmetric).with_order(Plain)).unwrap(),
+            sm100
+        );
+        assert!(matches!(
+            named(&p(64, WeightFormat::Symmetric)).unwrap_err(),
+            Error::KernelMismatch {
+                reason: KernelRule::WeightOrder {
+                    kernel: Plain,
+                    plan: Packed
+                },
+                ..
+            }
+        ));
+        let g64 =
+            WeightOnlyProblem::new(64, 4096, 4096, 64, WeightFormat::Symmetric).with_order(Plain);
+        assert!(matches!(
+            named(&g64).unwrap_err(),
+            Error::KernelMismatch {
+                reason: KernelRule::WeightGroupSize {
+                    kernel: 128,
+                    plan: 64
+                },
+                ..
+            }
+        ));
+        // Without plan_any_arch, Hopper cannot run it.
+        assert!(matches!(
+            WeightOnlyGemm::<bf16>::plan(
+                H100,
+                &p(64, WeightFormat::Symmetric).with_order(Plain),
+                Some(sm100)
+            )
+            .unwrap_err(),
+            Error::ArchMismatch { .. }
+        ));
+    }
+}

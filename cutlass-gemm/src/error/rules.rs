@@ -635,6 +635,15 @@ pub enum WeightRule {
         /// k.
         k: usize,
     },
+    /// The weight's values are not in the order required: the plan's (made for a weight in
+    /// another order: [`crate::QuantizedWeight::into_order`] converts a 4-bit one), or one an FP8
+    /// or int8 weight cannot have (plain only).
+    Order {
+        /// The weight's (or the plan's).
+        weight: crate::plans::weight_only::WeightOrder,
+        /// The one required.
+        required: crate::plans::weight_only::WeightOrder,
+    },
 }
 
 impl fmt::Display for WeightRule {
@@ -671,6 +680,10 @@ impl fmt::Display for WeightRule {
             WeightRule::PerChannel { group_size, k } => write!(
                 f,
                 "an FP8 or int8 weight has one scale per output channel: group size {group_size} is not k = {k}"
+            ),
+            WeightRule::Order { weight, required } => write!(
+                f,
+                "the weight's values are in {weight}, {required} is required (QuantizedWeight::into_order converts a 4-bit weight; FP8 and int8 weights are plain only)"
             ),
         }
     }
@@ -1057,6 +1070,22 @@ pub enum KernelRule {
         /// Whether the kernel is gated.
         kernel: bool,
     },
+    /// A weight-only kernel (or the decode GEMV) reads the weight's values in another order than
+    /// the plan's ([`crate::WeightOrder`]).
+    WeightOrder {
+        /// The order the kernel reads.
+        kernel: crate::plans::weight_only::WeightOrder,
+        /// The plan's.
+        plan: crate::plans::weight_only::WeightOrder,
+    },
+    /// A weight-only kernel fixes its scales' group size (SM100: `_g{group}` in its name) and the
+    /// plan's is another.
+    WeightGroupSize {
+        /// The kernel's.
+        kernel: usize,
+        /// The plan's.
+        plan: usize,
+    },
     /// The weight-only decode GEMV named for more tokens than it takes.
     GemvTokens {
         /// The plan's tokens.
@@ -1289,6 +1318,14 @@ impl fmt::Display for KernelRule {
             KernelRule::Gated { kernel: false } => write!(
                 f,
                 "the kernel has no gated epilogue (gated kernels' names end in _glu_scale_bias{{type}}_act)"
+            ),
+            KernelRule::WeightOrder { kernel, plan } => write!(
+                f,
+                "the kernel reads a weight in {kernel}, the plan's weight is in {plan} (QuantizedWeight::into_order converts a 4-bit weight)"
+            ),
+            KernelRule::WeightGroupSize { kernel, plan } => write!(
+                f,
+                "the kernel's scales come in groups of {kernel} along k, the plan's in groups of {plan}"
             ),
             KernelRule::GemvTokens { m, max } => write!(
                 f,

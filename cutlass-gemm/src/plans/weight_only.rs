@@ -62,12 +62,58 @@ use crate::plans::epilogue::{BiasAxis, Epilogue, EpilogueOperands};
 use crate::plans::gemm::{workspace_ptr, Workspace, POINTER_ALIGNMENT};
 use crate::plans::problem::MAX_EXTENT;
 use crate::quantize::QuantInput;
-use crate::selection::{built_weight_only_kernels, named_in_registry, registry_pool};
+use crate::selection::{
+    built_weight_only_kernels, named_in_registry, named_in_registry_any_arch, registry_pool,
+};
 
 /// Rows of the weight (n) are a multiple of this: the packed order's block.
 pub const WEIGHT_ROWS_MULTIPLE: usize = cutlass_gemm_sys::CUTLASS_RS_WEIGHT_PACK_ROWS as usize;
 /// Columns of the weight (k) and group sizes are multiples of this: the kernels' tile k.
 pub const WEIGHT_K_MULTIPLE: usize = 64;
+
+/// The order a weight's values are stored in: which kernels read it. The constructors store 4-bit
+/// weights [`WeightOrder::Packed`], FP8 and int8 ones [`WeightOrder::Plain`];
+/// [`QuantizedWeight::into_order`] turns a 4-bit weight into the other order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum WeightOrder {
+    /// 4-bit values in the packed order the SM90 weight-only kernels and the decode GEMV read
+    /// (`cutlass_rs_weight_pack`: one 128-bit shared-memory load per thread and k-block).
+    Packed,
+    /// CUTLASS's plain order, `n x k` row-major (K-major), as quantized: two 4-bit values a byte,
+    /// the even column in the low nibble; one byte a value for FP8 and int8 weights. What the SM100
+    /// weight-only kernels read (their transform warps convert the values in shared memory).
+    Plain,
+}
+
+impl WeightOrder {
+    /// The order a kernel reads (for 4-bit weights its `_shfl` suffix says packed).
+    pub fn of_kernel(spec: &KernelSpec) -> WeightOrder {
+        if spec.mixed_input.is_some_and(|m| m.shuffled) {
+            WeightOrder::Packed
+        } else {
+            WeightOrder::Plain
+        }
+    }
+
+    /// The order the constructors store a weight of this format in.
+    pub fn of_format(format: WeightFormat) -> WeightOrder {
+        if format.is_per_channel() {
+            WeightOrder::Plain
+        } else {
+            WeightOrder::Packed
+        }
+    }
+}
+
+impl std::fmt::Display for WeightOrder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            WeightOrder::Packed => "the packed order (SM90 kernels, decode GEMV)",
+            WeightOrder::Plain => "the plain order (K-major as quantized; SM100 kernels)",
+        })
+    }
+}
 
 /// The activation types of the weight-only kernels: bf16 and f16.
 pub trait WeightOnlyInput: QuantInput + cudarc::driver::ValidAsZeroBits {}
@@ -220,6 +266,7 @@ pub struct QuantizedWeight<T: WeightOnlyInput> {
     k: usize,
     group_size: usize,
     format: WeightFormat,
+    order: WeightOrder,
 }
 
 impl<T: WeightOnlyInput> QuantizedWeight<T> {
@@ -372,6 +419,7 @@ impl<T: WeightOnlyInput> QuantizedWeight<T> {
             k,
             group_size: k,
             format,
+            order: WeightOrder::Plain,
         })
     }
 
@@ -414,6 +462,7 @@ impl<T: WeightOnlyInput> QuantizedWeight<T> {
             k,
             group_size: k,
             format: WeightFormat::Fp8,
+            order: WeightOrder::Plain,
         })
     }
 
@@ -439,6 +488,7 @@ impl<T: WeightOnlyInput> QuantizedWeight<T> {
             k,
             group_size: k,
             format: WeightFormat::Int8,
+            order: WeightOrder::Plain,
         })
     }
 
@@ -636,6 +686,7 @@ impl<T: WeightOnlyInput> QuantizedWeight<T> {
             k,
             group_size,
             format,
+            order: WeightOrder::Packed,
         })
     }
 
@@ -659,8 +710,77 @@ impl<T: WeightOnlyInput> QuantizedWeight<T> {
         self.format
     }
 
-    /// The values as the kernels read them: 4-bit ones packed (`n * k / 2` bytes, in the
-    /// kernels' order), FP8 and int8 ones as stored (`n * k` bytes, row-major).
+    /// The order the values are stored in.
+    pub fn order(&self) -> WeightOrder {
+        self.order
+    }
+
+    /// The weight with its values in `order` (unchanged when they already are), on `stream`, bit
+    /// for bit: a 4-bit weight goes from the packed order of the SM90 kernels and the decode GEMV
+    /// to the plain one of the SM100 kernels and back. FP8 and int8 weights have the plain order
+    /// only ([`WeightRule::Order`]).
+    pub fn into_order(self, stream: &Arc<CudaStream>, order: WeightOrder) -> Result<Self> {
+        if order == self.order {
+            return Ok(self);
+        }
+        if self.format.is_per_channel() {
+            return Err(Error::InvalidProblem {
+                reason: ProblemRule::Weight {
+                    rule: WeightRule::Order {
+                        weight: self.order,
+                        required: order,
+                    },
+                },
+            });
+        }
+        let device = stream.context().ordinal();
+        require_device(OperandName::B, &self.packed, device)?;
+        crate::error::require_stream(stream, device)?;
+        let mut values = stream.alloc_zeros::<u8>(self.n * self.k / 2)?;
+        {
+            let (src, _gs) = self.packed.device_ptr(stream);
+            let (dst, _gd) = values.device_ptr_mut(stream);
+            let (n, k, s) = (self.n as i64, self.k as i64, stream.cu_stream() as *mut _);
+            // SAFETY: both buffers hold the n x k 4-bit values (n * k / 2 bytes: allocated so) on
+            // the stream's device; the extents passed the weight's rules when it was made.
+            let (function, status) = unsafe {
+                match order {
+                    WeightOrder::Plain => (
+                        "cutlass_rs_weight_unpack",
+                        cutlass_gemm_sys::cutlass_rs_weight_unpack(
+                            src as *const _,
+                            dst as *mut _,
+                            n,
+                            k,
+                            s,
+                        ),
+                    ),
+                    WeightOrder::Packed => (
+                        "cutlass_rs_weight_pack",
+                        cutlass_gemm_sys::cutlass_rs_weight_pack(
+                            cutlass_gemm_sys::CUTLASS_RS_WEIGHT_FORMAT_PLAIN,
+                            src as *const _,
+                            dst as *mut _,
+                            n,
+                            k,
+                            0,
+                            s,
+                        ),
+                    ),
+                }
+            };
+            check_status(function, status)?;
+        }
+        Ok(QuantizedWeight {
+            packed: values,
+            order,
+            ..self
+        })
+    }
+
+    /// The values as the kernels read them, in the weight's [`QuantizedWeight::order`]: 4-bit ones
+    /// `n * k / 2` bytes (packed, or plain), FP8 and int8 ones as stored (`n * k` bytes,
+    /// row-major).
     pub fn packed(&self) -> &CudaSlice<u8> {
         &self.packed
     }
@@ -801,6 +921,8 @@ pub struct WeightOnlyProblem {
     pub group_size: usize,
     /// How the weight is quantized.
     pub format: WeightFormat,
+    /// The order the weight's values are stored in (which kernels read it).
+    pub order: WeightOrder,
     /// Multiplies the product.
     pub alpha: f32,
     /// Multiplies C.
@@ -808,7 +930,8 @@ pub struct WeightOnlyProblem {
 }
 
 impl WeightOnlyProblem {
-    /// `m` tokens through an `n x k` weight quantized in groups of `group_size`.
+    /// `m` tokens through an `n x k` weight quantized in groups of `group_size`, in the order the
+    /// constructors store its format in ([`WeightOrder::of_format`]).
     pub fn new(
         m: usize,
         n: usize,
@@ -822,14 +945,21 @@ impl WeightOnlyProblem {
             k,
             group_size,
             format,
+            order: WeightOrder::of_format(format),
             alpha: 1.0,
             beta: 0.0,
         }
     }
 
-    /// The problem of `m` tokens through this weight.
+    /// The problem of `m` tokens through this weight (its extents, format and order).
     pub fn for_weight<T: WeightOnlyInput>(m: usize, w: &QuantizedWeight<T>) -> WeightOnlyProblem {
-        WeightOnlyProblem::new(m, w.n, w.k, w.group_size, w.format)
+        WeightOnlyProblem::new(m, w.n, w.k, w.group_size, w.format).with_order(w.order)
+    }
+
+    /// With the weight's values in `order`.
+    pub fn with_order(mut self, order: WeightOrder) -> WeightOnlyProblem {
+        self.order = order;
+        self
     }
 
     /// With alpha and beta.
@@ -840,7 +970,8 @@ impl WeightOnlyProblem {
     }
 
     /// Checks the rules that need no kernel: m at least 1 and at most `i32::MAX`, the weight's
-    /// extents ([`check_weight_extents`]), finite scalars, m · k and m · n within `usize`.
+    /// extents ([`check_weight_extents`]), finite scalars, m · k and m · n within `usize`, and an
+    /// FP8 or int8 weight in the plain order.
     pub fn check(&self) -> Result<()> {
         let reason = if self.m == 0 {
             Some(ProblemRule::ZeroExtent(Extent::M))
@@ -863,6 +994,16 @@ impl WeightOnlyProblem {
         check_weight_extents(self.n, self.k, self.group_size)?;
         if self.format.is_per_channel() {
             check_per_channel_group(self.k, self.group_size)?;
+            if self.order != WeightOrder::Plain {
+                return Err(Error::InvalidProblem {
+                    reason: ProblemRule::Weight {
+                        rule: WeightRule::Order {
+                            weight: self.order,
+                            required: WeightOrder::Plain,
+                        },
+                    },
+                });
+            }
         }
         for (operand, a, b) in [
             (OperandName::A, self.m, self.k),
@@ -940,7 +1081,18 @@ impl<T: WeightOnlyInput> WeightOnlyGemm<T> {
         problem: &WeightOnlyProblem,
         kernel: Option<&str>,
     ) -> Result<Self> {
-        Self::plan_with(device, problem, kernel, Epilogue::NONE)
+        Self::plan_with(device, problem, kernel, Epilogue::NONE, false)
+    }
+
+    /// Plans with the named CUTLASS kernel even when `device` cannot run it: every check and
+    /// [`WeightOnlyGemm::prepare`] work, a launch returns [`Error::ArchMismatch`]. For exercising
+    /// the SM100 weight-only kernels' host path on another GPU.
+    pub fn plan_any_arch(
+        device: DeviceInfo,
+        problem: &WeightOnlyProblem,
+        kernel: &str,
+    ) -> Result<Self> {
+        Self::plan_with(device, problem, Some(kernel), Epilogue::NONE, true)
     }
 
     fn plan_with(
@@ -948,6 +1100,7 @@ impl<T: WeightOnlyInput> WeightOnlyGemm<T> {
         problem: &WeightOnlyProblem,
         kernel: Option<&str>,
         epilogue: Epilogue,
+        any_arch: bool,
     ) -> Result<Self> {
         problem.check()?;
         let named = kernel.is_some();
@@ -957,6 +1110,16 @@ impl<T: WeightOnlyInput> WeightOnlyGemm<T> {
             cutlass_gemm_sys::WEIGHT_GEMV_BUILT && hand_written_runs_on(device.compute_capability);
         let engine = match kernel {
             Some(WEIGHT_ONLY_GEMV) => {
+                let gemv_order = WeightOrder::of_format(problem.format);
+                if problem.order != gemv_order {
+                    return Err(Error::KernelMismatch {
+                        name: WEIGHT_ONLY_GEMV.into(),
+                        reason: KernelRule::WeightOrder {
+                            kernel: gemv_order,
+                            plan: problem.order,
+                        },
+                    });
+                }
                 if problem.m > GEMV_MAX_TOKENS {
                     return Err(Error::KernelMismatch {
                         name: WEIGHT_ONLY_GEMV.into(),
@@ -978,6 +1141,7 @@ impl<T: WeightOnlyInput> WeightOnlyGemm<T> {
                 T::DATA_TYPE,
                 kernel,
                 !epilogue.is_none(),
+                any_arch,
             )?),
         };
         let mut plan = WeightOnlyGemm {
@@ -1027,7 +1191,7 @@ impl<T: WeightOnlyInput> WeightOnlyGemm<T> {
             return Ok(WeightOnlyGemm { epilogue, ..self });
         }
         let kernel = self.pinned.then_some(self.kernel_name());
-        Self::plan_with(self.device, &self.problem, kernel, epilogue)
+        Self::plan_with(self.device, &self.problem, kernel, epilogue, false)
     }
 
     /// The plan's fused epilogue ([`Epilogue::NONE`] unless [`WeightOnlyGemm::with_epilogue`]
@@ -1106,8 +1270,9 @@ impl<T: WeightOnlyInput> WeightOnlyGemm<T> {
     }
 
     /// Checks the buffers and launches `y = alpha · x · dequant(w)ᵀ + beta · c` on `stream`. Rules
-    /// checked first, each a typed error naming the operand: the weight's extents and format the
-    /// plan's ([`WeightRule::Extents`], [`WeightRule::Format`]); every buffer and the stream on
+    /// checked first, each a typed error naming the operand: the weight's extents, format and order
+    /// the plan's ([`WeightRule::Extents`], [`WeightRule::Format`], [`WeightRule::Order`]); every
+    /// buffer and the stream on
     /// the plan's device; x holding `m x k`, c and y `m x n`; 16-byte aligned x, c, y and
     /// workspace; y overlapping no input but c; c given when beta is not 0. A plan with a fused
     /// epilogue that needs vectors refuses it ([`ProblemRule::EpilogueOperandMissing`]: use
@@ -1157,6 +1322,16 @@ impl<T: WeightOnlyInput> WeightOnlyGemm<T> {
                     rule: WeightRule::Format {
                         weight: w.format,
                         plan: p.format,
+                    },
+                },
+            });
+        }
+        if w.order != p.order {
+            return Err(Error::InvalidProblem {
+                reason: ProblemRule::Weight {
+                    rule: WeightRule::Order {
+                        weight: w.order,
+                        required: p.order,
                     },
                 },
             });
@@ -1300,9 +1475,10 @@ impl<T: WeightOnlyInput> WeightOnlyGemm<T> {
     }
 }
 
-/// Whether the library's choice for this problem is the decode GEMV ([`GEMV_TOKENS`]).
+/// Whether the library's choice for this problem is the decode GEMV ([`GEMV_TOKENS`]; it reads
+/// the order the constructors store the format in).
 fn gemv_serves(p: &WeightOnlyProblem) -> bool {
-    p.m <= GEMV_TOKENS
+    p.m <= GEMV_TOKENS && p.order == WeightOrder::of_format(p.format)
 }
 
 /// The decode GEMV is not in this build (no `weight-only` feature) or not compiled for this
@@ -1360,39 +1536,66 @@ fn select(
     wide: DataType,
     name: Option<&str>,
     fused: bool,
+    any_arch: bool,
 ) -> Result<WeightOnlyKernel> {
     let (weight, mode) = problem.format.catalog();
     let types = |s: &KernelSpec| {
         s.b.ty == wide && s.a.ty == weight && s.mixed_input.map(|x| x.mode) == Some(mode)
     };
+    // The order the kernel reads the weight in, and a group size it fixes (SM100).
+    let order_rule = |s: &KernelSpec| {
+        let kernel = WeightOrder::of_kernel(s);
+        (kernel != problem.order).then_some(KernelRule::WeightOrder {
+            kernel,
+            plan: problem.order,
+        })
+    };
+    let group_rule = |s: &KernelSpec| {
+        let group = s.mixed_input.map_or(0, |m| m.group as usize);
+        (group != 0 && group != problem.group_size).then_some(KernelRule::WeightGroupSize {
+            kernel: group,
+            plan: problem.group_size,
+        })
+    };
     // A plan with a fused epilogue takes the kernels with it, a plain one those without (a
     // fused kernel named for a plain plan runs with null vectors: the plain GEMM).
-    let serves = |s: &KernelSpec| types(s) && s.fusion.is_fused() == fused;
+    let serves = |s: &KernelSpec| {
+        types(s)
+            && s.fusion.is_fused() == fused
+            && order_rule(s).is_none()
+            && group_rule(s).is_none()
+    };
     if let Some(name) = name {
-        return named_in_registry(
-            built_weight_only_kernels(),
-            name,
-            device,
-            |s| s.mixed_input.is_some(),
-            KernelRule::WeightOnly { kernel: false },
-            |s| {
-                if fused && !s.fusion.is_fused() {
-                    return Some(KernelRule::NoFusedEpilogue);
+        let built = built_weight_only_kernels();
+        let kind = |s: &KernelSpec| s.mixed_input.is_some();
+        let other = KernelRule::WeightOnly { kernel: false };
+        let mismatch = |s: &KernelSpec| {
+            if fused && !s.fusion.is_fused() {
+                return Some(KernelRule::NoFusedEpilogue);
+            }
+            if types(s) {
+                if let Some(rule) = order_rule(s).or_else(|| group_rule(s)) {
+                    return Some(rule);
                 }
-                (!types(s)).then(|| {
-                    let (operand, kernel, required) = if s.b.ty != wide {
-                        (OperandName::A, s.b.ty, wide)
-                    } else {
-                        (OperandName::B, s.a.ty, weight)
-                    };
-                    KernelRule::Operand {
-                        operand,
-                        kernel: (kernel, s.a.layout),
-                        required: (required, s.a.layout),
-                    }
-                })
-            },
-        );
+            }
+            (!types(s)).then(|| {
+                let (operand, kernel, required) = if s.b.ty != wide {
+                    (OperandName::A, s.b.ty, wide)
+                } else {
+                    (OperandName::B, s.a.ty, weight)
+                };
+                KernelRule::Operand {
+                    operand,
+                    kernel: (kernel, s.a.layout),
+                    required: (required, s.a.layout),
+                }
+            })
+        };
+        return if any_arch {
+            named_in_registry_any_arch(built, name, kind, other, mismatch)
+        } else {
+            named_in_registry(built, name, device, kind, other, mismatch)
+        };
     }
     // The feature's kernels when the build has them (other catalog tiles only when named).
     let pool = registry_pool(
@@ -1405,7 +1608,14 @@ fn select(
     // stream-K one; beyond, the largest persistent tile.
     let stream_k = |k: &&WeightOnlyKernel| k.spec.tile_scheduler == TileScheduler::StreamK;
     let area = |k: &&WeightOnlyKernel| k.spec.tile[0] * k.spec.tile[1];
-    let chosen = if problem.m <= STREAM_K_TOKENS {
+    let chosen = if !pool.iter().any(|k| stream_k(&k)) {
+        // Without stream-K tiles (SM100's): the narrowest tile whose N holds m, else the largest
+        // (not measured: no SM100 GPU here).
+        pool.iter()
+            .filter(|k| k.spec.tile[1] as usize >= problem.m)
+            .min_by_key(|k| (k.spec.tile[1], k.spec.tile[0]))
+            .or_else(|| pool.iter().max_by_key(area))
+    } else if problem.m <= STREAM_K_TOKENS {
         pool.iter()
             .filter(stream_k)
             .filter(|k| k.spec.tile[1] as usize >= problem.m)
@@ -1417,20 +1627,20 @@ fn select(
     .or_else(|| pool.iter().max_by_key(area))
     .copied();
     chosen.ok_or_else(|| {
-        // A catalog entry that serves, the feature's first.
+        // A catalog entry that serves on this device, the feature's first.
         let entry = crate::selection::catalog_entries()
             .iter()
             .copied()
-            .filter(|s| {
-                s.mixed_input.map(|x| x.mode) == Some(mode)
-                    && (s.a.ty, s.b.ty) == (weight, wide)
-                    && s.fusion.is_fused() == fused
-            })
+            .filter(|s| serves(s) && s.arch.runs_on(device.compute_capability))
             .min_by_key(|s| !cutlass_gemm_catalog::catalog::is_default_weight_only(s));
         Error::NoKernel {
             request: format!(
-                "weight-only GEMM {wide} x {weight} ({mode:?}){}",
-                if fused { " with a fused epilogue" } else { "" }
+                "weight-only GEMM {wide} x {weight} ({mode:?}, groups of {}, the weight in {}){} for compute capability {}.{}",
+                problem.group_size,
+                problem.order,
+                if fused { " with a fused epilogue" } else { "" },
+                device.compute_capability.0,
+                device.compute_capability.1
             ),
             nearest: built_weight_only_kernels()
                 .iter()

@@ -10,7 +10,7 @@ use cudarc::driver::{CudaContext, CudaSlice, CudaStream};
 use cutlass_gemm::plans::weight_only::{GEMV_MAX_TOKENS, GEMV_TOKENS};
 use cutlass_gemm::reference;
 use cutlass_gemm::{
-    built_weight_only_kernels, DataType, Element, Error, ProblemRule, QuantizedWeight,
+    built_weight_only_kernels, Arch, DataType, Element, Error, ProblemRule, QuantizedWeight,
     WeightFormat, WeightOnlyGemm, WeightOnlyInput, WeightOnlyProblem, WeightRule, Workspace,
     WEIGHT_ONLY_GEMV,
 };
@@ -290,11 +290,13 @@ fn weight_refusal<T: WeightOnlyInput>(
     }
 }
 
+/// The build's SM90 weight-only kernels for these types (the SM100 ones, which read the plain
+/// order, run their host path in `plain_order_round_trips_and_sm100_kernels_run_their_host_path`).
 fn kernels_for(wide: DataType, zp: bool) -> Vec<&'static str> {
     let weight = if zp { DataType::U4 } else { DataType::S4 };
     built_weight_only_kernels()
         .iter()
-        .filter(|k| k.spec.b.ty == wide && k.spec.a.ty == weight)
+        .filter(|k| k.spec.arch == Arch::Sm90a && k.spec.b.ty == wide && k.spec.a.ty == weight)
         .map(|k| k.name)
         .collect()
 }
@@ -616,8 +618,11 @@ fn weight_only_refusals_name_the_rule() {
         .unwrap()
         .iter()
         .all(|v| v.to_bits() == bf16::POISON.to_bits()));
-    // The host path of every kernel runs up to the launch.
-    for k in built_weight_only_kernels() {
+    // The host path of every SM90 kernel runs up to the launch (the SM100 ones': below).
+    for k in built_weight_only_kernels()
+        .iter()
+        .filter(|k| k.spec.arch == Arch::Sm90a)
+    {
         let (format, group) = match k.spec.a.ty {
             DataType::U4 => (WeightFormat::ZeroPoint, 128),
             DataType::E4M3 => (WeightFormat::Fp8, 4096),
@@ -1421,7 +1426,10 @@ fn fused_epilogues_on_weight_only_kernels() {
         let plain = built_weight_only_kernels()
             .iter()
             .find(|k| {
-                of_format(&k.spec) && k.spec.b.ty == DataType::Bf16 && !k.spec.fusion.is_fused()
+                k.spec.arch == Arch::Sm90a
+                    && of_format(&k.spec)
+                    && k.spec.b.ty == DataType::Bf16
+                    && !k.spec.fusion.is_fused()
             })
             .unwrap()
             .name;
@@ -1572,4 +1580,82 @@ fn bf16_decode_gemv_matches_the_reference() {
 #[ignore = "needs a CUDA GPU"]
 fn f16_decode_gemv_matches_the_reference() {
     gemv_on::<f16>();
+}
+
+/// A 4-bit weight in the plain order holds the values it was made from, bit for bit (the host's
+/// own bytes), and back in the packed order the bytes the constructor packed. On a plain weight
+/// the SM100 weight-only kernels of the build (feature `sm100`) run their host path on this GPU up
+/// to the launch (CUTLASS's arguments with the scales' layout, can_implement, the TMA
+/// descriptors); the launch is refused before any FFI call.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn plain_order_round_trips_and_sm100_kernels_run_their_host_path() {
+    use cutlass_gemm::{DeviceInfo, WeightOrder};
+    let (ctx, stream) = device();
+    let mut rng = rng();
+    let (n, k, group) = (256, 512, 128);
+    let mut plain_weights = Vec::new();
+    for zp in [false, true] {
+        let host = HostWeight::<bf16>::random(&mut rng, n, k, group, zp);
+        let w = host.upload(&stream);
+        assert_eq!(w.order(), WeightOrder::Packed);
+        let packed = stream.clone_dtoh(w.packed()).unwrap();
+        let plain = w.into_order(&stream, WeightOrder::Plain).unwrap();
+        assert_eq!(plain.order(), WeightOrder::Plain);
+        assert!(
+            stream.clone_dtoh(plain.packed()).unwrap() == host.values,
+            "plain order: not the values the weight was made from (zero points: {zp})"
+        );
+        let back = plain.into_order(&stream, WeightOrder::Packed).unwrap();
+        assert!(
+            stream.clone_dtoh(back.packed()).unwrap() == packed,
+            "packed again: not the constructor's bytes (zero points: {zp})"
+        );
+        plain_weights.push(back.into_order(&stream, WeightOrder::Plain).unwrap());
+    }
+    // FP8 weights have the plain order only.
+    let w16: Vec<bf16> = integers(&mut rng, n * k, 3);
+    let fp8 =
+        QuantizedWeight::quantize_fp8(&stream, &stream.clone_htod(&w16).unwrap(), n, k).unwrap();
+    assert_eq!(fp8.order(), WeightOrder::Plain);
+    assert!(matches!(
+        fp8.into_order(&stream, WeightOrder::Packed).unwrap_err(),
+        Error::InvalidProblem {
+            reason: ProblemRule::Weight {
+                rule: WeightRule::Order { .. }
+            }
+        }
+    ));
+    let info = DeviceInfo::query(&ctx).unwrap();
+    let kernels: Vec<_> = built_weight_only_kernels()
+        .iter()
+        .filter(|k| !k.spec.arch.runs_on(info.compute_capability))
+        .collect();
+    assert!(
+        !kernels.is_empty(),
+        "this build has no weight-only kernel for another architecture (feature sm100)"
+    );
+    let m = 64;
+    let x = stream
+        .clone_htod(&integers::<bf16>(&mut rng, m * k, 3))
+        .unwrap();
+    let mut y = stream.alloc_zeros::<bf16>(m * n).unwrap();
+    for kernel in kernels {
+        let zp = kernel.spec.mixed_input.unwrap().mode.has_zeros();
+        let w = &plain_weights[usize::from(zp)];
+        let p = WeightOnlyProblem::for_weight(m, w);
+        assert_eq!(p.order, WeightOrder::Plain);
+        let g = WeightOnlyGemm::<bf16>::plan_any_arch(info, &p, kernel.name)
+            .unwrap_or_else(|e| panic!("{}: {e}", kernel.name));
+        g.prepare()
+            .unwrap_or_else(|e| panic!("{}: host path: {e}", kernel.name));
+        match g.run(&stream, &x, w, None, &mut y, Workspace::Managed) {
+            Err(Error::ArchMismatch { kernel: name, .. }) => assert_eq!(name, kernel.name),
+            other => panic!("{}: {other:?}", kernel.name),
+        }
+        // The packed weight is refused by the plan's order.
+        let packed = WeightOnlyProblem::for_weight(m, w).with_order(WeightOrder::Packed);
+        assert!(WeightOnlyGemm::<bf16>::plan_any_arch(info, &packed, kernel.name).is_err());
+        println!("{}: host path ran, launch refused", kernel.name);
+    }
 }
