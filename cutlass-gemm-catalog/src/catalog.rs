@@ -1501,7 +1501,7 @@ pub const WEIGHT_ONLY_FUSED_TILES: &[[u32; 3]] = &[[128, 32, 64], [128, 128, 64]
 /// and two blockwise (persistent, and stream-K for few output tiles over a long K); the thirteen grouped kernels ([`SM90_TILES_GROUPED_16BIT`] and
 /// [`SM90_TILES_GROUPED_16BIT_SWAPPED`] for bf16 and f16, [`SM90_TILES_GROUPED_FP8`] and
 /// [`SM90_TILES_GROUPED_FP8_SWAPPED`], [`SM90_TILES_GROUPED_FP8_BLOCKWISE`]). Chosen by coverage per compile-minute on `bench/shapes-broad.tsv`. All with
-/// CUTLASS's `LinearCombination` epilogue; and eighteen of them also with the fused epilogue
+/// CUTLASS's `LinearCombination` epilogue; and twenty-three of them also with the fused epilogue
 /// ([`Fusion::ScaleBiasActivation`], [`is_default_fused`]) for GEMMs with a bias, an activation
 /// or row and column scales. (With the fused epilogue on every kernel, plain GEMMs whose
 /// epilogue dominates, large M·N against small K, ran up to 30 % slower on an H100: a plain GEMM
@@ -1557,7 +1557,8 @@ fn is_default_grouped(spec: &KernelSpec) -> bool {
 /// 128x256 cooperative kernels (persistent, 2x1x1, and stream-K) for large problems, 128x128
 /// cooperative for M = 128-512, 128x144 cooperative (2x1x1) where wider tiles leave a wave short,
 /// the 64x128 and 64x64 (1x2x1) pingpong for smaller M (bf16 also the swapped 64x8 pingpong for
-/// decode); FP8 tensor-wise the sliced 128x256, 128x128 and 64x128 cooperative and pingpong
+/// decode); bf16 also the 64x64, 64x96 and 64x128 pingpong tiles with a 2x1x1 cluster, the
+/// swapped 64x16 pingpong and 128x176 cooperative; FP8 tensor-wise the sliced 128x256, 128x128 and 64x128 cooperative and pingpong
 /// kernels and the swapped 64x8; FP8 blockwise its one kernel. The 16-bit ones are the tiles the
 /// plain heuristic picks for most of `bench/shapes-broad.tsv` (a fused plan chooses among these
 /// only: the shapes whose plain tile has no twin pay for it).
@@ -1580,6 +1581,12 @@ pub fn is_default_fused(spec: &KernelSpec) -> bool {
         (DataType::Bf16 | DataType::F16, [64, 64, 64], [1, 2, 1]) => row_major && pingpong,
         (DataType::Bf16 | DataType::F16, [128, 144, 64], [2, 1, 1]) => row_major && !stream_k,
         (DataType::Bf16, [64, 8, 64], [1, 2, 1]) => !row_major && pingpong,
+        // The bf16 tiles the plain heuristic takes on 24 of the 26 broad shapes whose fused plan
+        // ran another tile (H100, 2026-12-07: 0.84x cuBLASLt's fused matmul there, against 0.99x
+        // where the fused plan kept the plain tile).
+        (DataType::Bf16, [64, 64 | 96 | 128, 64], [2, 1, 1]) => row_major && pingpong,
+        (DataType::Bf16, [64, 16, 64], [2, 1, 1]) => !row_major && pingpong,
+        (DataType::Bf16, [128, 176, 64], [1, 2, 1]) => row_major && !stream_k && !pingpong,
         (DataType::E4M3, [128, 256, 128] | [128, 128, 128], [1, 2, 1]) => row_major && !stream_k,
         (DataType::E4M3, [64, 128, 128], [1, 2, 1]) => row_major && pingpong,
         (DataType::E4M3, [64, 8, 128], [1, 2, 1]) => !row_major && pingpong,

@@ -1113,3 +1113,80 @@ fn the_64x128_tile_pairs_its_ctas_along_m_from_two_tile_rows() {
     assert!(name(256, 3584, 4096).contains("_64x128x64_2x1x1_0_tnt_"));
     assert!(name(128, 8192, 8192).contains("_64x128x64_2x1x1_0_tnt_"));
 }
+
+/// A fused bias-and-activation plan keeps the plain kernel and runs the epilogue as a separate
+/// pass over D only where the fused kernels would copy an input larger than D into a padded
+/// buffer that the plain plan reads in place (or none serves): GPT-2's LM head (n = 50257) below
+/// k = 768 tokens. Scales, a bias per row or a column-major D keep the fused plan.
+#[test]
+fn fused_plans_run_a_separate_pass_where_the_fused_kernels_would_copy_an_input() {
+    use cutlass_gemm::{Activation, BiasAxis, Epilogue};
+    if cutlass_gemm::sys::BUILT_ARCHS.is_empty() {
+        return;
+    }
+    let bias_gelu = Epilogue::bias().with_activation(Activation::GeluTanh);
+    let inputs = |g: &Gemm<bf16, bf16, bf16>| {
+        g.staged_operands()
+            .iter()
+            .any(|o| matches!(o, OperandName::A | OperandName::B))
+    };
+    let mut separate = Vec::new();
+    for (m, n, k) in [
+        (1, 50257, 768),
+        (8, 50257, 768),
+        (128, 50257, 768),
+        (2048, 50257, 768),
+        (257, 50257, 64),
+        (7, 1001, 4095),
+        (2, 2, 2),
+        (1, 4096, 512),
+        (512, 4096, 4096),
+        (300, 1000, 256),
+        (64, 32001, 4096),
+        (64, 4096, 4095),
+    ] {
+        let p = GemmProblem::new(m, n, k);
+        let plain = plan(&p).unwrap();
+        let g = plan(&p).unwrap().with_epilogue(bias_gelu).unwrap();
+        if g.epilogue_is_separate() {
+            assert_eq!(g.kernel_name(), plain.kernel_name(), "{m} x {n} x {k}");
+            assert!(
+                m <= k,
+                "{m} x {n} x {k}: the pass over D costs more than copying B"
+            );
+            assert!(!inputs(&plain), "{m} x {n} x {k}");
+            assert_eq!(g.workspace_size(), plain.workspace_size());
+            separate.push((m, n, k));
+        } else {
+            assert!(
+                g.is_gemv() || g.kernel_spec().fusion.is_fused(),
+                "{m} x {n} x {k}: {}",
+                g.kernel_name()
+            );
+            // The fused plan reads its inputs in place, or the plain one copies them too, or the
+            // copy is smaller than D (B: m > k).
+            assert!(!inputs(&g) || inputs(&plain) || m > k, "{m} x {n} x {k}");
+        }
+        assert_eq!(g.epilogue(), bias_gelu);
+        // Row scales or a bias per row: never the separate pass.
+        for e in [
+            Epilogue::rowwise().with_bias(BiasAxis::PerColumn),
+            Epilogue::bias().with_bias(BiasAxis::PerRow),
+        ] {
+            let g = plan(&p).unwrap().with_epilogue(e).unwrap();
+            assert!(
+                !g.epilogue_is_separate(),
+                "{m} x {n} x {k} {}",
+                e.describe()
+            );
+        }
+        // A column-major D: never (the pass takes a row-major D).
+        let col = p.with_d(MatrixLayout::col_major());
+        if let Ok(g) = plan(&col).and_then(|g| g.with_epilogue(bias_gelu)) {
+            assert!(!g.epilogue_is_separate(), "{m} x {n} x {k} column-major D");
+        }
+    }
+    println!("separate pass: {separate:?}");
+    assert!(separate.contains(&(1, 50257, 768)) && separate.contains(&(128, 50257, 768)));
+    assert!(!separate.contains(&(2048, 50257, 768)));
+}

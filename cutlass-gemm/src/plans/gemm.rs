@@ -140,6 +140,9 @@ pub struct Gemm<TA: Element, TB: Element, TD: Element> {
     dependent_launch: bool,
     /// The fused epilogue ([`Gemm::with_epilogue`]).
     epilogue: Epilogue,
+    /// The epilogue runs as a separate pass over D after the plain kernel
+    /// ([`Gemm::epilogue_is_separate`]).
+    separate_epilogue: bool,
     /// The kernel was named by the caller (re-planning keeps it).
     pinned: bool,
     /// Bytes of the staged epilogue vectors (after the operands' staging area).
@@ -171,6 +174,7 @@ impl<TA: Element, TB: Element, TD: Element> Clone for Gemm<TA, TB, TD> {
             schedule: self.schedule,
             dependent_launch: self.dependent_launch,
             epilogue: self.epilogue,
+            separate_epilogue: self.separate_epilogue,
             pinned: self.pinned,
             vector_bytes: self.vector_bytes,
             gemv: self.gemv,
@@ -381,6 +385,7 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
             schedule,
             dependent_launch: true,
             epilogue,
+            separate_epilogue: false,
             pinned: kernel_name_given || gemv_named.is_some(),
             vector_bytes: 0,
             gemv: None,
@@ -477,10 +482,25 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
     /// kernels with the fused one (usually the same tile's fused twin, which the default build has
     /// for its main SM90 tiles; else another tile, which may stage an unaligned D through a padded
     /// copy). A plan on the 16-bit decode GEMV ([`DENSE_GEMV`]) keeps it: the GEMV computes the
-    /// epilogue. A kernel named by the caller is kept if it has the fused epilogue, or refused
+    /// epilogue. Where the fused kernels would copy an input (A or B) larger than D into a padded
+    /// buffer that the plain plan reads in place, or no fused kernel serves, a bias per column and
+    /// an activation on a row-major bf16/f16 D run as a separate pass over D after the plain
+    /// kernel ([`Gemm::epilogue_is_separate`]; GPT-2's LM head, n = 50257, below 768 tokens). A
+    /// kernel named by the caller is kept if it has the fused epilogue, or refused
     /// ([`KernelRule::NoFusedEpilogue`]). Tile-scheduler hints set before are kept when the kernel
     /// is.
     pub fn with_epilogue(self, epilogue: Epilogue) -> Result<Self> {
+        self.planned_with_epilogue(epilogue, true)
+    }
+
+    /// [`Gemm::with_epilogue`] computed in the kernel (a fused CUTLASS kernel or the decode
+    /// GEMV), never as a separate pass: D is rounded once, after the activation. Slower where the
+    /// fused kernels copy an input into a padded buffer.
+    pub fn with_epilogue_in_kernel(self, epilogue: Epilogue) -> Result<Self> {
+        self.planned_with_epilogue(epilogue, false)
+    }
+
+    fn planned_with_epilogue(self, epilogue: Epilogue, may_separate: bool) -> Result<Self> {
         if let Some(gemv) = self.gemv.filter(|_| !epilogue.is_none()) {
             // The 16-bit decode GEMV computes the fused epilogue itself; the blockwise one has
             // none: named, it is refused; chosen, the problem is planned again among the CUTLASS
@@ -496,18 +516,90 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
             crate::plans::epilogue::fusion_rule(&self.kernel.spec, &epilogue, true, TD::DATA_TYPE)
                 .is_ok();
         if same_kernel {
-            let mut gemm = Gemm { epilogue, ..self };
+            let mut gemm = Gemm {
+                epilogue,
+                separate_epilogue: false,
+                ..self
+            };
             gemm.size_workspace()?;
             return Ok(gemm);
         }
         let kernel = self.pinned.then_some(self.kernel.name);
-        let gemm = Self::plan_with(self.device, &self.problem, kernel, self.scaling, epilogue)?;
-        Ok(gemm.with_programmatic_dependent_launch(self.dependent_launch))
+        let fused = Self::plan_with(self.device, &self.problem, kernel, self.scaling, epilogue);
+        // Where no fused kernel serves, or the fused plan copies an input (A or B, the weight)
+        // into a padded buffer that the plain plan reads in place and the copy is larger than D
+        // (which the separate pass reads and writes), the plain plan with the epilogue as a
+        // separate pass over D is the faster one. GPT-2's LM head (n = 50257, k = 768; H200):
+        // the fused plan took 7–12x the plain one's time at 1–128 tokens, where the plain one
+        // with the pass took 0.10–0.21x the fused one's; at 4096 tokens the pass cost more than
+        // the copy (1.39x).
+        let (m, n, k) = (self.problem.m, self.problem.n, self.problem.k);
+        let staged_inputs = |g: &Self| -> usize {
+            g.staged_operands()
+                .iter()
+                .map(|o| match o {
+                    OperandName::A => m * k,
+                    OperandName::B => n * k,
+                    _ => 0,
+                })
+                .sum()
+        };
+        let separate = may_separate
+            && !self.pinned
+            && self.separate_pass_serves(&epilogue)
+            && staged_inputs(&self) == 0
+            && fused.as_ref().map_or(true, |f| {
+                let copied = staged_inputs(f);
+                copied > 0 && m * n <= copied
+            });
+        if separate {
+            let mut gemm = Gemm {
+                epilogue,
+                separate_epilogue: true,
+                ..self
+            };
+            gemm.size_workspace()?;
+            return Ok(gemm);
+        }
+        Ok(fused?.with_programmatic_dependent_launch(self.dependent_launch))
+    }
+
+    /// Whether the epilogue can run as a separate pass over D after this plan's plain kernel
+    /// (`cutlass_rs_bias_activation`): a bias per column (or none) and an activation, no scales,
+    /// a row-major bf16/f16 D of one batch, no blockwise scales, no decode GEMV.
+    fn separate_pass_serves(&self, e: &Epilogue) -> bool {
+        use cutlass_gemm_catalog::DataType;
+        !e.row_scales
+            && !e.col_scales
+            && e.bias != Some(BiasAxis::PerRow)
+            && matches!(TD::DATA_TYPE, DataType::Bf16 | DataType::F16)
+            && self.user[3].layout == Layout::RowMajor
+            && self.problem.batch == 1
+            && self.scaling == Scaling::None
+            && self.gemv.is_none()
+            && self.partials.is_none()
     }
 
     /// The plan's fused epilogue ([`Epilogue::NONE`] unless [`Gemm::with_epilogue`] set one).
     pub fn epilogue(&self) -> Epilogue {
         self.epilogue
+    }
+
+    /// Whether the plan computes its epilogue as a separate pass over D after a plain kernel
+    /// rather than in the kernel ([`Gemm::with_epilogue`] chooses it where the fused kernels
+    /// would copy an input into a padded buffer, or none serves). The pass rounds D to its type
+    /// once more, before the bias and the activation.
+    pub fn epilogue_is_separate(&self) -> bool {
+        self.separate_epilogue
+    }
+
+    /// The epilogue the kernel computes (none where the plan runs it as a separate pass).
+    fn kernel_epilogue(&self) -> Epilogue {
+        if self.separate_epilogue {
+            Epilogue::NONE
+        } else {
+            self.epilogue
+        }
     }
 
     /// The chosen kernel's name ([`BLOCKWISE_GEMV`] or [`DENSE_GEMV`] where a decode GEMV runs
@@ -763,7 +855,7 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
     /// kernel's extent along it and its element size, and whether that extent is padded beyond
     /// the user's (then the vector is copied into the workspace, zero-filled, like the operands).
     fn staged_vectors(&self) -> [Option<VectorCopy>; 4] {
-        let e = self.epilogue;
+        let e = self.kernel_epilogue();
         let od = self.ops[3].m;
         let (km, kn) = (od.rows, od.cols);
         let (um, un) = if self.swapped {
@@ -1233,6 +1325,68 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
         c: Option<u64>,
         d: u64,
         scales: Option<(u64, u64)>,
+        vectors: [u64; 3],
+        workspace: u64,
+        workspace_bytes: usize,
+        stream: sys::CUstream,
+    ) -> Result<()> {
+        if !self.separate_epilogue {
+            return self.launch_kernel(
+                a,
+                b,
+                c,
+                d,
+                scales,
+                vectors,
+                workspace,
+                workspace_bytes,
+                stream,
+            );
+        }
+        // The plain kernel, then the bias and activation over the user's D (row-major, one
+        // batch: `separate_pass_serves`).
+        self.launch_kernel(
+            a,
+            b,
+            c,
+            d,
+            scales,
+            [0; 3],
+            workspace,
+            workspace_bytes,
+            stream,
+        )?;
+        let (p, ud) = (&self.problem, self.user[3]);
+        let dtype = match TD::DATA_TYPE {
+            cutlass_gemm_catalog::DataType::Bf16 => cutlass_gemm_sys::CUTLASS_RS_DTYPE_BF16,
+            _ => cutlass_gemm_sys::CUTLASS_RS_DTYPE_F16,
+        };
+        // SAFETY: the caller's contract: D holds the m x n elements at its leading dimension, the
+        // bias n values (checked by the plan's epilogue rules).
+        let status = unsafe {
+            cutlass_gemm_sys::cutlass_rs_bias_activation(
+                d as *mut _,
+                p.m as i64,
+                p.n as i64,
+                ud.ld as i64,
+                vectors[0] as *const _,
+                self.epilogue.activation.code(),
+                dtype,
+                stream as *mut _,
+            )
+        };
+        crate::ffi::check_status("cutlass_rs_bias_activation", status)
+    }
+
+    /// [`Gemm::launch`] without the separate epilogue pass.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn launch_kernel(
+        &self,
+        a: u64,
+        b: u64,
+        c: Option<u64>,
+        d: u64,
+        scales: Option<(u64, u64)>,
         [bias, row_scales, col_scales]: [u64; 3],
         workspace: u64,
         workspace_bytes: usize,
@@ -1314,7 +1468,7 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
         // The epilogue's vectors in the kernel's view (row scales, column scales, row bias,
         // column bias); those along a padded extent go through zero-filled copies after the
         // operands' staging area.
-        let e = self.epilogue;
+        let e = self.kernel_epilogue();
         let (bias_rows, bias_cols) = match e.bias {
             Some(BiasAxis::PerRow) => (bias, 0),
             _ => (0, bias),
@@ -1408,7 +1562,7 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
             col_scale: *col_scale,
             row_bias: *row_bias,
             col_bias: *col_bias,
-            activation: self.epilogue.activation.code(),
+            activation: self.kernel_epilogue().activation.code(),
             ..Default::default()
         };
         self.kernel.abi_args(&self.device, &raw)
