@@ -2034,8 +2034,16 @@ mod tests {
             other => panic!("a pinned kernel without the fusion: {other:?}"),
         }
         let unpinned = G::plan(H100, &p, None).unwrap();
-        let f = unpinned.with_epilogue(Epilogue::bias()).unwrap();
-        assert!(f.kernel_spec().fusion.is_fused());
+        // The fused kernels would copy B (50257 x 4096, larger than D): a separate pass after the
+        // plain kernel, whose vectors are not staged.
+        let separate = unpinned.clone().with_epilogue(Epilogue::bias()).unwrap();
+        assert!(separate.epilogue_is_separate());
+        assert_eq!(separate.kernel_name(), unpinned.kernel_name());
+        assert!(separate.staged_vectors().iter().all(Option::is_none));
+        assert_eq!(separate.args([16; 4], true, None, &[0; 4]).activation, 0);
+        // In the kernel: a fused one, through padded copies.
+        let f = unpinned.with_epilogue_in_kernel(Epilogue::bias()).unwrap();
+        assert!(f.kernel_spec().fusion.is_fused() && !f.epilogue_is_separate());
         assert!(f.staged_operands().contains(&OperandName::D));
         // The bias (50257 values) is copied to the kernel's padded n.
         let vectors = f.staged_vectors();
