@@ -1336,6 +1336,21 @@ impl KernelSpec {
         Ok(())
     }
 
+    /// A mixed-input kernel's orientation: TN (the weight row-major as A, the activations
+    /// column-major as B), C and D column-major of B's type, an f32 accumulator.
+    fn mixed_input_orientation(&self) -> bool {
+        (self.a.layout, self.b.layout, self.c.layout, self.d.layout)
+            == (
+                Layout::RowMajor,
+                Layout::ColumnMajor,
+                Layout::ColumnMajor,
+                Layout::ColumnMajor,
+            )
+            && self.c.ty == self.b.ty
+            && self.d.ty == self.b.ty
+            && self.accumulator == DataType::F32
+    }
+
     /// The rules of SM100 mixed-input (weight-only) kernels, and that only they take the mixed-input
     /// schedules: an s4 weight with scales or a u4 one with scales and zeros (A, K-major as stored,
     /// not packed), scales in groups of 64 or 128 along k fixed at compile time, a bf16/f16 B, TN
@@ -1371,16 +1386,7 @@ impl KernelSpec {
                 "{name}: an SM100 mixed-input entry takes the mixed-input schedule, an s4 weight with scales (_scl) or a u4 one with zeros (_sclzr) as stored (no _shfl), groups of 64 or 128 (_g64, _g128) and a bf16/f16 B"
             ));
         }
-        if (self.a.layout, self.b.layout, self.c.layout, self.d.layout)
-            != (
-                Layout::RowMajor,
-                Layout::ColumnMajor,
-                Layout::ColumnMajor,
-                Layout::ColumnMajor,
-            )
-            || self.c.ty != self.b.ty
-            || self.d.ty != self.b.ty
-            || self.accumulator != DataType::F32
+        if !self.mixed_input_orientation()
             || self.fusion != Fusion::LinearCombination
             || self.tile_scheduler != TileScheduler::Persistent
             || self.origin.is_some()
@@ -1433,17 +1439,7 @@ impl KernelSpec {
                 "{name}: an e4m3 or s8 weight takes scales only (_scl)"
             ));
         }
-        if (self.a.layout, self.b.layout, self.c.layout, self.d.layout)
-            != (
-                Layout::RowMajor,
-                Layout::ColumnMajor,
-                Layout::ColumnMajor,
-                Layout::ColumnMajor,
-            )
-            || self.c.ty != self.b.ty
-            || self.d.ty != self.b.ty
-            || self.accumulator != DataType::F32
-        {
+        if !self.mixed_input_orientation() {
             return Err(format!(
                 "{name}: a mixed-input kernel is TN with C and D column-major of B's type and an f32 accumulator"
             ));
