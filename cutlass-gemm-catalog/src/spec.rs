@@ -1394,7 +1394,7 @@ impl KernelSpec {
             || self.tile[2] % mx.group.min(self.tile[2]) != 0
         {
             return Err(format!(
-                "{name}: an SM100 mixed-input kernel is TN with C and D column-major of B's type, an f32 accumulator, CUTLASS's linear combination, the persistent scheduler, no seed row and a tile N of at most 128"
+                "{name}: an SM100 mixed-input kernel is TN with C and D column-major of B's type, an f32 accumulator, CUTLASS's linear combination, the persistent scheduler, no seed row, a tile N of at most 128 and a tile k that is a multiple of the group size or within one group"
             ));
         }
         Ok(())

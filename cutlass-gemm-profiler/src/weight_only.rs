@@ -20,7 +20,7 @@ use cudarc::driver::CudaSlice;
 use cutlass_gemm::plans::weight_only::GEMV_MAX_TOKENS;
 use cutlass_gemm::{
     built_weight_only_kernels, DataType, Gemm, GemmProblem, QuantizedWeight, TileScheduler,
-    WeightFormat, WeightOnlyGemm, WeightOnlyProblem, Workspace, WEIGHT_ONLY_GEMV,
+    WeightFormat, WeightOnlyGemm, WeightOnlyProblem, WeightOrder, Workspace, WEIGHT_ONLY_GEMV,
 };
 use half::bf16;
 
@@ -267,9 +267,16 @@ fn candidates(
     let name = chosen.kernel_name();
     let mut out = vec![(chosen, true)];
     let (weight, _) = p.format.catalog();
-    let serving = built_weight_only_kernels()
-        .iter()
-        .filter(|k| k.spec.b.ty == DataType::Bf16 && k.spec.a.ty == weight);
+    // The kernels that run on this device and read the weight as the problem has it (its order,
+    // its group size where the kernel fixes one).
+    let serving = built_weight_only_kernels().iter().filter(|k| {
+        let group = k.spec.mixed_input.map_or(0, |m| m.group as usize);
+        k.spec.b.ty == DataType::Bf16
+            && k.spec.a.ty == weight
+            && k.spec.arch.runs_on(dev.info.compute_capability)
+            && WeightOrder::of_kernel(&k.spec) == p.order
+            && (group == 0 || group == p.group_size)
+    });
     for k in serving {
         let take = match mode {
             KernelMode::All => true,

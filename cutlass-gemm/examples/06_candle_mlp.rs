@@ -20,7 +20,7 @@ use anyhow::Result;
 use candle_core::{DType, Device, Module, Tensor};
 use cudarc::driver::CudaStream;
 use cutlass_gemm::candle::{matmul, Fp8Linear, GatedLinear, Linear, WeightOnlyLinear};
-use cutlass_gemm::{built_weight_only_kernels, Activation, WeightFormat};
+use cutlass_gemm::{Activation, WeightFormat};
 
 #[path = "common/timing.rs"]
 mod timing;
@@ -70,7 +70,7 @@ fn main() -> Result<()> {
         Fp8Linear::new(&wd, None)?,
     );
     // 4-bit weights (symmetric, groups of 128) when the build has the weight-only kernels.
-    let int4 = if built_weight_only_kernels().is_empty() {
+    let int4 = if !cutlass_gemm::sys::WEIGHT_GEMV_BUILT {
         println!("(no 4-bit column: build with the `weight-only` feature for it)");
         None
     } else {

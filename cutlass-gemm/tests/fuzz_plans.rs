@@ -788,11 +788,27 @@ fn check_epilogue<TA: Element, TB: Element, TD: Element>(
     };
     prop_assert_eq!(f.epilogue(), first);
     prop_assert!(
-        first.is_none() || f.kernel_spec().fusion.is_fused(),
+        first.is_none() || f.kernel_spec().fusion.is_fused() || f.epilogue_is_separate(),
         "{} for {}",
         f.kernel_name(),
         first.describe()
     );
+    // A separate pass: a bias per column (or none) and an activation over a row-major 16-bit D
+    // of one batch, after the plain plan's own kernel.
+    if f.epilogue_is_separate() {
+        prop_assert!(
+            !first.row_scales
+                && !first.col_scales
+                && first.bias != Some(BiasAxis::PerRow)
+                && p.batch == 1
+                && f.operand(OperandName::D).layout == Layout::RowMajor
+                && TD::DATA_TYPE.bits() == 16
+                && !f.kernel_spec().fusion.is_fused(),
+            "{:?} {}",
+            p,
+            first.describe()
+        );
+    }
     if name.is_some() {
         prop_assert_eq!(f.kernel_name(), g.kernel_name(), "a named kernel stays");
     }
@@ -816,7 +832,7 @@ fn check_epilogue<TA: Element, TB: Element, TD: Element>(
             prop_assert!(
                 !reduced
                     || (!stream_k
-                        && first.is_none()
+                        && (first.is_none() || f.epilogue_is_separate())
                         && p.batch == 1
                         && p.k % hints.splits as usize == 0),
                 "{:?} {:?}",
@@ -852,7 +868,9 @@ fn check_epilogue<TA: Element, TB: Element, TD: Element>(
     match f.clone().with_epilogue(second) {
         Ok(s) => {
             prop_assert_eq!(s.epilogue(), second);
-            prop_assert!(second.is_none() || s.kernel_spec().fusion.is_fused());
+            prop_assert!(
+                second.is_none() || s.kernel_spec().fusion.is_fused() || s.epilogue_is_separate()
+            );
         }
         Err(e) => typed(&e)?,
     }
@@ -1506,14 +1524,18 @@ fn weight_problem_rule(p: &WeightOnlyProblem) -> Option<ProblemRule> {
     None
 }
 
-/// Whether this build has a weight-only kernel for `T` and the format that the device runs.
-fn weight_kernel_for<T: WeightOnlyInput>(device: DeviceInfo, format: WeightFormat) -> bool {
-    let (weight, mode) = format.catalog();
+/// Whether this build has a weight-only kernel for `T` and the problem's format that the device
+/// runs and that reads the weight in the problem's order (and group size, where it fixes one).
+fn weight_kernel_for<T: WeightOnlyInput>(device: DeviceInfo, p: &WeightOnlyProblem) -> bool {
+    let (weight, mode) = p.format.catalog();
     cutlass_gemm::built_weight_only_kernels().iter().any(|k| {
+        let group = k.spec.mixed_input.map_or(0, |x| x.group as usize);
         k.spec.b.ty == T::DATA_TYPE
             && k.spec.a.ty == weight
             && k.spec.mixed_input.map(|x| x.mode) == Some(mode)
             && k.spec.arch.runs_on(device.compute_capability)
+            && cutlass_gemm::WeightOrder::of_kernel(&k.spec) == p.order
+            && (group == 0 || group == p.group_size)
     })
 }
 
@@ -1542,7 +1564,7 @@ fn check_weight_only<T: WeightOnlyInput>(
                 same_error(own, &e)?;
             } else if name.is_none() {
                 // A kernel for the type and format serves every problem that passes the rules.
-                prop_assert!(!weight_kernel_for::<T>(device, p.format), "{:?}: {}", p, e);
+                prop_assert!(!weight_kernel_for::<T>(device, p), "{:?}: {}", p, e);
             }
             return Ok(false);
         }

@@ -150,7 +150,7 @@ fn a_device_described_without_sms_plans_as_one_sm() {
 #[test]
 fn the_choice_follows_the_tokens_or_names_the_feature() {
     let p = |m| WeightOnlyProblem::new(m, 4096, 4096, 128, WeightFormat::ZeroPoint);
-    if built_weight_only_kernels().is_empty() {
+    if !cutlass_gemm::sys::WEIGHT_GEMV_BUILT {
         // A build without the `weight-only` feature: the error says how to get the kernels, the
         // decode GEMV's included.
         match WeightOnlyGemm::<bf16>::plan(H100, &p(1), Some(cutlass_gemm::WEIGHT_ONLY_GEMV))
@@ -323,7 +323,7 @@ fn kernels_of_other_registries_are_refused() {
         ),
         "{err}"
     );
-    if built_weight_only_kernels().is_empty() {
+    if !cutlass_gemm::sys::WEIGHT_GEMV_BUILT {
         assert!(matches!(
             WeightOnlyGemm::<bf16>::plan(H100, &p, Some(weight_only)).unwrap_err(),
             Error::KernelNotBuilt {
@@ -461,7 +461,7 @@ fn per_channel_weights_take_one_group(format: WeightFormat, weight_type: &str) {
             k: 4096
         }
     );
-    if built_weight_only_kernels().is_empty() {
+    if !cutlass_gemm::sys::WEIGHT_GEMV_BUILT {
         match WeightOnlyGemm::<bf16>::plan(H100, &p(1, 4096), None).unwrap_err() {
             Error::NoKernel { build_with, .. } => {
                 assert_eq!(build_with, BuildHint::Feature(Family::WeightOnly))
@@ -606,18 +606,29 @@ fn the_weight_order_decides_the_kernels() {
         Error::NoKernel { build_with, .. } => assert_eq!(build_with, BuildHint::NotInCatalog),
         other => panic!("{other}"),
     }
-    for (m, tile) in [
-        (17, [128, 64]),
-        (64, [128, 64]),
-        (65, [256, 128]),
-        (4096, [256, 128]),
-    ] {
+    // The built SM100 s4 x bf16 tiles' N: the narrowest that holds the tokens, else the widest.
+    let built_n: Vec<u32> = built_weight_only_kernels()
+        .iter()
+        .filter(|k| {
+            k.spec.arch == cutlass_gemm::Arch::Sm100a
+                && (k.spec.a.ty, k.spec.b.ty)
+                    == (cutlass_gemm::DataType::S4, cutlass_gemm::DataType::Bf16)
+        })
+        .map(|k| k.spec.tile[1])
+        .collect();
+    for m in [17, 64, 65, 4096] {
         let plain = p(m, WeightFormat::Symmetric).with_order(Plain);
         match WeightOnlyGemm::<bf16>::plan(B200, &plain, None) {
             Ok(g) => {
                 let spec = cutlass_gemm_catalog::catalog::find(g.kernel_name()).unwrap();
                 assert_eq!(spec.arch, cutlass_gemm::Arch::Sm100a);
-                assert_eq!([spec.tile[0], spec.tile[1]], tile, "{m} tokens");
+                let want = built_n
+                    .iter()
+                    .copied()
+                    .filter(|&n| n as usize >= m)
+                    .min()
+                    .or_else(|| built_n.iter().copied().max());
+                assert_eq!(Some(spec.tile[1]), want, "{m} tokens");
                 assert_eq!(g.splits(), 0);
             }
             Err(Error::NoKernel { build_with, .. }) => {

@@ -636,7 +636,7 @@ pub enum WeightRule {
         k: usize,
     },
     /// The weight's values are not in the order required: the plan's (made for a weight in
-    /// another order: [`crate::QuantizedWeight::into_order`] converts a 4-bit one), or one an FP8
+    /// another order: [`crate::QuantizedWeight::set_order`] converts a 4-bit one), or one an FP8
     /// or int8 weight cannot have (plain only).
     Order {
         /// The weight's (or the plan's).
@@ -683,7 +683,7 @@ impl fmt::Display for WeightRule {
             ),
             WeightRule::Order { weight, required } => write!(
                 f,
-                "the weight's values are in {weight}, {required} is required (QuantizedWeight::into_order converts a 4-bit weight; FP8 and int8 weights are plain only)"
+                "the weight's values are in {weight}, {required} is required (QuantizedWeight::set_order converts a 4-bit weight; FP8 and int8 weights are plain only)"
             ),
         }
     }
@@ -1321,7 +1321,7 @@ impl fmt::Display for KernelRule {
             ),
             KernelRule::WeightOrder { kernel, plan } => write!(
                 f,
-                "the kernel reads a weight in {kernel}, the plan's weight is in {plan} (QuantizedWeight::into_order converts a 4-bit weight)"
+                "the kernel reads a weight in {kernel}, the plan's weight is in {plan} (QuantizedWeight::set_order converts a 4-bit weight)"
             ),
             KernelRule::WeightGroupSize { kernel, plan } => write!(
                 f,

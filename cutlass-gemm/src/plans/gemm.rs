@@ -482,11 +482,12 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
     /// kernels with the fused one (usually the same tile's fused twin, which the default build has
     /// for its main SM90 tiles; else another tile, which may stage an unaligned D through a padded
     /// copy). A plan on the 16-bit decode GEMV ([`DENSE_GEMV`]) keeps it: the GEMV computes the
-    /// epilogue. Where the fused kernels would copy an input (A or B) larger than D into a padded
+    /// epilogue. Where the fused kernels would copy an input (A or B) at least as large as D into a padded
     /// buffer that the plain plan reads in place, or no fused kernel serves, a bias per column and
     /// an activation on a row-major bf16/f16 D run as a separate pass over D after the plain
-    /// kernel ([`Gemm::epilogue_is_separate`]; GPT-2's LM head, n = 50257, below 768 tokens). A
-    /// kernel named by the caller is kept if it has the fused epilogue, or refused
+    /// kernel ([`Gemm::epilogue_is_separate`]; GPT-2's LM head, n = 50257, up to 768 tokens). A
+    /// plan whose kernel already has the epilogue keeps it. A kernel named by the caller is kept
+    /// if it has the fused epilogue, or refused
     /// ([`KernelRule::NoFusedEpilogue`]). Tile-scheduler hints set before are kept when the kernel
     /// is.
     pub fn with_epilogue(self, epilogue: Epilogue) -> Result<Self> {
@@ -527,12 +528,11 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
         let kernel = self.pinned.then_some(self.kernel.name);
         let fused = Self::plan_with(self.device, &self.problem, kernel, self.scaling, epilogue);
         // Where no fused kernel serves, or the fused plan copies an input (A or B, the weight)
-        // into a padded buffer that the plain plan reads in place and the copy is larger than D
-        // (which the separate pass reads and writes), the plain plan with the epilogue as a
-        // separate pass over D is the faster one. GPT-2's LM head (n = 50257, k = 768; H200):
-        // the fused plan took 7–12x the plain one's time at 1–128 tokens, where the plain one
-        // with the pass took 0.10–0.21x the fused one's; at 4096 tokens the pass cost more than
-        // the copy (1.39x).
+        // into a padded buffer that the plain plan reads in place and the copy is at least as
+        // large as D (which the separate pass reads and writes), the plain plan with the epilogue
+        // as a separate pass over D is the faster one. GPT-2's LM head (n = 50257, k = 768;
+        // H100, docs/performance.md): the epilogue in a fused kernel took 4.3–8.7x the separate
+        // plan's time at 1–128 tokens; at 4096 tokens the pass would cost 1.5x the copy.
         let (m, n, k) = (self.problem.m, self.problem.n, self.problem.k);
         let staged_inputs = |g: &Self| -> usize {
             g.staged_operands()
@@ -577,7 +577,6 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
             && self.problem.batch == 1
             && self.scaling == Scaling::None
             && self.gemv.is_none()
-            && self.partials.is_none()
     }
 
     /// The plan's fused epilogue ([`Epilogue::NONE`] unless [`Gemm::with_epilogue`] set one).

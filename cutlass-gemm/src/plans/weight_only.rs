@@ -73,7 +73,7 @@ pub const WEIGHT_K_MULTIPLE: usize = 64;
 
 /// The order a weight's values are stored in: which kernels read it. The constructors store 4-bit
 /// weights [`WeightOrder::Packed`], FP8 and int8 ones [`WeightOrder::Plain`];
-/// [`QuantizedWeight::into_order`] turns a 4-bit weight into the other order.
+/// [`QuantizedWeight::set_order`] puts a 4-bit weight in the other order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum WeightOrder {
@@ -715,13 +715,13 @@ impl<T: WeightOnlyInput> QuantizedWeight<T> {
         self.order
     }
 
-    /// The weight with its values in `order` (unchanged when they already are), on `stream`, bit
-    /// for bit: a 4-bit weight goes from the packed order of the SM90 kernels and the decode GEMV
-    /// to the plain one of the SM100 kernels and back. FP8 and int8 weights have the plain order
-    /// only ([`WeightRule::Order`]).
-    pub fn into_order(self, stream: &Arc<CudaStream>, order: WeightOrder) -> Result<Self> {
+    /// Puts the weight's values in `order` (nothing to do when they are), on `stream`, bit for bit:
+    /// a 4-bit weight goes from the packed order of the SM90 kernels and the decode GEMV to the
+    /// plain one of the SM100 kernels and back. FP8 and int8 weights have the plain order only
+    /// ([`WeightRule::Order`]). On an error the weight is unchanged.
+    pub fn set_order(&mut self, stream: &Arc<CudaStream>, order: WeightOrder) -> Result<()> {
         if order == self.order {
-            return Ok(self);
+            return Ok(());
         }
         if self.format.is_per_channel() {
             return Err(Error::InvalidProblem {
@@ -771,11 +771,9 @@ impl<T: WeightOnlyInput> QuantizedWeight<T> {
             };
             check_status(function, status)?;
         }
-        Ok(QuantizedWeight {
-            packed: values,
-            order,
-            ..self
-        })
+        self.packed = values;
+        self.order = order;
+        Ok(())
     }
 
     /// The values as the kernels read them, in the weight's [`QuantizedWeight::order`]: 4-bit ones
@@ -1527,7 +1525,9 @@ const STREAM_K_TOKENS: usize = 1024;
 /// the activation type and weight format that the device can run. Up to 1024 tokens the narrowest
 /// stream-K tile whose N holds m (with scales only 128x16 up to 16 tokens; 128x32 up to 32, and
 /// from 1 token with zero points, whose 128x16 tile is slower; 128x64 up to 64), else the widest
-/// stream-K one (128x128); beyond, the largest persistent tile (128x256). Fitted on an H200 to
+/// stream-K one (128x128); beyond, the largest persistent tile (128x256); on SM100 (whose kernels
+/// read the plain order and have no stream-K tiles) the narrowest tile whose N holds m, else the
+/// largest (not measured). Fitted on an H200 to
 /// Llama-3-8B's and -70B's layers and three families of `bench/shapes-broad.tsv`
 /// (`docs/performance.md` scores the other families).
 fn select(
@@ -1608,9 +1608,12 @@ fn select(
     // stream-K one; beyond, the largest persistent tile.
     let stream_k = |k: &&WeightOnlyKernel| k.spec.tile_scheduler == TileScheduler::StreamK;
     let area = |k: &&WeightOnlyKernel| k.spec.tile[0] * k.spec.tile[1];
-    let chosen = if !pool.iter().any(|k| stream_k(&k)) {
-        // Without stream-K tiles (SM100's): the narrowest tile whose N holds m, else the largest
-        // (not measured: no SM100 GPU here).
+    let sm100 = pool
+        .first()
+        .is_some_and(|k| k.spec.arch == cutlass_gemm_catalog::Arch::Sm100a);
+    let chosen = if sm100 {
+        // SM100 (no stream-K tiles): the narrowest tile whose N holds m, else the largest (not
+        // measured: no SM100 GPU here).
         pool.iter()
             .filter(|k| k.spec.tile[1] as usize >= problem.m)
             .min_by_key(|k| (k.spec.tile[1], k.spec.tile[0]))

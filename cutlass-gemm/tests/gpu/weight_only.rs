@@ -1600,32 +1600,37 @@ fn plain_order_round_trips_and_sm100_kernels_run_their_host_path() {
         let w = host.upload(&stream);
         assert_eq!(w.order(), WeightOrder::Packed);
         let packed = stream.clone_dtoh(w.packed()).unwrap();
-        let plain = w.into_order(&stream, WeightOrder::Plain).unwrap();
+        let mut plain = w;
+        plain.set_order(&stream, WeightOrder::Plain).unwrap();
         assert_eq!(plain.order(), WeightOrder::Plain);
         assert!(
             stream.clone_dtoh(plain.packed()).unwrap() == host.values,
             "plain order: not the values the weight was made from (zero points: {zp})"
         );
-        let back = plain.into_order(&stream, WeightOrder::Packed).unwrap();
+        let mut back = plain;
+        back.set_order(&stream, WeightOrder::Packed).unwrap();
         assert!(
             stream.clone_dtoh(back.packed()).unwrap() == packed,
             "packed again: not the constructor's bytes (zero points: {zp})"
         );
-        plain_weights.push(back.into_order(&stream, WeightOrder::Plain).unwrap());
+        back.set_order(&stream, WeightOrder::Plain).unwrap();
+        plain_weights.push(back);
     }
     // FP8 weights have the plain order only.
     let w16: Vec<bf16> = integers(&mut rng, n * k, 3);
-    let fp8 =
+    let mut fp8 =
         QuantizedWeight::quantize_fp8(&stream, &stream.clone_htod(&w16).unwrap(), n, k).unwrap();
     assert_eq!(fp8.order(), WeightOrder::Plain);
     assert!(matches!(
-        fp8.into_order(&stream, WeightOrder::Packed).unwrap_err(),
+        fp8.set_order(&stream, WeightOrder::Packed).unwrap_err(),
         Error::InvalidProblem {
             reason: ProblemRule::Weight {
                 rule: WeightRule::Order { .. }
             }
         }
     ));
+    // Refused, the weight is unchanged.
+    assert_eq!(fp8.order(), WeightOrder::Plain);
     let info = DeviceInfo::query(&ctx).unwrap();
     let kernels: Vec<_> = built_weight_only_kernels()
         .iter()
