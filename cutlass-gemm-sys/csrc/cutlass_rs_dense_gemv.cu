@@ -170,6 +170,10 @@ int check(const cutlass_rs_dense_gemv_args *a, int32_t dtype) {
     return CUTLASS_RS_ERROR_INVALID_PROBLEM;
   if (a->activation < CUTLASS_RS_ACTIVATION_IDENTITY || a->activation > CUTLASS_RS_ACTIVATION_SILU)
     return CUTLASS_RS_ERROR_INVALID_PROBLEM;
+  // The epilogue's vectors are read element by element: aligned to their elements.
+  if ((a->row_scale != nullptr && !aligned(a->row_scale, 4)) || (a->col_scale != nullptr && !aligned(a->col_scale, 4)) ||
+      (a->row_bias != nullptr && !aligned(a->row_bias, 2)) || (a->col_bias != nullptr && !aligned(a->col_bias, 2)))
+    return CUTLASS_RS_ERROR_MISALIGNED_OPERAND;
   if (!aligned(a->x, 16) || a->ldx % 8 != 0 || !aligned(a->w, 16) || a->ldw % 8 != 0)
     return CUTLASS_RS_ERROR_MISALIGNED_OPERAND;
   return CUTLASS_RS_OK;

@@ -52,8 +52,8 @@ typedef struct cutlass_rs_dense_gemv_args {
 
 /* Checks the arguments (1 <= m <= CUTLASS_RS_DENSE_GEMV_MAX_TOKENS; n a multiple of 16 and k of
  * 64, n * k below 2^31; ldx and ldw multiples of 8 of at least k, ldd (ldc) at least n; x and w
- * 16-byte aligned; a known activation code; the calling thread's device device_id) and, when
- * launch_it is not 0, launches on `stream`. */
+ * 16-byte aligned, the scales 4-byte and the biases 2-byte aligned; a known activation code; the
+ * calling thread's device device_id) and, when launch_it is not 0, launches on `stream`. */
 int cutlass_rs_dense_gemv(const cutlass_rs_dense_gemv_args *args, int32_t dtype, int32_t launch_it,
                           void *stream);
 
