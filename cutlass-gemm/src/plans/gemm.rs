@@ -517,13 +517,7 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
             crate::plans::epilogue::fusion_rule(&self.kernel.spec, &epilogue, true, TD::DATA_TYPE)
                 .is_ok();
         if same_kernel {
-            let mut gemm = Gemm {
-                epilogue,
-                separate_epilogue: false,
-                ..self
-            };
-            gemm.size_workspace()?;
-            return Ok(gemm);
+            return self.keeping_kernel(epilogue, false);
         }
         let kernel = self.pinned.then_some(self.kernel.name);
         let fused = Self::plan_with(self.device, &self.problem, kernel, self.scaling, epilogue);
@@ -553,15 +547,21 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
                 copied > 0 && m * n <= copied
             });
         if separate {
-            let mut gemm = Gemm {
-                epilogue,
-                separate_epilogue: true,
-                ..self
-            };
-            gemm.size_workspace()?;
-            return Ok(gemm);
+            return self.keeping_kernel(epilogue, true);
         }
         Ok(fused?.with_programmatic_dependent_launch(self.dependent_launch))
+    }
+
+    /// This plan's kernel with `epilogue`, in the kernel or as a separate pass, its workspace
+    /// sized again.
+    fn keeping_kernel(self, epilogue: Epilogue, separate_epilogue: bool) -> Result<Self> {
+        let mut gemm = Gemm {
+            epilogue,
+            separate_epilogue,
+            ..self
+        };
+        gemm.size_workspace()?;
+        Ok(gemm)
     }
 
     /// Whether the epilogue can run as a separate pass over D after this plan's plain kernel
