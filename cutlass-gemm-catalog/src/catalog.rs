@@ -692,8 +692,7 @@ pub const SM90_MENU_FP8_OVERLAP: &[Sm90MenuTile] = &[
     // cuBLASLt's f32-promoting tiles on an H100 beyond 128x128 (`tools/cublas_kernels.py`): a
     // 144-wide cooperative tile (3 x 72 accumulator registers per thread; ptxas: no spills), the
     // fastest at 8192³, 4096 x 2112 x 7168 and 4096 x 57344 x 8192, and a 96-wide pingpong tile
-    // for M = 128 (128 x 6144 x 4096: 0.89x -> 0.91x cuBLASLt). Measured and left out: 64x32x128
-    // pingpong (slower than 64x64 at every M = 16 shape).
+    // for M = 128 (128 x 6144 x 4096: 0.89x -> 0.91x cuBLASLt).
     menu([128, 144, 128], [1, 2, 1], PERSISTENT, Layout::RowMajor).with_schedule(COOP_OVERLAP),
     menu_pingpong([64, 96, 128], [1, 2, 1]).with_schedule(PINGPONG_OVERLAP),
     // With the CTA pair sharing the streamed B (128 x 6144 x 4096: 0.87x -> 0.98x cuBLASLt).
@@ -710,6 +709,14 @@ pub const SM90_MENU_FP8_OVERLAP: &[Sm90MenuTile] = &[
     // shapes).
     menu([128, 192, 128], [1, 2, 1], PERSISTENT, Layout::RowMajor).with_schedule(COOP_OVERLAP),
     menu([128, 256, 128], [1, 2, 1], PERSISTENT, Layout::RowMajor).with_schedule(COOP_OVERLAP),
+    // 64x32 pingpong tiles for 32-64 tokens: row-major with a 1x2x1 cluster (twice the CTAs of
+    // 64x64 where N is a few thousand) and swapped with 2x1x1 (the tokens on the kernel's N side).
+    // Chosen with the 128x128 2x1x1 kernel above on five families of the broad set and scored on
+    // the other three and three families outside it (H100, docs/performance.md). Measured and left
+    // out then: 128x64x128 cooperative (1x2x1, 2x1x1), 64x96x128 pingpong 1x2x1 and the swapped
+    // 128x32 stream-K kernel.
+    menu_pingpong([64, 32, 128], [1, 2, 1]).with_schedule(PINGPONG_OVERLAP),
+    menu_pingpong_swapped([64, 32, 128], [2, 1, 1]).with_schedule(PINGPONG_OVERLAP),
 ];
 
 const STREAM_K: TileScheduler = TileScheduler::StreamK;
@@ -1497,7 +1504,7 @@ pub const WEIGHT_ONLY_FUSED_TILES: &[[u32; 3]] = &[[128, 32, 64], [128, 128, 64]
 /// The kernels built when the user selects none (85): the 128x256x64 cooperative kernel for f16
 /// and bf16 in all four layouts with an output of the input type, plus f32 output in the TN
 /// layout; eleven small- and odd-shape TN kernels and two for outputs of any alignment per 16-bit
-/// type; and the e4m3 x e4m3 -> bf16 FP8 kernels with the overlapped promotion, ten tensor-wise
+/// type; and the e4m3 x e4m3 -> bf16 FP8 kernels with the overlapped promotion, thirteen tensor-wise
 /// and two blockwise (persistent, and stream-K for few output tiles over a long K); the thirteen grouped kernels ([`SM90_TILES_GROUPED_16BIT`] and
 /// [`SM90_TILES_GROUPED_16BIT_SWAPPED`] for bf16 and f16, [`SM90_TILES_GROUPED_FP8`] and
 /// [`SM90_TILES_GROUPED_FP8_SWAPPED`], [`SM90_TILES_GROUPED_FP8_BLOCKWISE`]). Chosen by coverage per compile-minute on `bench/shapes-broad.tsv`. All with
@@ -1703,10 +1710,10 @@ fn is_default_menu(spec: &KernelSpec) -> bool {
 /// faster; CUTLASS's own kernels are in the catalog and the `gpu-tests` preset, for comparison and
 /// pinning): blockwise (1x128 x 128x128 scales) at 128x128x128, persistent and stream-K (few
 /// output tiles over a long K: decode-size M on weights of a few thousand rows); tensor-wise (scales folded into
-/// alpha) at 128x128x128, 128x144x128 and the sliced 128x192x128 and 128x256x128 (cooperative,
-/// cluster 1x2x1: large problems), 64x128x128 (1x2x1), 64x96x128 and 64x64x128 (2x1x1) pingpong
-/// (M = 32-512), and for decode-size M the swapped 64x8x128 (1x2x1) and 64x16x128 (2x1x1) pingpong
-/// and 128x16x128 stream-K kernels. The additions to the suite's menu were measured on
+/// alpha) at 128x128x128 (clusters 1x2x1 and 2x1x1), 128x144x128 and the sliced 128x192x128 and
+/// 128x256x128 (cooperative, cluster 1x2x1: large problems), 64x128x128 and 64x32x128 (1x2x1),
+/// 64x96x128 and 64x64x128 (2x1x1) pingpong (M = 32-512), and for decode-size M the swapped
+/// 64x8x128 (1x2x1), 64x16x128 and 64x32x128 (2x1x1) pingpong and 128x16x128 stream-K kernels. The additions to the suite's menu were measured on
 /// `bench/shapes-broad.tsv` (H100, `bench/training/broad-bf16-e4m3-h100.csv`): the best kernel
 /// per shape went from 0.951x to 0.972x cuBLASLt and the shapes below 0.85x from 21 to 9.
 fn is_default_fp8(spec: &KernelSpec) -> bool {
@@ -1723,6 +1730,7 @@ fn is_default_fp8(spec: &KernelSpec) -> bool {
                     || spec.kernel_schedule
                         == KernelSchedule::TmaWarpSpecializedCooperativeFp8BlockwiseOverlap
             }
+            ([128, 128, 128], [2, 1, 1], Layout::RowMajor) => persistent && cooperative,
             ([128, 144, 128] | [128, 192, 128] | [128, 256, 128], [1, 2, 1], Layout::RowMajor) => {
                 persistent && cooperative
             }
@@ -1732,7 +1740,9 @@ fn is_default_fp8(spec: &KernelSpec) -> bool {
             ([64, 128, 128], [1, 2, 1], Layout::RowMajor)
             | ([64, 96, 128], [2, 1, 1], Layout::RowMajor)
             | ([64, 64, 128], [2, 1, 1], Layout::RowMajor)
+            | ([64, 32, 128], [1, 2, 1], Layout::RowMajor)
             | ([64, 8, 128], [1, 2, 1], Layout::ColumnMajor)
+            | ([64, 32, 128], [2, 1, 1], Layout::ColumnMajor)
             | ([64, 16, 128], [2, 1, 1], Layout::ColumnMajor) => persistent && pingpong,
             _ => false,
         }

@@ -65,7 +65,7 @@ mod tests {
     #[test]
     fn default_set_is_small_and_covers_all_layouts() {
         let with_grouped = catalog::select(&[Arch::Sm90a], &catalog::NameFilter::parse(""));
-        assert_eq!(with_grouped.len(), 94);
+        assert_eq!(with_grouped.len(), 97);
         // Thirteen grouped kernels: four tiles per 16-bit type and three for e4m3 (one of them
         // with a column-major D, for the operand swap), and two for e4m3 with blockwise scales
         // (bf16 out, K-major scales, the overlapped main loop).
@@ -108,7 +108,7 @@ mod tests {
         // Twenty-three with the fused epilogue, each the twin of a kernel with CUTLASS's.
         let (fused, d): (Vec<KernelSpec>, Vec<KernelSpec>) =
             all.iter().partition(|s| s.fusion.is_fused());
-        assert_eq!((fused.len(), d.len()), (23, 52));
+        assert_eq!((fused.len(), d.len()), (23, 55));
         assert!(fused.iter().all(|f| d.contains(&KernelSpec {
             fusion: crate::Fusion::LinearCombination,
             ..*f
@@ -132,7 +132,7 @@ mod tests {
             let unaligned = d.iter().filter(|s| s.a.ty == ty && s.d.align == 1).count();
             assert_eq!(unaligned, 2, "{ty}");
         }
-        // FP8: two blockwise kernels (persistent and stream-K) and ten tensor-wise ones, all
+        // FP8: two blockwise kernels (persistent and stream-K) and thirteen tensor-wise ones, all
         // with the overlapped-promotion main loops (CUTLASS's own kernels are in the gpu-tests
         // preset).
         let blockwise: Vec<&KernelSpec> = d
@@ -153,7 +153,7 @@ mod tests {
             d.iter()
                 .filter(|s| s.kernel_schedule.mainloop_wrapper().is_some())
                 .count(),
-            12
+            15
         );
         assert!(d
             .iter()
