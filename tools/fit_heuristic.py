@@ -16,7 +16,7 @@ measured kernel (geometric mean and worst of best_time / picked_time) per type, 
 leave-one-shape-out (refit on bf16 alone without the shape). The model here must stay the one
 estimate_us() implements.
 
-    python3 tools/fit_heuristic.py [--refit]
+    python3 tools/fit_heuristic.py [--refit] [--per-race] [--holdout=FAMILY,...]
 """
 import csv
 import math
@@ -51,8 +51,13 @@ E4M3_LEFT_OUT = ("e4m3_e4m3_f32_bf16_bf16_128x64x128_", "e4m3_e4m3_f32_bf16_bf16
                  "e4m3_e4m3_f32_bf16_bf16_128x32x128_1x1x1_0_tnn_align16_stream_k", "_evt_")
 
 
+# `--per-race`: correct each kernel's time for the clock's drift by the reference's time in its own
+# race, where the CSV has it (docs/performance.md, Method).
+PER_RACE = "--per-race" in sys.argv
+
+
 def load(path, exclude_fast=True, a_type=None, left_out=()):
-    data, shapes = {}, {}
+    data, shapes, races = {}, {}, {}
     for r in csv.DictReader(open(path)):
         if r["Provider"] != "cutlass-rs" or (exclude_fast and "fastaccum" in r["Operation"]):
             continue
@@ -62,7 +67,19 @@ def load(path, exclude_fast=True, a_type=None, left_out=()):
             continue
         s = r["shape"]
         shapes[s] = (int(r["m"]), int(r["n"]), int(r["k"]))
-        data.setdefault(s, {})[r["Operation"]] = float(r["Runtime"]) * 1e3
+        t = float(r["Runtime"]) * 1e3
+        data.setdefault(s, {})[r["Operation"]] = t
+        if r.get("ratio_vs_reference"):
+            races.setdefault(s, {})[r["Operation"]] = t * float(r["ratio_vs_reference"])
+    if PER_RACE:
+        # Each time scaled by how far its race's reference ran from the shape's median reference
+        # time (the clock drifts over an exhaustive run), except where the reference ran more
+        # than a fifth off it (a stall): as the profiler's `--kernels all` summary (report.rs).
+        for s, refs in races.items():
+            m = sorted(refs.values())[len(refs) // 2]
+            for op, ref in refs.items():
+                if op in data[s] and abs(ref / m - 1.0) <= 0.2:
+                    data[s][op] *= m / ref
     # A CUTLASS FP8 kernel is never picked when its overlapped-promotion twin is there
     # (heuristic.rs, superseded()).
     for ks in data.values():

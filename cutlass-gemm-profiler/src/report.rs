@@ -380,30 +380,49 @@ pub fn read_csv(path: &Path) -> Result<(String, Vec<Row>)> {
 /// plans launched with programmatic dependent launch where the kernel has it (`Pdl::On`, the
 /// library's default) or without it (`Pdl::Off`).
 pub fn best_rows(rows: &[Row], kind: Kind, pdl: Pdl) -> Vec<&Row> {
-    let mut out: Vec<&Row> = Vec::new();
     let launch = |r: &Row| match pdl {
         Pdl::Off => r.pdl != Some(true),
         _ => r.pdl != Some(false),
     };
-    for r in rows.iter().filter(|r| r.kind == kind && launch(r)) {
+    let mine: Vec<&Row> = rows
+        .iter()
+        .filter(|r| r.kind == kind && launch(r))
+        .collect();
+    let mut out: Vec<&Row> = Vec::new();
+    for &r in &mine {
         match out.iter_mut().find(|b| b.shape.name == r.shape.name) {
-            Some(b) if speed_over(r, b) > 1.0 => *b = r,
-            Some(_) => {}
+            Some(b) => {
+                let reference = median_reference_s(&mine, &r.shape.name);
+                if drift_adjusted_s(r, reference) < drift_adjusted_s(b, reference) {
+                    *b = r;
+                }
+            }
             None => out.push(r),
         }
     }
     out
 }
 
-/// How much faster `a` ran than `b` (above 1: faster). Where both rows were timed against the
-/// reference, each in its own race, the ratio of their ratios to it: over a run of many kernels
-/// the GPU's clock drifts (the reference's time moved by up to 11 % within one shape over an
-/// exhaustive H100 run), and each race alternates the two libraries under the same clock.
-/// Otherwise the ratio of the times.
-pub fn speed_over(a: &Row, b: &Row) -> f64 {
-    match (a.ratio(), b.ratio()) {
-        (Some(x), Some(y)) => x / y,
-        _ => b.ours_s / a.ours_s,
+/// The median time of the reference over the races of one shape, if any has one.
+pub fn median_reference_s(rows: &[&Row], shape: &str) -> Option<f64> {
+    let mut t: Vec<f64> = rows
+        .iter()
+        .filter(|r| r.shape.name == shape)
+        .filter_map(|r| r.theirs_s)
+        .collect();
+    t.sort_by(f64::total_cmp);
+    (!t.is_empty()).then(|| t[t.len() / 2])
+}
+
+/// A row's time corrected for the clock's drift over a run of many kernels: scaled by how far the
+/// reference of its own race ran from the shape's median reference time (`--kernels all` races
+/// each kernel against the reference; over an exhaustive H100 run the reference's time moved by
+/// up to 11 % within one shape). A race whose reference ran more than a fifth off the median (a
+/// one-off stall of the reference, not drift) is not corrected.
+pub fn drift_adjusted_s(r: &Row, median_reference: Option<f64>) -> f64 {
+    match (r.theirs_s, median_reference) {
+        (Some(t), Some(m)) if t > 0.0 && (t / m - 1.0).abs() <= 0.2 => r.ours_s * m / t,
+        _ => r.ours_s,
     }
 }
 
@@ -480,6 +499,7 @@ fn summarize_kind(rows: &[Row], kind: Kind, mode: &KernelMode, launch: Pdl, labe
     );
     if matches!(mode, KernelMode::All) {
         // How far the heuristic's pick is from the best measured kernel.
+        let mine: Vec<&Row> = rows.iter().filter(|r| r.kind == kind).collect();
         let mut worst = (1.0f64, String::new());
         for b in &best {
             let h = rows.iter().find(|r| {
@@ -489,7 +509,8 @@ fn summarize_kind(rows: &[Row], kind: Kind, mode: &KernelMode, launch: Pdl, labe
                     && Some(&r.kernel) == r.heuristic.as_ref()
             });
             if let Some(h) = h {
-                let f = speed_over(h, b);
+                let reference = median_reference_s(&mine, &b.shape.name);
+                let f = drift_adjusted_s(b, reference) / drift_adjusted_s(h, reference);
                 if f < worst.0 {
                     worst = (f, b.shape.name.clone());
                 }
@@ -610,23 +631,32 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn the_best_row_is_chosen_by_its_own_race() {
-        // Kernel "drifted" ran faster in absolute time but slower than the reference of its own
-        // race (the clock was higher then); "steady" is the faster kernel.
+    fn the_best_row_is_chosen_with_the_clock_drift_corrected() {
+        // "drifted" ran faster in absolute time, but its race's reference ran faster still (the
+        // clock was higher then); "steady" is the faster kernel at the same clock.
         let mut drifted = row("a", (128, 128, 128), 1.0, 0.9);
         drifted.kernel = "drifted".into();
-        let mut steady = row("a", (128, 128, 128), 1.1, 1.2);
+        let mut steady = row("a", (128, 128, 128), 1.05, 1.0);
         steady.kernel = "steady".into();
-        let rows = [drifted, steady];
+        let mut third = row("a", (128, 128, 128), 1.2, 1.0);
+        third.kernel = "third".into();
+        let rows = [drifted, steady, third];
         let best = best_rows(&rows, Kind::Bf16, Pdl::On);
         assert_eq!(best.len(), 1);
         assert_eq!(best[0].kernel, "steady");
-        assert!((speed_over(&rows[1], &rows[0]) - (1.2 / 1.1) / 0.9).abs() < 1e-12);
-        // Without a reference time, the times decide.
-        let (mut x, mut y) = (rows[0].clone(), rows[1].clone());
-        x.theirs_s = None;
-        y.theirs_s = None;
-        assert!((speed_over(&x, &y) - 1.1).abs() < 1e-12);
+        let all: Vec<&Row> = rows.iter().collect();
+        let m = median_reference_s(&all, "a");
+        assert_eq!(m, Some(1.0e-3));
+        assert!((drift_adjusted_s(&rows[0], m) - 1.0e-3 / 0.9).abs() < 1e-12);
+        // A reference that stalled (five times its median) corrects nothing: the kernel of that
+        // race is not taken for the fastest on its account.
+        let mut stalled = row("a", (128, 128, 128), 1.1, 5.0);
+        stalled.kernel = "stalled".into();
+        let rows = [rows[0].clone(), rows[1].clone(), rows[2].clone(), stalled];
+        assert_eq!(best_rows(&rows, Kind::Bf16, Pdl::On)[0].kernel, "steady");
+        let all: Vec<&Row> = rows.iter().collect();
+        let m = median_reference_s(&all, "a");
+        assert!((drift_adjusted_s(&rows[3], m) - 1.1e-3).abs() < 1e-12);
     }
 
     #[test]
