@@ -713,8 +713,8 @@ pub const SM90_MENU_FP8_OVERLAP: &[Sm90MenuTile] = &[
     // 64x64 where N is a few thousand) and swapped with 2x1x1 (the tokens on the kernel's N side).
     // Chosen with the 128x128 2x1x1 kernel above on five families of the broad set and scored on
     // the other three and three families outside it (H100, docs/performance.md). Measured and left
-    // out then: 128x64x128 cooperative (1x2x1, 2x1x1), 64x96x128 pingpong 1x2x1 and the swapped
-    // 128x32 stream-K kernel.
+    // out of the default set then: 128x64x128 cooperative (1x2x1, 2x1x1), 64x64x128 and 64x96x128
+    // pingpong 1x2x1 and the swapped 128x32 stream-K kernel.
     menu_pingpong([64, 32, 128], [1, 2, 1]).with_schedule(PINGPONG_OVERLAP),
     menu_pingpong_swapped([64, 32, 128], [2, 1, 1]).with_schedule(PINGPONG_OVERLAP),
 ];
@@ -1501,7 +1501,7 @@ pub fn sm90() -> Vec<KernelSpec> {
 /// 128x128 stream-K for 65-1024 tokens, 128x256 for prefill.
 pub const WEIGHT_ONLY_FUSED_TILES: &[[u32; 3]] = &[[128, 32, 64], [128, 128, 64], [128, 256, 64]];
 
-/// The kernels built when the user selects none (85): the 128x256x64 cooperative kernel for f16
+/// The kernels built when the user selects none (97): the 128x256x64 cooperative kernel for f16
 /// and bf16 in all four layouts with an output of the input type, plus f32 output in the TN
 /// layout; eleven small- and odd-shape TN kernels and two for outputs of any alignment per 16-bit
 /// type; and the e4m3 x e4m3 -> bf16 FP8 kernels with the overlapped promotion, thirteen tensor-wise

@@ -380,38 +380,49 @@ pub fn read_csv(path: &Path) -> Result<(String, Vec<Row>)> {
 /// plans launched with programmatic dependent launch where the kernel has it (`Pdl::On`, the
 /// library's default) or without it (`Pdl::Off`).
 pub fn best_rows(rows: &[Row], kind: Kind, pdl: Pdl) -> Vec<&Row> {
-    let launch = |r: &Row| match pdl {
-        Pdl::Off => r.pdl != Some(true),
-        _ => r.pdl != Some(false),
-    };
-    let mine: Vec<&Row> = rows
-        .iter()
-        .filter(|r| r.kind == kind && launch(r))
-        .collect();
+    let mine = rows_of(rows, kind, pdl);
+    let references = median_references_s(&mine);
+    let adjusted = |r: &Row| drift_adjusted_s(r, references.get(r.shape.name.as_str()).copied());
     let mut out: Vec<&Row> = Vec::new();
     for &r in &mine {
         match out.iter_mut().find(|b| b.shape.name == r.shape.name) {
-            Some(b) => {
-                let reference = median_reference_s(&mine, &r.shape.name);
-                if drift_adjusted_s(r, reference) < drift_adjusted_s(b, reference) {
-                    *b = r;
-                }
-            }
+            Some(b) if adjusted(r) < adjusted(b) => *b = r,
+            Some(_) => {}
             None => out.push(r),
         }
     }
     out
 }
 
-/// The median time of the reference over the races of one shape, if any has one.
-pub fn median_reference_s(rows: &[&Row], shape: &str) -> Option<f64> {
-    let mut t: Vec<f64> = rows
-        .iter()
-        .filter(|r| r.shape.name == shape)
-        .filter_map(|r| r.theirs_s)
-        .collect();
-    t.sort_by(f64::total_cmp);
-    (!t.is_empty()).then(|| t[t.len() / 2])
+/// The rows of one type and launch mode (`Pdl::On` and `Pdl::Both` take the rows with PDL or
+/// without a mode).
+fn rows_of(rows: &[Row], kind: Kind, pdl: Pdl) -> Vec<&Row> {
+    let launch = |r: &Row| match pdl {
+        Pdl::Off => r.pdl != Some(true),
+        _ => r.pdl != Some(false),
+    };
+    rows.iter()
+        .filter(|r| r.kind == kind && launch(r))
+        .collect()
+}
+
+/// Per shape, the median time of the reference over the races of its rows (of those that have
+/// one; the mean of the two middle ones for an even count).
+pub fn median_references_s<'a>(rows: &[&'a Row]) -> std::collections::HashMap<&'a str, f64> {
+    let mut times: std::collections::HashMap<&str, Vec<f64>> = std::collections::HashMap::new();
+    for r in rows {
+        if let Some(t) = r.theirs_s {
+            times.entry(r.shape.name.as_str()).or_default().push(t);
+        }
+    }
+    times
+        .into_iter()
+        .map(|(shape, mut t)| {
+            t.sort_by(f64::total_cmp);
+            let n = t.len();
+            (shape, (t[(n - 1) / 2] + t[n / 2]) / 2.0)
+        })
+        .collect()
 }
 
 /// A row's time corrected for the clock's drift over a run of many kernels: scaled by how far the
@@ -456,7 +467,8 @@ pub fn summarize(rows: &[Row], kinds: &[Kind], mode: &KernelMode, pdl: Pdl) {
     }
 }
 
-/// The geometric mean over the shapes of (best time without PDL) / (best time with PDL).
+/// The geometric mean over the shapes of (best time without PDL) / (best time with PDL), each
+/// measured against the reference of its own race where both were.
 pub fn pdl_gain(rows: &[Row], kind: Kind) -> Option<f64> {
     let off = best_rows(rows, kind, Pdl::Off);
     let on = best_rows(rows, kind, Pdl::On);
@@ -465,7 +477,12 @@ pub fn pdl_gain(rows: &[Row], kind: Kind) -> Option<f64> {
         .filter_map(|o| {
             on.iter()
                 .find(|r| r.shape.name == o.shape.name)
-                .map(|r| o.ours_s / r.ours_s)
+                .map(|r| match (r.ratio(), o.ratio()) {
+                    // Each against the reference of its own race (cuBLAS has no PDL: a fixed
+                    // yardstick across the two modes, under the clock of each race).
+                    (Some(with), Some(without)) => with / without,
+                    _ => o.ours_s / r.ours_s,
+                })
         })
         .collect();
     (!gains.is_empty()).then(|| geometric_mean(&gains))
@@ -499,7 +516,7 @@ fn summarize_kind(rows: &[Row], kind: Kind, mode: &KernelMode, launch: Pdl, labe
     );
     if matches!(mode, KernelMode::All) {
         // How far the heuristic's pick is from the best measured kernel.
-        let mine: Vec<&Row> = rows.iter().filter(|r| r.kind == kind).collect();
+        let references = median_references_s(&rows_of(rows, kind, launch));
         let mut worst = (1.0f64, String::new());
         for b in &best {
             let h = rows.iter().find(|r| {
@@ -509,7 +526,7 @@ fn summarize_kind(rows: &[Row], kind: Kind, mode: &KernelMode, launch: Pdl, labe
                     && Some(&r.kernel) == r.heuristic.as_ref()
             });
             if let Some(h) = h {
-                let reference = median_reference_s(&mine, &b.shape.name);
+                let reference = references.get(b.shape.name.as_str()).copied();
                 let f = drift_adjusted_s(b, reference) / drift_adjusted_s(h, reference);
                 if f < worst.0 {
                     worst = (f, b.shape.name.clone());
@@ -645,7 +662,7 @@ pub(crate) mod tests {
         assert_eq!(best.len(), 1);
         assert_eq!(best[0].kernel, "steady");
         let all: Vec<&Row> = rows.iter().collect();
-        let m = median_reference_s(&all, "a");
+        let m = median_references_s(&all).get("a").copied();
         assert_eq!(m, Some(1.0e-3));
         assert!((drift_adjusted_s(&rows[0], m) - 1.0e-3 / 0.9).abs() < 1e-12);
         // A reference that stalled (five times its median) corrects nothing: the kernel of that
@@ -655,7 +672,9 @@ pub(crate) mod tests {
         let rows = [rows[0].clone(), rows[1].clone(), rows[2].clone(), stalled];
         assert_eq!(best_rows(&rows, Kind::Bf16, Pdl::On)[0].kernel, "steady");
         let all: Vec<&Row> = rows.iter().collect();
-        let m = median_reference_s(&all, "a");
+        // An even count: the mean of the two middle times (1.0 and 1.0 ms).
+        let m = median_references_s(&all).get("a").copied();
+        assert_eq!(m, Some(1.0e-3));
         assert!((drift_adjusted_s(&rows[3], m) - 1.1e-3).abs() < 1e-12);
     }
 
