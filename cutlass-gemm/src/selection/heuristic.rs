@@ -25,10 +25,13 @@
 //! the 140 shapes of `bench/shapes-broad.tsv` (eight model families; the constants come from a fit
 //! that left the Gemma-2 and Llama-3 families out, which then scored as well as the rest:
 //! `docs/performance.md`); the 2026-12-07 e4m3 runs with the current menu (the broad set and three
-//! families outside it) are scored, not fitted. Tile efficiency is linear in log2(tile area) between fitted anchors,
-//! times a factor for CuTe's extended wgmma shapes. Ties of the estimate (memory-bound
-//! problems) go to the smaller tile, then to fewer idle CTAs, then to the cluster whose CTAs
-//! share the operand streamed from DRAM (`unshared_panel`).
+//! families outside it) are scored, not fitted; the sliced FP8 tiles' factor and the FP8 raster
+//! tie-break come from the large e4m3 tiles timed by name on five families (the others scored).
+//! Tile efficiency is linear in log2(tile area) between fitted anchors, times a factor for CuTe's
+//! extended wgmma shapes and one for the sliced FP8 main loop. Ties of the estimate (memory-bound
+//! problems) go to the smaller tile, then to fewer idle CTAs, then for the FP8 cooperative
+//! two-CTA clusters to the measured raster (`raster_rank`), then to the cluster whose CTAs share
+//! the operand streamed from DRAM (`unshared_panel`).
 //! The script scores the picks per type and bf16 leave-one-shape-out (`docs/performance.md`).
 //! [`crate::selection::tune`] measures instead of estimating. Automatic selection
 //! never takes an FP8 fast-accumulation kernel (less precise): name it to use it; and it never
@@ -83,6 +86,15 @@ const TILE_EFFICIENCY: [f64; 7] = [0.213, 0.312, 0.413, 0.496, 0.498, 0.618, 0.6
 /// the 144- and 176-wide tiles, whose epilogue also stores 16-column subtiles).
 const EXTENDED_SHAPE_EFFICIENCY: f64 = 0.963;
 
+/// Efficiency factor of this crate's sliced FP8 main loop ([`KernelSpec::uses_sliced_promotion`]:
+/// the e4m3/e5m2 cooperative tiles of 128 x N, N > 144, which promote one N slice at a time).
+/// Measured by name on an H100 (2026-12-07, `bench/training/e4m3-large-tiles-ab-h100-run{1,2}.csv`:
+/// 128x256 and 128x192 1x2x1 against 128x128 1x2x1 and 2x1x1, each in its own race against
+/// cuBLASLt, on the 90 shapes where the constants before took a sliced tile): 128x256 ran 0.869x
+/// cuBLASLt, 128x128 2x1x1 0.911x. Fitted on five model families (`tools/fit_heuristic.py
+/// --scan-sliced`: 0.90-0.95 score alike; the others, scored only, alike too).
+const SLICED_FP8_EFFICIENCY: f64 = 0.93;
+
 /// Fraction of the peak a tile sustains in its main loop.
 fn tile_efficiency(spec: &KernelSpec) -> f64 {
     let [tm, tn, _] = spec.tile;
@@ -104,7 +116,12 @@ fn tile_efficiency(spec: &KernelSpec) -> f64 {
     } else {
         1.0
     };
-    base * schedule * extended
+    let sliced = if spec.uses_sliced_promotion() {
+        SLICED_FP8_EFFICIENCY
+    } else {
+        1.0
+    };
+    base * schedule * extended * sliced
 }
 
 /// MMA throughput of the input type relative to bf16.
@@ -392,30 +409,53 @@ fn superseded<'a>(spec: &KernelSpec, mut kernels: impl Iterator<Item = &'a Kerne
     }
 }
 
+/// Rows of M (the kernel's view) from which the FP8 cooperative kernels of a two-CTA cluster
+/// prefer 1x2x1 (raster along M) to 2x1x1 (raster along N) where their estimates tie
+/// ([`raster_rank`]).
+const RASTER_ALONG_M_FROM_ROWS: usize = 4096;
+
+/// A tie-break of [`choose`] ([`preference`]): 0 for the preferred of the overlapped FP8 cooperative
+/// kernels' two-CTA clusters, whose raster runs across the cluster ([`default_schedule`]), 1 for
+/// the other; 0 for every other kernel. Measured by name on an H100 (the runs of
+/// [`SLICED_FP8_EFFICIENCY`]): the 128x128 tile ran 0.911x cuBLASLt with 2x1x1 and 0.890x with
+/// 1x2x1 over the 90 shapes, 2x1x1 ahead at every M from 256 to 2048 (up to 9 %), 1x2x1 ahead on
+/// most shapes of 4096 rows and more (up to 10 % at 4096 x 22016 x 4096); the cost model ties
+/// them.
+fn raster_rank(spec: &KernelSpec, m: usize) -> u8 {
+    let pair = matches!(spec.cluster, [2, 1, 1] | [1, 2, 1])
+        && spec.kernel_schedule == KernelSchedule::TmaWarpSpecializedCooperativeFp8Overlap;
+    u8::from(pair && (spec.cluster[0] == 2) == (m >= RASTER_ALONG_M_FROM_ROWS))
+}
+
 /// What [`choose`] orders kernels by, for a kernel's view of the output (`m x n`): the estimate;
-/// on ties (memory-bound problems, where the DRAM term binds) the smaller tile (more CTAs in
-/// flight, measured: docs/performance.md), then the cluster shape that idles fewer CTAs, then the
-/// one that shares the streamed operand ([`unshared_panel`]).
+/// on ties (memory-bound problems, where the DRAM term binds, and kernels that differ only in
+/// their cluster) the smaller tile (more CTAs in flight, measured: docs/performance.md), then the
+/// cluster shape that idles fewer CTAs, then the FP8 raster ([`raster_rank`]), then the cluster
+/// that shares the streamed operand ([`unshared_panel`]).
+type Preference = (f64, u32, usize, u8, usize);
+
 fn preference(
     spec: &KernelSpec,
     (m, n): (usize, usize),
     k: usize,
     batch: usize,
     sms: usize,
-) -> (f64, u32, usize, usize) {
+) -> Preference {
     (
         estimate_us(spec, m, n, k, batch, sms),
         spec.tile[0] * spec.tile[1],
         cluster_tiles(spec, m, n, batch),
+        raster_rank(spec, m),
         unshared_panel(spec, m, n),
     )
 }
 
-fn compare(x: (f64, u32, usize, usize), y: (f64, u32, usize, usize)) -> std::cmp::Ordering {
+fn compare(x: Preference, y: Preference) -> std::cmp::Ordering {
     x.0.total_cmp(&y.0)
         .then(x.1.cmp(&y.1))
         .then(x.2.cmp(&y.2))
         .then(x.3.cmp(&y.3))
+        .then(x.4.cmp(&y.4))
 }
 
 /// The k-tiles of 128 that the busiest SM saves when a stream-K kernel shares the K loops of
@@ -831,31 +871,52 @@ mod tests {
     /// even share of a fractional last wave would favour without [`STREAM_K_FP8_FACTOR`]
     /// (bench/training/e4m3-suite-h100.csv, 128x128 1x2x1: 8192³ 794.6 us against 832.7 us,
     /// 4096 x 7168 x 16384 699.5 against 708.1 us, 4096 x 8192 x 28672 1466.3 against 1487.0 us),
-    /// and there the sliced 128x256 tile (bench/training/e4m3-large-h100.csv: 785,
-    /// 676 and 1342 us; 128x128 796, 703 and 1440 us). At N = 2112 the 256-wide tile pads N to
-    /// 2304 and leaves a third wave: 128x192 (105 us; 128x144 106, 128x128 111, 128x256 139).
+    /// and there the 128x128 tile rather than the sliced 128x256 ([`SLICED_FP8_EFFICIENCY`]; by
+    /// name, each in its own race, bench/training/e4m3-large-tiles-ab-h100-run{1,2}.csv: 128x128
+    /// 0.90-0.99x cuBLASLt on these three, 128x256 0.89-0.92x), with the 1x2x1 cluster from 4096
+    /// rows ([`raster_rank`]). At N = 2112 a 256-wide tile pads N to 2304 and leaves a third wave:
+    /// 128x144 or 128x192 (e4m3-large-h100.csv: 106 and 105 us; 128x128 111, 128x256 139).
     #[test]
     fn fp8_large_problems_take_the_persistent_kernel() {
         for (m, n, k) in [(8192, 8192, 8192), (4096, 7168, 16384), (4096, 8192, 28672)] {
             let s = pick_e4m3(m, n, k);
             assert_eq!(
                 (s.tile, s.cluster, s.tile_scheduler),
-                ([128, 256, 128], [1, 2, 1], TileScheduler::Persistent),
+                ([128, 128, 128], [1, 2, 1], TileScheduler::Persistent),
                 "{m}x{n}x{k}: {}",
                 s.name()
             );
-            assert_eq!(
-                s.mainloop_wrapper().map(|w| w.0),
-                Some("cutlass_rs::Sm90Fp8SlicedPromotion")
-            );
         }
         let s = pick_e4m3(4096, 2112, 7168);
-        assert_eq!(
-            (s.tile, s.cluster),
-            ([128, 192, 128], [1, 2, 1]),
+        assert!(
+            [[128, 144, 128], [128, 192, 128]].contains(&s.tile) && s.cluster == [1, 2, 1],
             "{}",
             s.name()
         );
+    }
+
+    /// The tie between the FP8 cooperative kernels' two-CTA clusters goes to 2x1x1 (raster along
+    /// N) below 4096 rows and to 1x2x1 from there ([`raster_rank`]); other kernels tie as before.
+    #[test]
+    fn fp8_cluster_ties_follow_the_measured_raster() {
+        for (m, cluster) in [(1024, [2, 1, 1]), (2048, [2, 1, 1]), (4096, [1, 2, 1])] {
+            let s = pick_e4m3(m, 4096, 14336);
+            assert_eq!(
+                (s.tile, s.cluster),
+                ([128, 128, 128], cluster),
+                "{}",
+                s.name()
+            );
+        }
+        let wide = overlapped([128, 128, 128], [2, 1, 1]);
+        let tall = overlapped([128, 128, 128], [1, 2, 1]);
+        assert_eq!((raster_rank(&wide, 4095), raster_rank(&tall, 4095)), (0, 1));
+        assert_eq!((raster_rank(&wide, 4096), raster_rank(&tall, 4096)), (1, 0));
+        let bf16 = bf16_menu()
+            .into_iter()
+            .find(|s| s.cluster == [2, 1, 1])
+            .expect("a bf16 kernel of a 2x1x1 cluster");
+        assert_eq!((raster_rank(&bf16, 1024), raster_rank(&bf16, 8192)), (0, 0));
     }
 
     /// The e4m3 -> bf16 overlapped cooperative kernel of this tile and cluster (persistent).
