@@ -1374,7 +1374,7 @@ pub fn sm90() -> Vec<KernelSpec> {
         })
         .collect();
     out.extend(fused);
-    // The gated-epilogue twins of the 16-bit TN tiles of SM90_TILES_GATED.
+    // The gated-epilogue twins of the TN tiles of SM90_TILES_GATED (16-bit, and e4m3 to bf16).
     let gated: Vec<KernelSpec> = out.iter().filter_map(gated_epilogue).collect();
     out.extend(gated);
     // Grouped (pointer-array) kernels, TN with a D of the input type (bf16 for e4m3): row-major,
@@ -1512,8 +1512,9 @@ pub const WEIGHT_ONLY_FUSED_TILES: &[[u32; 3]] = &[[128, 32, 64], [128, 128, 64]
 /// ([`Fusion::ScaleBiasActivation`], [`is_default_fused`]) for GEMMs with a bias, an activation
 /// or row and column scales. (With the fused epilogue on every kernel, plain GEMMs whose
 /// epilogue dominates, large M·N against small K, ran up to 30 % slower on an H100: a plain GEMM
-/// keeps CUTLASS's.) And the six gated-epilogue kernels ([`SM90_TILES_GATED`] for bf16 and f16:
-/// an MLP's gate and up projections with SwiGLU or GeGLU in one GEMM).
+/// keeps CUTLASS's.) And the eight gated-epilogue kernels ([`SM90_TILES_GATED`], three each for
+/// bf16 and f16, two for e4m3 to bf16: an MLP's gate and up projections with SwiGLU or GeGLU in
+/// one GEMM).
 pub fn is_default(spec: &KernelSpec) -> bool {
     if spec.mixed_input.is_some() {
         return false;
@@ -1521,7 +1522,7 @@ pub fn is_default(spec: &KernelSpec) -> bool {
     if let Fusion::Gated { bias } = spec.fusion {
         // Every gated entry (bias of D's type) is in the default set.
         return bias == spec.d.ty
-            && spec.d.align == spec.a.align
+            && gated_types(spec)
             && SM90_TILES_GATED.iter().any(|&(tile, cluster, schedule)| {
                 (tile, cluster, schedule) == (spec.tile, spec.cluster, spec.kernel_schedule)
             });
@@ -1615,10 +1616,13 @@ pub fn fused_epilogue(spec: &KernelSpec) -> Option<Fusion> {
     .map(|()| fused)
 }
 
-/// The tiles that come with the gated epilogue ([`Fusion::Gated`]) for bf16 and f16, all in the
-/// default set: 128x256 cooperative (2x1x1) for MLPs of many tokens, 128x128 cooperative (1x2x1)
-/// where 128x256 tiles leave a wave short, 64x128 pingpong (1x2x1) for few tokens. Persistent
-/// scheduler, `NoSmemWarpSpecialized` epilogue.
+/// The tiles that come with the gated epilogue ([`Fusion::Gated`]), all in the default set. For
+/// bf16 and f16: 128x256 cooperative (2x1x1) for MLPs of many tokens, 128x128 cooperative (1x2x1)
+/// where 128x256 tiles leave a wave short, 64x128 pingpong (1x2x1) for few tokens. For e4m3 to
+/// bf16 (tensor-wise or rowwise scales), on this crate's overlapped-promotion main loops: 128x128
+/// cooperative (2x1x1, what a plain e4m3 GEMM takes for an MLP's gate and up projections from
+/// 256 to 2048 tokens) and 64x128 pingpong (1x2x1) for few tokens. Persistent scheduler,
+/// `NoSmemWarpSpecialized` epilogue.
 pub const SM90_TILES_GATED: &[([u32; 3], [u32; 3], KernelSchedule)] = &[
     (
         [128, 256, 64],
@@ -1635,7 +1639,27 @@ pub const SM90_TILES_GATED: &[([u32; 3], [u32; 3], KernelSchedule)] = &[
         [1, 2, 1],
         KernelSchedule::TmaWarpSpecializedPingpong,
     ),
+    (
+        [128, 128, 128],
+        [2, 1, 1],
+        KernelSchedule::TmaWarpSpecializedCooperativeFp8Overlap,
+    ),
+    (
+        [64, 128, 128],
+        [1, 2, 1],
+        KernelSchedule::TmaWarpSpecializedPingpongFp8Overlap,
+    ),
 ];
+
+/// Whether a kernel's types take the gated twin: bf16 or f16 throughout, or e4m3 inputs with a
+/// bf16 output (the FP8 pair the default set builds); D's rows aligned as A's (16 bytes).
+fn gated_types(spec: &KernelSpec) -> bool {
+    let types = match (spec.a.ty, spec.b.ty, spec.d.ty) {
+        (DataType::E4M3, DataType::E4M3, DataType::Bf16) => true,
+        (a, b, d) => SM90_16BIT_INPUTS.contains(&a) && b == a && d == a,
+    };
+    types && spec.d.align * spec.d.ty.bits() == spec.a.align * spec.a.ty.bits()
+}
 
 /// The gated twin of a CUTLASS-epilogue kernel whose tile is one of [`SM90_TILES_GATED`]: the
 /// same main loop with [`Fusion::Gated`] (a bias of D's type) and the epilogue without shared
@@ -1644,7 +1668,7 @@ pub fn gated_epilogue(spec: &KernelSpec) -> Option<KernelSpec> {
     let listed = SM90_TILES_GATED.iter().any(|&(tile, cluster, schedule)| {
         (tile, cluster, schedule) == (spec.tile, spec.cluster, spec.kernel_schedule)
     });
-    if !listed || spec.fusion != Fusion::LinearCombination || spec.d.align != spec.a.align {
+    if !listed || spec.fusion != Fusion::LinearCombination || !gated_types(spec) {
         return None;
     }
     let twin = KernelSpec {

@@ -65,7 +65,7 @@ mod tests {
     #[test]
     fn default_set_is_small_and_covers_all_layouts() {
         let with_grouped = catalog::select(&[Arch::Sm90a], &catalog::NameFilter::parse(""));
-        assert_eq!(with_grouped.len(), 97);
+        assert_eq!(with_grouped.len(), 99);
         // Thirteen grouped kernels: four tiles per 16-bit type and three for e4m3 (one of them
         // with a column-major D, for the operand swap), and two for e4m3 with blockwise scales
         // (bf16 out, K-major scales, the overlapped main loop).
@@ -89,16 +89,19 @@ mod tests {
         assert!(grouped.iter().all(|s| s.layout_name() == "TN"
             && s.name().contains("_gemm_grouped_")
             && !s.supports_programmatic_dependent_launch()));
-        // Six with the gated epilogue (three tiles per 16-bit type), each the twin of a kernel
-        // with CUTLASS's epilogue but for the epilogue schedule.
+        // Eight with the gated epilogue (three tiles per 16-bit type, two for e4m3 to bf16), each
+        // the twin of a kernel with CUTLASS's epilogue but for the epilogue schedule.
         let (gated, all): (Vec<KernelSpec>, Vec<KernelSpec>) =
             all.into_iter().partition(|s| s.fusion.is_gated());
-        assert_eq!(gated.len(), 6);
+        assert_eq!(gated.len(), 8);
+        assert_eq!(gated.iter().filter(|g| g.a.ty == DataType::E4M3).count(), 2);
         assert!(gated.iter().all(|g| all.contains(&KernelSpec {
             fusion: crate::Fusion::LinearCombination,
-            epilogue_schedule: if g.kernel_schedule
-                == crate::KernelSchedule::TmaWarpSpecializedPingpong
-            {
+            epilogue_schedule: if matches!(
+                g.kernel_schedule,
+                crate::KernelSchedule::TmaWarpSpecializedPingpong
+                    | crate::KernelSchedule::TmaWarpSpecializedPingpongFp8Overlap
+            ) {
                 crate::EpilogueSchedule::TmaWarpSpecialized
             } else {
                 crate::EpilogueSchedule::TmaWarpSpecializedCooperative
@@ -204,14 +207,17 @@ mod tests {
             .filter(|m| m.output == crate::Layout::RowMajor)
             .count();
         // The default set's kernels among them come twice: with CUTLASS's epilogue and the fused
-        // one (three also with the gated one).
+        // one (three also with the gated one: the 16-bit tiles of SM90_TILES_GATED).
         let (fused, plain): (Vec<KernelSpec>, Vec<KernelSpec>) = sel
             .iter()
             .filter(|s| !s.kernel_schedule.is_grouped() && !s.fusion.is_gated())
             .partition(|s| s.fusion.is_fused());
         assert_eq!(
             sel.iter().filter(|s| s.fusion.is_gated()).count(),
-            catalog::SM90_TILES_GATED.len()
+            catalog::SM90_TILES_GATED
+                .iter()
+                .filter(|(tile, ..)| tile[2] == 64)
+                .count()
         );
         assert_eq!(plain.len(), catalog::SM90_TILES_16BIT.len() + menu);
         assert_eq!(

@@ -1280,11 +1280,14 @@ impl KernelSpec {
         Ok(())
     }
 
-    /// The rules of [`Fusion::Gated`]: a dense SM90 16-bit TN kernel on CUTLASS's cooperative or
-    /// pingpong main loop with the persistent scheduler (the epilogue reads the warpgroup MMA's
-    /// accumulator layout and runs once per output tile), the epilogue without shared memory, an
-    /// f32 accumulator, C and D row-major of the input type, whole 16-column gate/up blocks per
-    /// tile, and a bias of D's type or f32.
+    /// The rules of [`Fusion::Gated`]: a dense SM90 TN kernel on CUTLASS's cooperative or pingpong
+    /// main loop, or for FP8 this crate's overlapped-promotion ones up to 72 accumulators a thread
+    /// (not the sliced main loop), with the persistent scheduler (the epilogue reads the
+    /// warpgroup MMA's accumulator layout and runs once per output tile), the epilogue without
+    /// shared memory, an f32 accumulator, bf16 or f16 inputs with C and D of the input type, or
+    /// e4m3/e5m2 inputs (tensor-wise scales in alpha, row and column scales in the epilogue) with
+    /// a bf16 or f16 C and D, both row-major, whole 16-column gate/up blocks per tile, and a bias
+    /// of D's type or f32.
     fn check_gated(&self, name: &str, bias: DataType) -> Result<(), String> {
         let plain = self.arch == Arch::Sm90a
             && !self.op_class.is_sparse()
@@ -1294,21 +1297,34 @@ impl KernelSpec {
             && self.block_scale.is_none()
             && self.output_scale.is_none()
             && self.tile_scheduler == TileScheduler::Persistent
+            && !self.uses_sliced_promotion()
             && matches!(
                 self.kernel_schedule,
                 KernelSchedule::TmaWarpSpecializedCooperative
                     | KernelSchedule::TmaWarpSpecializedPingpong
+                    | KernelSchedule::TmaWarpSpecializedCooperativeFp8Overlap
+                    | KernelSchedule::TmaWarpSpecializedPingpongFp8Overlap
             );
         if !plain || self.epilogue_schedule != EpilogueSchedule::NoSmemWarpSpecialized {
             return Err(format!(
-                "{name}: the gated epilogue runs on dense SM90 cooperative or pingpong kernels with the persistent scheduler and NoSmemWarpSpecialized"
+                "{name}: the gated epilogue runs on dense SM90 cooperative or pingpong kernels (FP8: overlapped promotion, not sliced) with the persistent scheduler and NoSmemWarpSpecialized"
             ));
         }
         let ty = self.a.ty;
-        if !matches!(ty, DataType::Bf16 | DataType::F16)
-            || self.b.ty != ty
-            || self.c.ty != ty
-            || self.d.ty != ty
+        let fp8 = |t: DataType| matches!(t, DataType::E4M3 | DataType::E5M2);
+        let types = if fp8(ty) {
+            fp8(self.b.ty) && matches!(self.d.ty, DataType::Bf16 | DataType::F16)
+        } else {
+            matches!(ty, DataType::Bf16 | DataType::F16) && self.b.ty == ty && self.d.ty == ty
+        };
+        let fp8_schedule = matches!(
+            self.kernel_schedule,
+            KernelSchedule::TmaWarpSpecializedCooperativeFp8Overlap
+                | KernelSchedule::TmaWarpSpecializedPingpongFp8Overlap
+        );
+        if !types
+            || fp8_schedule != fp8(ty)
+            || self.c.ty != self.d.ty
             || self.accumulator != DataType::F32
             || (self.a.layout, self.b.layout, self.c.layout, self.d.layout)
                 != (
@@ -1319,7 +1335,7 @@ impl KernelSpec {
                 )
         {
             return Err(format!(
-                "{name}: the gated epilogue takes bf16 or f16 TN operands, an f32 accumulator and C and D row-major of the input type"
+                "{name}: the gated epilogue takes bf16 or f16 TN operands with C and D row-major of the input type, or e4m3/e5m2 ones (overlapped promotion) with a bf16 or f16 C and D, and an f32 accumulator"
             ));
         }
         if self.tile[1] % 16 != 0 {

@@ -126,9 +126,12 @@ pub fn run(args: &ProfileArgs, epilogue: EpilogueArg) -> Result<ExitCode> {
             let rowwise = matches!(epilogue, EpilogueArg::Rowwise | EpilogueArg::RowwiseBias);
             let gated = epilogue == EpilogueArg::Swiglu;
             let result = match kind {
-                Kind::Bf16 if gated => measure_gated::<bf16>(&dev, s, kind, args, &warmed),
-                Kind::F16 if gated => measure_gated::<f16>(&dev, s, kind, args, &warmed),
-                _ if gated => Err(anyhow::anyhow!("--epilogue swiglu takes bf16 and f16")),
+                Kind::Bf16 if gated => measure_gated::<bf16, bf16>(&dev, s, kind, args, &warmed),
+                Kind::F16 if gated => measure_gated::<f16, f16>(&dev, s, kind, args, &warmed),
+                Kind::E4m3 if gated => measure_gated::<E4M3, bf16>(&dev, s, kind, args, &warmed),
+                _ if gated => Err(anyhow::anyhow!(
+                    "--epilogue swiglu takes bf16, f16 and e4m3"
+                )),
                 Kind::Bf16 if !rowwise => {
                     measure::<bf16, bf16>(&dev, s, kind, epilogue, args, &warmed)
                 }
@@ -453,7 +456,7 @@ where
 /// `--epilogue swiglu` on one shape: the gated GEMM (`n / 2` outputs) against cuBLASLt's plain
 /// GEMM over the whole `n` followed by the separate gated pass, against this crate's plain GEMM
 /// (what the gated epilogue costs) and against that GEMM with the separate pass (what it saves).
-fn measure_gated<T>(
+fn measure_gated<T, O>(
     dev: &Device,
     s: &Shape,
     kind: Kind,
@@ -462,6 +465,7 @@ fn measure_gated<T>(
 ) -> Result<FusedRow>
 where
     T: Element + cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits,
+    O: Element + cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits,
 {
     use cutlass_gemm::plans::gated::{apply_unfused_gated, GATE_BLOCK};
     use cutlass_gemm::GatedGemm;
@@ -474,14 +478,14 @@ where
     let stream = &dev.stream;
     let half = s.n / 2;
     let p = GemmProblem::new(s.m, s.n, s.k);
-    let gated = GatedGemm::<T>::plan(
+    let gated = GatedGemm::<T, O>::plan(
         dev.info,
         &GemmProblem::new(s.m, half, s.k),
         Activation::Silu,
         None,
     )?;
     let plain =
-        Gemm::<T, T, T>::plan(dev.info, &p, None)?.with_programmatic_dependent_launch(false);
+        Gemm::<T, T, O>::plan(dev.info, &p, None)?.with_programmatic_dependent_launch(false);
     let sets = rotation(dev, (s.m * s.k + s.n * s.k) * kind.input_bytes());
     let a: Vec<CudaSlice<T>> = fill_sets(stream, sets, s.m * s.k, 1)?;
     // The concatenated weight (gate rows, then up rows) for cuBLASLt and the plain GEMM; the
@@ -510,11 +514,11 @@ where
         LtScales::None,
     )
     .context("cuBLASLt")?;
-    let h_lt = stream.alloc_zeros::<T>(s.m * s.n)?;
-    let mut out_lt = stream.alloc_zeros::<T>(s.m * half)?;
-    let mut h_ours = stream.alloc_zeros::<T>(s.m * s.n)?;
-    let mut out_unfused = stream.alloc_zeros::<T>(s.m * half)?;
-    let mut d_gated = stream.alloc_zeros::<T>(s.m * half)?;
+    let h_lt = stream.alloc_zeros::<O>(s.m * s.n)?;
+    let mut out_lt = stream.alloc_zeros::<O>(s.m * half)?;
+    let mut h_ours = stream.alloc_zeros::<O>(s.m * s.n)?;
+    let mut out_unfused = stream.alloc_zeros::<O>(s.m * half)?;
+    let mut d_gated = stream.alloc_zeros::<O>(s.m * half)?;
     let ws_len = gated.workspace_size().max(plain.workspace_size()).max(1);
     let (mut ws, mut ws_other) = (
         stream.alloc_zeros::<u8>(ws_len)?,

@@ -77,14 +77,14 @@ fn from_gemm<TA: Element, TB: Element, TD: Element>(g: &Gemm<TA, TB, TD>) -> Cho
 }
 
 /// The gated GEMM's plan over the shape's n (gate and up together): n/2 outputs.
-fn gated<T: Element>(device: DeviceInfo, s: &Shape) -> cutlass_gemm::Result<Choice> {
+fn gated<T: Element, O: Element>(device: DeviceInfo, s: &Shape) -> cutlass_gemm::Result<Choice> {
     if s.n % 2 != 0 {
         return Err(Error::InvalidProblem {
             reason: ProblemRule::GatedOutputs { n: s.n },
         });
     }
     let p = GemmProblem::new(s.m, s.n / 2, s.k);
-    let g = GatedGemm::<T>::plan(device, &p, Activation::Silu, None)?;
+    let g = GatedGemm::<T, O>::plan(device, &p, Activation::Silu, None)?;
     Ok(Choice {
         kernel: g.kernel_name().to_string(),
         schedule: ScheduleHints::default(),
@@ -106,11 +106,14 @@ pub fn choose(
     let p = GemmProblem::new(s.m, s.n, s.k);
     if epilogue == EpilogueArg::Swiglu {
         return match kind {
-            Kind::Bf16 => gated::<bf16>(device, s),
-            Kind::F16 => gated::<f16>(device, s),
-            Kind::E4m3 | Kind::Fp8Blockwise => gated::<E4M3>(device, s),
-            Kind::Tf32 => gated::<Tf32>(device, s),
-            Kind::I8 => gated::<i8>(device, s),
+            Kind::Bf16 => gated::<bf16, bf16>(device, s),
+            Kind::F16 => gated::<f16, f16>(device, s),
+            Kind::E4m3 => gated::<E4M3, bf16>(device, s),
+            // No gated kernel takes blockwise scales: the library's typed error (it has none
+            // with an e4m3 output either).
+            Kind::Fp8Blockwise => gated::<E4M3, E4M3>(device, s),
+            Kind::Tf32 => gated::<Tf32, Tf32>(device, s),
+            Kind::I8 => gated::<i8, i8>(device, s),
         };
     }
     let e = epilogue.ours();
@@ -306,6 +309,32 @@ mod tests {
                 assert!(g.is_err(), "{} swiglu planned with n = {}", s.name, s.n);
             }
         }
+        // e4m3 to bf16: the gated e4m3 kernels.
+        let s = broad()
+            .into_iter()
+            .find(|s| s.name == "llama2-7b-gateup-m512")
+            .unwrap();
+        let g = choose(
+            NamedDevice::H100.info(),
+            &s,
+            Kind::E4m3,
+            EpilogueArg::Swiglu,
+        )
+        .unwrap();
+        assert!(
+            g.kernel
+                .starts_with("cutlass3x_sm90_tensorop_gemm_e4m3_e4m3_f32_bf16_bf16_")
+                && g.kernel.contains("_glu_scale_bias"),
+            "{}",
+            g.kernel
+        );
+        assert!(choose(
+            NamedDevice::H100.info(),
+            &s,
+            Kind::Fp8Blockwise,
+            EpilogueArg::Swiglu
+        )
+        .is_err());
         // FP8 rowwise: the e4m3 fused twins.
         let s = &broad()[0];
         let c = choose(

@@ -865,6 +865,58 @@ fn gated_gemms_check_their_rules_before_any_launch() {
         let g = plan(&GemmProblem::new(m, n, k)).unwrap();
         assert!(!g.kernel_spec().fusion.is_gated(), "{}", g.kernel_name());
     }
+    // e4m3 inputs with a bf16 output: a gated e4m3 kernel; k in 16-byte steps (16 elements);
+    // no gated kernel writes e4m3, nor takes f16 inputs with a bf16 output.
+    use cutlass_gemm::numeric::E4M3;
+    let fp8 = |p: &GemmProblem| GatedGemm::<E4M3, bf16>::plan(H100, p, Activation::Silu, None);
+    for m in [16, 512, 4096] {
+        let g = fp8(&GemmProblem::new(m, 14336, 4096)).unwrap();
+        let spec = g.kernel_spec();
+        assert!(spec.fusion.is_gated(), "{}", g.kernel_name());
+        assert_eq!((spec.a.ty, spec.d.ty), (DataType::E4M3, DataType::Bf16));
+    }
+    assert!(matches!(
+        fp8(&GemmProblem::new(16, 1024, 72)),
+        Err(Error::Misaligned {
+            operand: OperandName::A,
+            what: Quantity::Extent(Extent::K),
+            ..
+        })
+    ));
+    assert!(matches!(
+        GatedGemm::<E4M3, E4M3>::plan(
+            H100,
+            &GemmProblem::new(16, 1024, 64),
+            Activation::Silu,
+            None
+        ),
+        Err(Error::NoKernel { .. })
+    ));
+    assert!(matches!(
+        GatedGemm::<f16, bf16>::plan(
+            H100,
+            &GemmProblem::new(16, 1024, 64),
+            Activation::Silu,
+            None
+        ),
+        Err(Error::NoKernel { .. })
+    ));
+    // A bf16 gated kernel named for an e4m3 plan: the operand that differs.
+    assert!(matches!(
+        GatedGemm::<E4M3, bf16>::plan(
+            H100,
+            &GemmProblem::new(16, 1024, 64),
+            Activation::Silu,
+            Some(GATED_KERNEL)
+        ),
+        Err(Error::KernelMismatch {
+            reason: KernelRule::Operand {
+                operand: OperandName::A,
+                ..
+            },
+            ..
+        })
+    ));
 }
 
 /// The FP8 blockwise decode GEMV: the library takes it up to `BLOCKWISE_GEMV_TOKENS` tokens where

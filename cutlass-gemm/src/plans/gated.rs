@@ -17,8 +17,10 @@
 //! scales (optional, as the scales per row) are interleaved the same way. `act` is any
 //! [`Activation`]: SiLU gives SwiGLU, GELU GeGLU, ReLU ReGLU.
 //!
-//! The kernels are the catalog's [`cutlass_gemm_catalog::Fusion::Gated`] entries (bf16 and f16,
-//! SM90, three tiles in the default set).
+//! The kernels are the catalog's [`cutlass_gemm_catalog::Fusion::Gated`] entries (SM90, in the
+//! default set: three tiles each for bf16 and f16, two for e4m3 inputs with a bf16 output). With
+//! FP8 inputs, `alpha` carries the tensor-wise scales and the epilogue's row and column scales
+//! the rowwise ones (each column scale interleaved as the weight).
 
 use std::sync::Arc;
 
@@ -42,9 +44,11 @@ use crate::selection::{heuristic, select, ArchPolicy};
 pub const GATE_BLOCK: usize = 8;
 
 /// A planned gated GEMM: `D = act(x·W_gateᵀ + b_gate) ⊙ (x·W_upᵀ + b_up)` in one kernel, with
-/// the weight interleaved by [`interleave_gate_up`] (see the [module](self) docs).
+/// the weight interleaved by [`interleave_gate_up`] (see the [module](self) docs). `T` is the
+/// type of the activations and the weight, `O` of D and the bias (`T` itself for bf16 and f16;
+/// bf16 for e4m3 inputs).
 #[derive(Clone, Debug)]
-pub struct GatedGemm<T: Element> {
+pub struct GatedGemm<T: Element, O: Element = T> {
     problem: GemmProblem,
     device: DeviceInfo,
     kernel: Kernel,
@@ -53,10 +57,10 @@ pub struct GatedGemm<T: Element> {
     epilogue: Epilogue,
     workspace_size: usize,
     dependent_launch: bool,
-    _types: std::marker::PhantomData<T>,
+    _types: std::marker::PhantomData<(T, O)>,
 }
 
-impl<T: Element> GatedGemm<T> {
+impl<T: Element, O: Element> GatedGemm<T, O> {
     /// Plans on `ctx`'s device, choosing among the gated kernels of this build. `problem.n` is
     /// the number of outputs (D's columns); B is the interleaved weight with `2n` columns.
     pub fn new(ctx: &CudaContext, problem: &GemmProblem, activation: Activation) -> Result<Self> {
@@ -69,8 +73,8 @@ impl<T: Element> GatedGemm<T> {
     /// Rules, each a typed error: A row-major, B column-major (the interleaved weight `2n x k`
     /// row-major), D row-major ([`LayoutRule::GatedLayouts`]); `n` a multiple of 8
     /// ([`ProblemRule::GatedOutputs`]); no C (`beta` 0); A's and B's leading dimensions, batch
-    /// strides and `k` multiples of 8 elements (16 bytes, TMA's rule), D's of 2 (the epilogue
-    /// stores pairs of outputs).
+    /// strides and `k` multiples of 16 bytes (TMA's rule: 8 bf16 or f16 elements, 16 e4m3), D's
+    /// of 2 elements (the epilogue stores pairs of outputs).
     pub fn plan(
         device: DeviceInfo,
         problem: &GemmProblem,
@@ -159,11 +163,10 @@ impl<T: Element> GatedGemm<T> {
             let cutlass_gemm_catalog::Fusion::Gated { bias } = s.fusion else {
                 return Err(KernelRule::Gated { kernel: false });
             };
-            let ty = T::DATA_TYPE;
-            for (operand, o, layout) in [
-                (OperandName::A, s.a, Layout::RowMajor),
-                (OperandName::B, s.b, Layout::ColumnMajor),
-                (OperandName::D, s.d, Layout::RowMajor),
+            for (operand, o, ty, layout) in [
+                (OperandName::A, s.a, T::DATA_TYPE, Layout::RowMajor),
+                (OperandName::B, s.b, T::DATA_TYPE, Layout::ColumnMajor),
+                (OperandName::D, s.d, O::DATA_TYPE, Layout::RowMajor),
             ] {
                 if (o.ty, o.layout) != (ty, layout) {
                     return Err(KernelRule::Operand {
@@ -173,10 +176,10 @@ impl<T: Element> GatedGemm<T> {
                     });
                 }
             }
-            if bias != ty {
+            if bias != O::DATA_TYPE {
                 return Err(KernelRule::BiasType {
                     kernel: bias,
-                    required: ty,
+                    required: O::DATA_TYPE,
                 });
             }
             Ok(())
@@ -186,7 +189,7 @@ impl<T: Element> GatedGemm<T> {
             T::DATA_TYPE,
             T::DATA_TYPE,
             gemm.n,
-            T::DATA_TYPE
+            O::DATA_TYPE
         );
         let kernel = select(
             &device,
@@ -282,8 +285,8 @@ impl<T: Element> GatedGemm<T> {
         stream: &Arc<CudaStream>,
         x: &dyn DevicePtr<T>,
         w: &dyn DevicePtr<T>,
-        d: &mut dyn DevicePtrMut<T>,
-        vectors: &EpilogueOperands<'_, T>,
+        d: &mut dyn DevicePtrMut<O>,
+        vectors: &EpilogueOperands<'_, O>,
         workspace: Workspace<'_>,
     ) -> Result<()> {
         let device = self.device.ordinal;
@@ -299,8 +302,8 @@ impl<T: Element> GatedGemm<T> {
         let (pa, _ga) = x.device_ptr(stream);
         let (pb, _gb) = w.device_ptr(stream);
         let (pd, _gd) = d.device_ptr_mut(stream);
-        let size = std::mem::size_of::<T>() as u64;
-        let spans = self.ops.map(|m| m.required_len() as u64 * size);
+        let sizes = [size_of::<T>(), size_of::<T>(), size_of::<O>()];
+        let spans = [0, 1, 2].map(|i| self.ops[i].required_len() as u64 * sizes[i] as u64);
         for (operand, p) in [
             (OperandName::A, pa),
             (OperandName::B, pb),
@@ -324,7 +327,7 @@ impl<T: Element> GatedGemm<T> {
         check_operands(
             &self.epilogue,
             (self.problem.m, 2 * self.problem.n),
-            std::mem::size_of::<T>(),
+            size_of::<O>(),
             given,
             (pd, spans[2]),
         )?;

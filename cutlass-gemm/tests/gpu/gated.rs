@@ -1,13 +1,15 @@
 //! Gated GEMMs (SwiGLU, GeGLU, ReGLU in the epilogue) on every gated kernel of the build, element
 //! by element against the f64 host reference (`reference::gated`, whose bound carries the
 //! activation's error through the product), the weight interleaved by `interleave_gate_up` from
-//! two separate weights; and the launch-time checks.
+//! two separate weights (bf16, f16, and e4m3 inputs with a bf16 output, whose tensor-wise scale
+//! is alpha and rowwise scales the epilogue's); and the launch-time checks.
 
 use crate::common::*;
 
 use std::sync::Arc;
 
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
+use cutlass_gemm::numeric::E4M3;
 use cutlass_gemm::reference::{self, HostEpilogue, Strided};
 use cutlass_gemm::{
     interleave_gate_up, Activation, BiasAxis, Element, Epilogue, EpilogueOperands, Error,
@@ -25,7 +27,11 @@ fn random<T: Element>(rng: &mut StdRng, len: usize, scale: f64) -> Vec<T> {
 
 /// Runs the plan on random operands (the gate and up weights separate, interleaved on the host)
 /// and compares with the reference; returns the worst error over its bound.
-fn run_gated<T: Element>(stream: &Arc<CudaStream>, rng: &mut StdRng, g: &GatedGemm<T>) -> f64 {
+fn run_gated<T: Element, O: Element>(
+    stream: &Arc<CudaStream>,
+    rng: &mut StdRng,
+    g: &GatedGemm<T, O>,
+) -> f64 {
     let p = *g.problem();
     let e = g.epilogue();
     let (m, n, k) = (p.m, p.n, p.k);
@@ -33,8 +39,8 @@ fn run_gated<T: Element>(stream: &Arc<CudaStream>, rng: &mut StdRng, g: &GatedGe
     let gate: Vec<T> = random(rng, n * k, 1.0);
     let up: Vec<T> = random(rng, n * k, 1.0);
     let w = interleave_gate_up(&gate, &up, n, k).unwrap();
-    let bias_gate: Vec<T> = random(rng, n, 2.0);
-    let bias_up: Vec<T> = random(rng, n, 2.0);
+    let bias_gate: Vec<O> = random(rng, n, 2.0);
+    let bias_up: Vec<O> = random(rng, n, 2.0);
     let bias = interleave_gate_up(&bias_gate, &bias_up, n, 1).unwrap();
     let rows: Vec<f32> = (0..m).map(|_| rng.random_range(0.25f32..2.0)).collect();
     let cols: Vec<f32> = (0..2 * n).map(|_| rng.random_range(0.25f32..2.0)).collect();
@@ -47,9 +53,9 @@ fn run_gated<T: Element>(stream: &Arc<CudaStream>, rng: &mut StdRng, g: &GatedGe
         stream.clone_htod(&rows).unwrap(),
         stream.clone_htod(&cols).unwrap(),
     );
-    let mut dd: CudaSlice<T> = stream.clone_htod(&vec![T::POISON; m * n]).unwrap();
+    let mut dd: CudaSlice<O> = stream.clone_htod(&vec![O::POISON; m * n]).unwrap();
     let ops = EpilogueOperands {
-        bias: e.bias.map(|_| &dbias as &dyn DevicePtr<T>),
+        bias: e.bias.map(|_| &dbias as &dyn DevicePtr<O>),
         row_scales: e.row_scales.then_some(&drows as &dyn DevicePtr<f32>),
         col_scales: e.col_scales.then_some(&dcols as &dyn DevicePtr<f32>),
     };
@@ -77,15 +83,21 @@ fn run_gated<T: Element>(stream: &Arc<CudaStream>, rng: &mut StdRng, g: &GatedGe
     cmp.max_error_ratio
 }
 
-/// Every gated kernel of the build for T: every activation, with and without the bias and the
-/// scales, on shapes with an m off the tile and an n off the tile's half.
-fn every_gated_kernel<T: Element>(ctx: &Arc<CudaContext>, stream: &Arc<CudaStream>) -> usize {
+/// Every gated kernel of the build for inputs T and output O: every activation, with and without
+/// the bias and the scales, on shapes with an m off the tile, an n off the tile's half and a k off
+/// the tile.
+fn every_gated_kernel<T: Element, O: Element>(
+    ctx: &Arc<CudaContext>,
+    stream: &Arc<CudaStream>,
+) -> usize {
     let mut rng = rng();
     let mut runs = 0;
     let mut worst = 0.0f64;
     let kernels: Vec<_> = cutlass_gemm::built_kernels()
         .iter()
-        .filter(|k| k.spec.fusion.is_gated() && k.spec.a.ty == T::DATA_TYPE)
+        .filter(|k| {
+            k.spec.fusion.is_gated() && k.spec.a.ty == T::DATA_TYPE && k.spec.d.ty == O::DATA_TYPE
+        })
         .collect();
     for k in kernels {
         let mut epilogues: Vec<Epilogue> = Activation::ALL
@@ -102,9 +114,9 @@ fn every_gated_kernel<T: Element>(ctx: &Arc<CudaContext>, stream: &Arc<CudaStrea
             epilogues.truncate(2);
         }
         for (i, e) in epilogues.into_iter().enumerate() {
-            let (m, n, kk) = [(301, 392, 200), (1, 64, 64), (130, 136, 4096)][i % 3];
+            let (m, n, kk) = [(301, 392, 208), (1, 64, 64), (130, 136, 4096)][i % 3];
             let p = GemmProblem::new(m, n, kk).with_scalars(0.75, 0.0);
-            let g = GatedGemm::<T>::plan(
+            let g = GatedGemm::<T, O>::plan(
                 cutlass_gemm::DeviceInfo::query(ctx).unwrap(),
                 &p,
                 e.activation,
@@ -128,15 +140,25 @@ fn every_gated_kernel<T: Element>(ctx: &Arc<CudaContext>, stream: &Arc<CudaStrea
 #[ignore = "needs a CUDA GPU"]
 fn bf16_gated_epilogues_on_every_kernel() {
     let (ctx, stream) = gemm_device();
-    let runs = every_gated_kernel::<bf16>(&ctx, &stream);
+    let runs = every_gated_kernel::<bf16, bf16>(&ctx, &stream);
     assert!(runs >= 3 * 2, "{runs}");
+}
+
+/// e4m3 activations and weights, bf16 out: the two gated kernels of the default set, with
+/// alpha as the tensor-wise scale and the rowwise scales in the epilogue.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn e4m3_gated_epilogues_on_every_kernel() {
+    let (ctx, stream) = gemm_device();
+    let runs = every_gated_kernel::<E4M3, bf16>(&ctx, &stream);
+    assert!(runs >= 2 * 2, "{runs}");
 }
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn f16_gated_epilogues_on_every_kernel() {
     let (ctx, stream) = gemm_device();
-    let runs = every_gated_kernel::<f16>(&ctx, &stream);
+    let runs = every_gated_kernel::<f16, f16>(&ctx, &stream);
     assert!(runs >= 3 * 2, "{runs}");
 }
 
