@@ -25,13 +25,12 @@
 //! the 140 shapes of `bench/shapes-broad.tsv` (eight model families; the constants come from a fit
 //! that left the Gemma-2 and Llama-3 families out, which then scored as well as the rest:
 //! `docs/performance.md`); the 2026-12-07 e4m3 runs with the current menu (the broad set and three
-//! families outside it) are scored, not fitted; the sliced FP8 tiles' factor and the FP8 raster
-//! tie-break come from the large e4m3 tiles timed by name on five families (the others scored).
-//! Tile efficiency is linear in log2(tile area) between fitted anchors, times a factor for CuTe's
-//! extended wgmma shapes and one for the sliced FP8 main loop. Ties of the estimate (memory-bound
-//! problems) go to the smaller tile, then to fewer idle CTAs, then for the FP8 cooperative
-//! two-CTA clusters to the measured raster (`raster_rank`), then to the cluster whose CTAs share
-//! the operand streamed from DRAM (`unshared_panel`).
+//! families outside it) are scored, not fitted. Tile efficiency is linear in log2(tile area) between
+//! fitted anchors, times a factor for CuTe's extended wgmma shapes. Ties of the estimate
+//! (memory-bound problems, and kernels that differ only in their cluster) go to the smaller tile,
+//! then to fewer idle CTAs, then for the FP8 cooperative two-CTA clusters to the measured raster
+//! (`raster_rank`), then to the cluster whose CTAs share the operand streamed from DRAM
+//! (`unshared_panel`).
 //! The script scores the picks per type and bf16 leave-one-shape-out (`docs/performance.md`).
 //! [`crate::selection::tune`] measures instead of estimating. Automatic selection
 //! never takes an FP8 fast-accumulation kernel (less precise): name it to use it; and it never
@@ -86,15 +85,6 @@ const TILE_EFFICIENCY: [f64; 7] = [0.213, 0.312, 0.413, 0.496, 0.498, 0.618, 0.6
 /// the 144- and 176-wide tiles, whose epilogue also stores 16-column subtiles).
 const EXTENDED_SHAPE_EFFICIENCY: f64 = 0.963;
 
-/// Efficiency factor of this crate's sliced FP8 main loop ([`KernelSpec::uses_sliced_promotion`]:
-/// the e4m3/e5m2 cooperative tiles of 128 x N, N > 144, which promote one N slice at a time).
-/// Measured by name on an H100 (2026-12-07, `bench/training/e4m3-large-tiles-ab-h100-run{1,2}.csv`:
-/// 128x256 and 128x192 1x2x1 against 128x128 1x2x1 and 2x1x1, each in its own race against
-/// cuBLASLt, on the 90 shapes where the constants before took a sliced tile): 128x256 ran 0.869x
-/// cuBLASLt, 128x128 2x1x1 0.911x. Fitted on five model families (`tools/fit_heuristic.py
-/// --scan-sliced`: 0.90-0.95 score alike; the others, scored only, alike too).
-const SLICED_FP8_EFFICIENCY: f64 = 0.93;
-
 /// Fraction of the peak a tile sustains in its main loop.
 fn tile_efficiency(spec: &KernelSpec) -> f64 {
     let [tm, tn, _] = spec.tile;
@@ -116,12 +106,7 @@ fn tile_efficiency(spec: &KernelSpec) -> f64 {
     } else {
         1.0
     };
-    let sliced = if spec.uses_sliced_promotion() {
-        SLICED_FP8_EFFICIENCY
-    } else {
-        1.0
-    };
-    base * schedule * extended * sliced
+    base * schedule * extended
 }
 
 /// MMA throughput of the input type relative to bf16.
@@ -414,13 +399,16 @@ fn superseded<'a>(spec: &KernelSpec, mut kernels: impl Iterator<Item = &'a Kerne
 /// ([`raster_rank`]).
 const RASTER_ALONG_M_FROM_ROWS: usize = 4096;
 
-/// A tie-break of [`choose`] ([`preference`]): 0 for the preferred of the overlapped FP8 cooperative
-/// kernels' two-CTA clusters, whose raster runs across the cluster ([`default_schedule`]), 1 for
-/// the other; 0 for every other kernel. Measured by name on an H100 (the runs of
-/// [`SLICED_FP8_EFFICIENCY`]): the 128x128 tile ran 0.911x cuBLASLt with 2x1x1 and 0.890x with
-/// 1x2x1 over the 90 shapes, 2x1x1 ahead at every M from 256 to 2048 (up to 9 %), 1x2x1 ahead on
-/// most shapes of 4096 rows and more (up to 10 % at 4096 x 22016 x 4096); the cost model ties
-/// them.
+/// A tie-break of [`choose`] ([`preference`]): 0 for the preferred of the overlapped FP8
+/// cooperative kernels' two-CTA clusters, whose raster runs across the cluster
+/// ([`default_schedule`]), 1 for the other; 0 for every other kernel. The cost model ties them.
+/// Measured on an H100 (e4m3 -> bf16, 2026-12-07, the plans of two builds in one process,
+/// docs/performance.md): on the five shapes of the broad set and the held-out families where it
+/// moves a pick from 1x2x1 to 2x1x1 (all with fewer than 4096 rows), Gemma-2-9B's 512 x 3584 x
+/// 14336 went from 0.81x to 0.90x cuBLASLt in each of four runs, Phi-3-mini's 512 x 3072 x 3072
+/// and 512 x 3072 x 8192 and Yi-6B's 2048 x 5120 x 4096 gained 0.6-3.7 % in each of two, GPT-2's
+/// 512 x 3072 x 768 stayed within the runs' spread. With 4096 rows and more, where no current pick
+/// moves, 1x2x1 measured ahead on most shapes timed by name.
 fn raster_rank(spec: &KernelSpec, m: usize) -> u8 {
     let pair = matches!(spec.cluster, [2, 1, 1] | [1, 2, 1])
         && spec.kernel_schedule == KernelSchedule::TmaWarpSpecializedCooperativeFp8Overlap;
@@ -871,25 +859,28 @@ mod tests {
     /// even share of a fractional last wave would favour without [`STREAM_K_FP8_FACTOR`]
     /// (bench/training/e4m3-suite-h100.csv, 128x128 1x2x1: 8192³ 794.6 us against 832.7 us,
     /// 4096 x 7168 x 16384 699.5 against 708.1 us, 4096 x 8192 x 28672 1466.3 against 1487.0 us),
-    /// and there the 128x128 tile rather than the sliced 128x256 ([`SLICED_FP8_EFFICIENCY`]; by
-    /// name, each in its own race, bench/training/e4m3-large-tiles-ab-h100-run{1,2}.csv: 128x128
-    /// 0.90-0.99x cuBLASLt on these three, 128x256 0.89-0.92x), with the 1x2x1 cluster from 4096
-    /// rows ([`raster_rank`]). At N = 2112 a 256-wide tile pads N to 2304 and leaves a third wave:
-    /// 128x144 or 128x192 (e4m3-large-h100.csv: 106 and 105 us; 128x128 111, 128x256 139).
+    /// and there the sliced 128x256 tile (bench/training/e4m3-large-h100.csv: 785,
+    /// 676 and 1342 us; 128x128 796, 703 and 1440 us). At N = 2112 the 256-wide tile pads N to
+    /// 2304 and leaves a third wave: 128x192 (105 us; 128x144 106, 128x128 111, 128x256 139).
     #[test]
     fn fp8_large_problems_take_the_persistent_kernel() {
         for (m, n, k) in [(8192, 8192, 8192), (4096, 7168, 16384), (4096, 8192, 28672)] {
             let s = pick_e4m3(m, n, k);
             assert_eq!(
                 (s.tile, s.cluster, s.tile_scheduler),
-                ([128, 128, 128], [1, 2, 1], TileScheduler::Persistent),
+                ([128, 256, 128], [1, 2, 1], TileScheduler::Persistent),
                 "{m}x{n}x{k}: {}",
                 s.name()
             );
+            assert_eq!(
+                s.mainloop_wrapper().map(|w| w.0),
+                Some("cutlass_rs::Sm90Fp8SlicedPromotion")
+            );
         }
         let s = pick_e4m3(4096, 2112, 7168);
-        assert!(
-            [[128, 144, 128], [128, 192, 128]].contains(&s.tile) && s.cluster == [1, 2, 1],
+        assert_eq!(
+            (s.tile, s.cluster),
+            ([128, 192, 128], [1, 2, 1]),
             "{}",
             s.name()
         );
@@ -899,15 +890,14 @@ mod tests {
     /// N) below 4096 rows and to 1x2x1 from there ([`raster_rank`]); other kernels tie as before.
     #[test]
     fn fp8_cluster_ties_follow_the_measured_raster() {
-        for (m, cluster) in [(1024, [2, 1, 1]), (2048, [2, 1, 1]), (4096, [1, 2, 1])] {
-            let s = pick_e4m3(m, 4096, 14336);
-            assert_eq!(
-                (s.tile, s.cluster),
-                ([128, 128, 128], cluster),
-                "{}",
-                s.name()
-            );
-        }
+        // Gemma-2-9B's down projection at 512 tokens (1x2x1 before the rule).
+        let s = pick_e4m3(512, 3584, 14336);
+        assert_eq!(
+            (s.tile, s.cluster),
+            ([128, 128, 128], [2, 1, 1]),
+            "{}",
+            s.name()
+        );
         let wide = overlapped([128, 128, 128], [2, 1, 1]);
         let tall = overlapped([128, 128, 128], [1, 2, 1]);
         assert_eq!((raster_rank(&wide, 4095), raster_rank(&tall, 4095)), (0, 1));
