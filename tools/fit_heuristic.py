@@ -8,9 +8,10 @@ M = 128 (64x96 2x1x1) and mid-size (M = 32-512 and small cubes) shapes, the M = 
 with the sliced 128x192 and 128x256 tiles (e4m3-large-sliced-h100.csv scored only), and
 tf32-i8-suite-h100.csv, all written by
 `cutlass-profiler profile --kernels all --csv ...`, and fits to all of them. Prints, for the
-constants in heuristic.rs (PARAMS below) and for a random-search refit (`--refit`; seed 7 from
-the previous constants gives PARAMS with `--holdout=gemma2,llama3` or `--per-race`, not without); the anchors e512 and e1k, which only the swapped 64x8 and
-64x16 tiles reach, pick the same kernels on the data anywhere in 0.1-0.3 and e512 <= e1k <= e2k):
+constants in heuristic.rs (PARAMS below) and for a random-search refit (`--refit`: seed 7 from
+the previous constants gives PARAMS with `--holdout=gemma2,llama3` or `--per-race`, not
+without. The anchors e512 and e1k, which only the swapped 64x8 and 64x16 tiles reach, pick the
+same kernels on the data anywhere in 0.1-0.3 and e512 <= e1k <= e2k):
 how close the model's pick comes to the fastest
 measured kernel (geometric mean and worst of best_time / picked_time) per type, and bf16
 leave-one-shape-out (refit on bf16 alone without the shape). The model here must stay the one
