@@ -1377,6 +1377,9 @@ pub fn sm90() -> Vec<KernelSpec> {
     // The gated-epilogue twins of the TN tiles of SM90_TILES_GATED (16-bit, and e4m3 to bf16).
     let gated: Vec<KernelSpec> = out.iter().filter_map(gated_epilogue).collect();
     out.extend(gated);
+    // The auxiliary-output twins of the 16-bit TN tiles of SM90_TILES_AUX.
+    let aux: Vec<KernelSpec> = out.iter().filter_map(aux_epilogue).collect();
+    out.extend(aux);
     // Grouped (pointer-array) kernels, TN with a D of the input type (bf16 for e4m3): row-major,
     // and without scales also column-major (the swapped decode tiles, whose callers still pass a
     // row-major D: the argument builder swaps the operands).
@@ -1527,6 +1530,10 @@ pub fn is_default(spec: &KernelSpec) -> bool {
                 (tile, cluster, schedule) == (spec.tile, spec.cluster, spec.kernel_schedule)
             });
     }
+    if let Fusion::BiasActivationAux { bias } = spec.fusion {
+        // The bf16 entries with a bias of D's type (training in bf16).
+        return bias == spec.d.ty && spec.d.ty == DataType::Bf16 && aux_epilogue_tile(spec);
+    }
     let tile = is_default_16bit(spec)
         || is_default_grouped(spec)
         || is_default_fp8(spec)
@@ -1674,6 +1681,47 @@ pub fn gated_epilogue(spec: &KernelSpec) -> Option<KernelSpec> {
     let twin = KernelSpec {
         fusion: Fusion::Gated { bias: spec.d.ty },
         epilogue_schedule: EpilogueSchedule::NoSmemWarpSpecialized,
+        ..*spec
+    };
+    twin.validate().ok().map(|()| twin)
+}
+
+/// The tiles that come with the auxiliary-output epilogue ([`Fusion::BiasActivationAux`]: a
+/// Linear layer's bias and activation that also writes the pre-activation value, for a backward
+/// pass), for bf16 and f16 TN with a row-major D of the input type: 128x256 cooperative (2x1x1)
+/// for many tokens, 128x128 cooperative (1x2x1) where 128x256 tiles leave a wave short, 64x128
+/// pingpong (1x2x1) for few tokens; persistent scheduler. The bf16 ones are in the default set.
+/// (The 16-bit tiles of [`SM90_TILES_GATED`], its first three.)
+pub const SM90_TILES_AUX: &[([u32; 3], [u32; 3], KernelSchedule)] = SM90_TILES_GATED.split_at(3).0;
+
+/// Whether a kernel's tile, cluster and schedule are one of [`SM90_TILES_AUX`].
+fn aux_epilogue_tile(spec: &KernelSpec) -> bool {
+    SM90_TILES_AUX.iter().any(|&(tile, cluster, schedule)| {
+        (tile, cluster, schedule) == (spec.tile, spec.cluster, spec.kernel_schedule)
+    })
+}
+
+/// The auxiliary-output twin of a CUTLASS-epilogue kernel whose tile is one of
+/// [`SM90_TILES_AUX`]: bf16 or f16 TN, persistent, C and D row-major of the input type with
+/// 16-byte rows; [`Fusion::BiasActivationAux`] with a bias of D's type. `None` for other kernels.
+pub fn aux_epilogue(spec: &KernelSpec) -> Option<KernelSpec> {
+    let types = SM90_16BIT_INPUTS.contains(&spec.a.ty)
+        && spec.b.ty == spec.a.ty
+        && spec.c.ty == spec.a.ty
+        && spec.d.ty == spec.a.ty
+        && spec.d.align * spec.d.ty.bits() == 128;
+    let tn = (spec.a.layout, spec.b.layout) == AB_LAYOUTS[0];
+    if !aux_epilogue_tile(spec)
+        || spec.fusion != Fusion::LinearCombination
+        || spec.tile_scheduler != TileScheduler::Persistent
+        || !types
+        || !tn
+        || spec.d.layout != Layout::RowMajor
+    {
+        return None;
+    }
+    let twin = KernelSpec {
+        fusion: Fusion::BiasActivationAux { bias: spec.d.ty },
         ..*spec
     };
     twin.validate().ok().map(|()| twin)

@@ -75,6 +75,10 @@ pub const EPILOGUE_HEADER_NAME: &str = "cutlass_rs_epilogue.hpp";
 /// This crate's gated epilogue (a gated linear unit over gate and up columns interleaved in B),
 /// included by the kernels of [`crate::Fusion::Gated`] only.
 pub const GATED_EPILOGUE_HEADER_NAME: &str = "cutlass_rs_gated_epilogue.hpp";
+
+/// File name of the hand-written header (in `cutlass-gemm-sys/csrc/`) of the epilogue with an
+/// auxiliary output, included by the kernels of [`crate::Fusion::BiasActivationAux`] only.
+pub const AUX_EPILOGUE_HEADER_NAME: &str = "cutlass_rs_aux_epilogue.hpp";
 /// The grouped kernels' C++ side (the per-group argument builder, the entry points), included by
 /// the grouped kernels only.
 pub const GROUPED_HEADER_NAME: &str = "cutlass_rs_grouped.hpp";
@@ -137,6 +141,11 @@ pub fn extra_headers(spec: &KernelSpec) -> Vec<&'static str> {
         Fusion::Gated { .. } => {
             headers.extend([GATED_EPILOGUE_HEADER_NAME, ACTIVATION_HEADER_NAME])
         }
+        Fusion::BiasActivationAux { .. } => headers.extend([
+            AUX_EPILOGUE_HEADER_NAME,
+            EPILOGUE_HEADER_NAME,
+            ACTIVATION_HEADER_NAME,
+        ]),
     }
     if spec.kernel_schedule.is_grouped() {
         headers.extend([GROUPED_HEADER_NAME, GROUPED_ABI_HEADER_NAME]);
@@ -174,6 +183,7 @@ fn fusion_header(spec: &KernelSpec) -> Option<&'static str> {
         Fusion::LinearCombination => None,
         Fusion::ScaleBiasActivation { .. } => Some(EPILOGUE_HEADER_NAME),
         Fusion::Gated { .. } => Some(GATED_EPILOGUE_HEADER_NAME),
+        Fusion::BiasActivationAux { .. } => Some(AUX_EPILOGUE_HEADER_NAME),
     }
 }
 
@@ -223,6 +233,17 @@ fn fusion_values(spec: &KernelSpec) -> (String, String) {
             format!(
                 "using FusionOperation = cutlass_rs::GatedFusion<{}>;\n\n",
                 bias.cpp_type()
+            ),
+            ",\n    FusionOperation".to_string(),
+        ),
+        // The auxiliary output: CUTLASS's LinCombPerColBiasEltActAux, with the arguments
+        // cutlass_rs_aux_epilogue.hpp gives it (Aux of D's type).
+        (Fusion::BiasActivationAux { bias }, _) => (
+            format!(
+                "using FusionOperation = cutlass_rs::BiasActivationAuxFusion<\n    {d}, {}, {}, {d}>;\n\n",
+                spec.c.ty.cpp_type(),
+                bias.cpp_type(),
+                d = spec.d.ty.cpp_type(),
             ),
             ",\n    FusionOperation".to_string(),
         ),

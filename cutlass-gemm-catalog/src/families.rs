@@ -87,6 +87,10 @@ pub const GPU_TEST_KERNELS: &[&str] = &[
     "cutlass3x_sm90_tensorop_gemm_e5m2_e4m3_f32_bf16_bf16_128x128x128_1x2x1_0_tnt_align16_warpspecialized_cooperative_epi_tma",
     "cutlass3x_sm90_tensorop_gemm_e5m2_e5m2_f32_f16_f16_128x128x128_1x2x1_0_tnt_align16_warpspecialized_cooperative_epi_tma",
     "cutlass3x_sm90_tensorop_gemm_f16_f16_f32_f32_f32_128x256x64_2x1x1_0_tnt_align8_warpspecialized_cooperative_epi_tma",
+    // The f16 epilogues with an auxiliary output (catalog::SM90_TILES_AUX; bf16's are default).
+    "cutlass3x_sm90_tensorop_gemm_f16_f16_f32_f16_f16_128x256x64_2x1x1_0_tnt_align8_warpspecialized_cooperative_epi_tma_evt_biasf16_act_aux",
+    "cutlass3x_sm90_tensorop_gemm_f16_f16_f32_f16_f16_128x128x64_1x2x1_0_tnt_align8_warpspecialized_cooperative_epi_tma_evt_biasf16_act_aux",
+    "cutlass3x_sm90_tensorop_gemm_f16_f16_f32_f16_f16_64x128x64_1x2x1_0_tnt_align8_warpspecialized_pingpong_epi_tma_evt_biasf16_act_aux",
     // Split-K with a reduction: the f32 twins of catalog::SM90_MENU_16BIT_PARTIALS.
     "cutlass3x_sm90_tensorop_gemm_bf16_bf16_f32_f32_f32_64x8x64_1x2x1_0_tnn_align8_warpspecialized_pingpong_epi_tma",
     "cutlass3x_sm90_tensorop_gemm_bf16_bf16_f32_f32_f32_64x16x64_2x1x1_0_tnn_align8_warpspecialized_pingpong_epi_tma",

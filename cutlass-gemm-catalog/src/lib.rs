@@ -65,7 +65,7 @@ mod tests {
     #[test]
     fn default_set_is_small_and_covers_all_layouts() {
         let with_grouped = catalog::select(&[Arch::Sm90a], &catalog::NameFilter::parse(""));
-        assert_eq!(with_grouped.len(), 99);
+        assert_eq!(with_grouped.len(), 102);
         // Thirteen grouped kernels: four tiles per 16-bit type and three for e4m3 (one of them
         // with a column-major D, for the operand swap), and two for e4m3 with blockwise scales
         // (bf16 out, K-major scales, the overlapped main loop).
@@ -108,6 +108,16 @@ mod tests {
             },
             ..*g
         })));
+        // Three with the auxiliary output (bf16, SM90_TILES_AUX), each the twin of a kernel with
+        // CUTLASS's epilogue.
+        let (aux, all): (Vec<KernelSpec>, Vec<KernelSpec>) =
+            all.into_iter().partition(|s| s.fusion.has_aux());
+        assert_eq!(aux.len(), catalog::SM90_TILES_AUX.len());
+        assert!(aux.iter().all(|x| x.d.ty == DataType::Bf16
+            && all.contains(&KernelSpec {
+                fusion: crate::Fusion::LinearCombination,
+                ..*x
+            })));
         // Twenty-three with the fused epilogue, each the twin of a kernel with CUTLASS's.
         let (fused, d): (Vec<KernelSpec>, Vec<KernelSpec>) =
             all.iter().partition(|s| s.fusion.is_fused());
@@ -210,8 +220,14 @@ mod tests {
         // one (three also with the gated one: the 16-bit tiles of SM90_TILES_GATED).
         let (fused, plain): (Vec<KernelSpec>, Vec<KernelSpec>) = sel
             .iter()
-            .filter(|s| !s.kernel_schedule.is_grouped() && !s.fusion.is_gated())
+            .filter(|s| {
+                !s.kernel_schedule.is_grouped() && !s.fusion.is_gated() && !s.fusion.has_aux()
+            })
             .partition(|s| s.fusion.is_fused());
+        assert_eq!(
+            sel.iter().filter(|s| s.fusion.has_aux()).count(),
+            catalog::SM90_TILES_AUX.len()
+        );
         let fp8_schedule = |s: &crate::KernelSchedule| {
             matches!(
                 s,
@@ -366,12 +382,32 @@ mod tests {
             );
             assert_eq!(
                 codegen::extra_headers(&s).contains(&codegen::EPILOGUE_HEADER_NAME),
-                s.fusion.is_fused()
+                s.fusion.is_fused() || s.fusion.has_aux()
             );
             assert_eq!(
                 src.contains("FusionCallbacks>::CollectiveOp;"),
                 s.fusion.is_fused()
             );
+            // The auxiliary output's header, which includes the fused epilogue's (for its
+            // activations chosen at run time).
+            assert_eq!(
+                src.contains(&format!(
+                    "#include \"{}\"",
+                    codegen::AUX_EPILOGUE_HEADER_NAME
+                )),
+                s.fusion.has_aux()
+            );
+            if s.fusion.has_aux() {
+                assert!(src.contains("cutlass_rs::BiasActivationAuxFusion<"));
+                assert_eq!(
+                    codegen::extra_headers(&s),
+                    [
+                        codegen::AUX_EPILOGUE_HEADER_NAME,
+                        codegen::EPILOGUE_HEADER_NAME,
+                        codegen::ACTIVATION_HEADER_NAME
+                    ]
+                );
+            }
             match s.mainloop_wrapper() {
                 None if s.fusion == crate::Fusion::LinearCombination => {
                     assert!(src.contains("#include \"cutlass_rs_shim.hpp\"\n\nnamespace {"));

@@ -696,6 +696,17 @@ pub enum Fusion {
         /// The element type of the bias vector (the output type or f32).
         bias: DataType,
     },
+    /// A Linear layer's bias and activation that also writes the pre-activation value (cuBLASLt's
+    /// `GELU_AUX_BIAS`, for a backward pass): with `Z = alpha·acc + beta·C + bias[n]` in f32,
+    /// `D = act(Z)` and `Aux = Z`, Aux of D's type, layout and leading dimension. CUTLASS's
+    /// `LinCombPerColBiasEltActAux` visitor tree on SM90's TMA epilogues, with this crate's
+    /// activations chosen at run time (`cutlass-gemm-sys/csrc/cutlass_rs_aux_epilogue.hpp`). No
+    /// row or column scales and no per-row bias. Not in `cutlass_library`'s names: names add
+    /// `_evt_bias{bias type}_act_aux`.
+    BiasActivationAux {
+        /// The element type of the bias vector (the output type or f32).
+        bias: DataType,
+    },
 }
 
 impl Fusion {
@@ -707,7 +718,15 @@ impl Fusion {
                 format!("_evt_scale_bias{}_act", bias.short_name())
             }
             Fusion::Gated { bias } => format!("_glu_scale_bias{}_act", bias.short_name()),
+            Fusion::BiasActivationAux { bias } => {
+                format!("_evt_bias{}_act_aux", bias.short_name())
+            }
         }
+    }
+
+    /// Whether the epilogue also writes the pre-activation value ([`Fusion::BiasActivationAux`]).
+    pub fn has_aux(self) -> bool {
+        matches!(self, Fusion::BiasActivationAux { .. })
     }
 
     /// Whether the epilogue is gated ([`Fusion::Gated`]): D has half the GEMM's columns.
@@ -719,7 +738,9 @@ impl Fusion {
     pub fn bias_type(self) -> Option<DataType> {
         match self {
             Fusion::LinearCombination => None,
-            Fusion::ScaleBiasActivation { bias } | Fusion::Gated { bias } => Some(bias),
+            Fusion::ScaleBiasActivation { bias }
+            | Fusion::Gated { bias }
+            | Fusion::BiasActivationAux { bias } => Some(bias),
         }
     }
 
@@ -1242,6 +1263,9 @@ impl KernelSpec {
         if let Fusion::Gated { bias } = self.fusion {
             return self.check_gated(name, bias);
         }
+        if let Fusion::BiasActivationAux { bias } = self.fusion {
+            return self.check_aux(name, bias);
+        }
         let Fusion::ScaleBiasActivation { bias } = self.fusion else {
             return Ok(());
         };
@@ -1280,6 +1304,60 @@ impl KernelSpec {
         Ok(())
     }
 
+    /// A dense SM90 GEMM with one scale (alpha) for A·B: not sparse, grouped, mixed-input,
+    /// blockwise or block-scaled, and no block-scaled D (what this crate's own SM90 epilogues
+    /// take).
+    fn is_dense_plain_sm90(&self) -> bool {
+        self.arch == Arch::Sm90a
+            && !self.op_class.is_sparse()
+            && !self.kernel_schedule.is_grouped()
+            && self.mixed_input.is_none()
+            && self.blockwise.is_none()
+            && self.block_scale.is_none()
+            && self.output_scale.is_none()
+    }
+
+    /// The rules of [`Fusion::BiasActivationAux`]: a dense SM90 kernel on CUTLASS's cooperative or
+    /// pingpong main loop with its TMA epilogue (the auxiliary output goes through shared memory
+    /// and TMA like D), bf16 or f16 inputs with an f32 accumulator, C and D of the input type, D
+    /// row-major (Aux has D's layout), and a bias of D's type or f32.
+    fn check_aux(&self, name: &str, bias: DataType) -> Result<(), String> {
+        let plain = self.is_dense_plain_sm90() && self.mainloop_wrapper().is_none();
+        let schedules = matches!(
+            (self.kernel_schedule, self.epilogue_schedule),
+            (
+                KernelSchedule::TmaWarpSpecializedCooperative,
+                EpilogueSchedule::TmaWarpSpecializedCooperative
+            ) | (
+                KernelSchedule::TmaWarpSpecializedPingpong,
+                EpilogueSchedule::TmaWarpSpecialized
+            )
+        );
+        if !plain || !schedules {
+            return Err(format!(
+                "{name}: the auxiliary-output epilogue runs on dense SM90 kernels with CUTLASS's cooperative or pingpong main loop and its TMA epilogue"
+            ));
+        }
+        let sixteen = matches!(self.a.ty, DataType::Bf16 | DataType::F16);
+        if !sixteen
+            || self.b.ty != self.a.ty
+            || self.c.ty != self.a.ty
+            || self.d.ty != self.a.ty
+            || self.accumulator != DataType::F32
+            || self.d.layout != Layout::RowMajor
+        {
+            return Err(format!(
+                "{name}: the auxiliary-output epilogue needs bf16 or f16 inputs, C and D of the input type, an f32 accumulator and a row-major D"
+            ));
+        }
+        if bias != self.d.ty && bias != DataType::F32 {
+            return Err(format!(
+                "{name}: the bias of the auxiliary-output epilogue is of D's type or f32, not {bias}"
+            ));
+        }
+        Ok(())
+    }
+
     /// The rules of [`Fusion::Gated`]: a dense SM90 TN kernel on CUTLASS's cooperative or pingpong
     /// main loop, or for FP8 this crate's overlapped-promotion ones up to 72 accumulators a thread
     /// (not the sliced main loop), with the persistent scheduler (the epilogue reads the
@@ -1289,13 +1367,7 @@ impl KernelSpec {
     /// a bf16 or f16 C and D, both row-major, whole 16-column gate/up blocks per tile, and a bias
     /// of D's type or f32.
     fn check_gated(&self, name: &str, bias: DataType) -> Result<(), String> {
-        let plain = self.arch == Arch::Sm90a
-            && !self.op_class.is_sparse()
-            && !self.kernel_schedule.is_grouped()
-            && self.mixed_input.is_none()
-            && self.blockwise.is_none()
-            && self.block_scale.is_none()
-            && self.output_scale.is_none()
+        let plain = self.is_dense_plain_sm90()
             && self.tile_scheduler == TileScheduler::Persistent
             && !self.uses_sliced_promotion()
             && matches!(

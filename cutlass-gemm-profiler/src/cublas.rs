@@ -108,6 +108,12 @@ pub enum LtEpilogue {
     ReluBias,
     /// `GELU_BIAS` (GELU's tanh approximation).
     GeluBias,
+    /// `GELU_AUX_BIAS`: `GELU_BIAS` that also writes the pre-activation value to `aux` (device
+    /// pointer, D's type and geometry: m x n row-major).
+    GeluAuxBias {
+        /// Where the pre-activation value goes.
+        aux: u64,
+    },
 }
 
 /// How a [`LtMatmul`] scales A and W (FP8 only).
@@ -229,8 +235,25 @@ impl LtMatmul {
             LtEpilogue::Bias => ltsys::cublasLtEpilogue_t::CUBLASLT_EPILOGUE_BIAS,
             LtEpilogue::ReluBias => ltsys::cublasLtEpilogue_t::CUBLASLT_EPILOGUE_RELU_BIAS,
             LtEpilogue::GeluBias => ltsys::cublasLtEpilogue_t::CUBLASLT_EPILOGUE_GELU_BIAS,
+            LtEpilogue::GeluAuxBias { .. } => {
+                ltsys::cublasLtEpilogue_t::CUBLASLT_EPILOGUE_GELU_AUX_BIAS
+            }
         };
         set(A::CUBLASLT_MATMUL_DESC_EPILOGUE, &epi as *const _ as _, 4)?;
+        if let LtEpilogue::GeluAuxBias { aux } = epilogue {
+            // Aux of D's type (the default) and geometry: n x m column-major in cuBLASLt's view.
+            let ld = n as i64;
+            set(
+                A::CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
+                &aux as *const _ as _,
+                8,
+            )?;
+            set(
+                A::CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD,
+                &ld as *const _ as _,
+                8,
+            )?;
+        }
         if epilogue != LtEpilogue::None {
             set(
                 A::CUBLASLT_MATMUL_DESC_BIAS_POINTER,

@@ -42,6 +42,9 @@ pub enum EpilogueArg {
     BiasRelu,
     /// Bias, then GELU (tanh approximation, as cuBLASLt's GELU_BIAS).
     BiasGelu,
+    /// Bias, then GELU (tanh), also writing the pre-activation value (cuBLASLt's GELU_AUX_BIAS,
+    /// for training): both outputs checked.
+    BiasGeluAux,
     /// Bias, then SiLU (cuBLASLt has none: timed with its BIAS epilogue, checked with SiLU applied
     /// to its output on the host).
     BiasSilu,
@@ -63,6 +66,9 @@ impl EpilogueArg {
             EpilogueArg::Bias => Epilogue::bias(),
             EpilogueArg::BiasRelu => Epilogue::bias().with_activation(Activation::Relu),
             EpilogueArg::BiasGelu => Epilogue::bias().with_activation(Activation::GeluTanh),
+            EpilogueArg::BiasGeluAux => Epilogue::bias()
+                .with_activation(Activation::GeluTanh)
+                .with_aux_output(),
             EpilogueArg::BiasSilu => Epilogue::bias().with_activation(Activation::Silu),
             EpilogueArg::Swiglu => Epilogue::NONE.with_activation(Activation::Silu),
             EpilogueArg::Rowwise => Epilogue::rowwise(),
@@ -72,8 +78,10 @@ impl EpilogueArg {
         }
     }
 
-    fn theirs(self) -> LtEpilogue {
+    /// cuBLASLt's epilogue; `aux` is where `GELU_AUX_BIAS` writes.
+    fn theirs(self, aux: u64) -> LtEpilogue {
         match self {
+            EpilogueArg::BiasGeluAux => LtEpilogue::GeluAuxBias { aux },
             EpilogueArg::None | EpilogueArg::Rowwise | EpilogueArg::Swiglu => LtEpilogue::None,
             EpilogueArg::Bias | EpilogueArg::BiasSilu | EpilogueArg::RowwiseBias => {
                 LtEpilogue::Bias
@@ -270,15 +278,20 @@ where
         LtScales::None
     };
     let bias_ptr = bias.device_ptr(stream).0;
+    // The auxiliary outputs (`bias-gelu-aux`): ours and cuBLASLt's.
+    let aux_len = if e.aux_output { s.m * s.n } else { 1 };
+    let mut aux_ours = stream.alloc_zeros::<TD>(aux_len)?;
+    let aux_lt = stream.alloc_zeros::<TD>(aux_len)?;
+    let theirs_epilogue = epilogue.theirs(aux_lt.device_ptr(stream).0);
     let mut lt = LtMatmul::new(
         dev,
         (s.m, s.n, s.k),
         lt_type::<T>(),
-        epilogue.theirs(),
+        theirs_epilogue,
         bias_ptr,
         scales,
     )
-    .with_context(|| format!("cuBLASLt with {:?}", epilogue.theirs()))?;
+    .with_context(|| format!("cuBLASLt with {theirs_epilogue:?}"))?;
     let mut d_ours = stream.alloc_zeros::<TD>(s.m * s.n)?;
     let d_lt = stream.alloc_zeros::<TD>(s.m * s.n)?;
     let ws_len = fused.workspace_size().max(plain.workspace_size()).max(1);
@@ -290,15 +303,29 @@ where
     };
     let dp = |x: &CudaSlice<T>| x.device_ptr(stream).0;
     lt.run(stream, dp(&a[0]), dp(&w[0]), d_lt.device_ptr(stream).0)?;
-    fused.run_fused(
-        stream,
-        &a[0],
-        &w[0],
-        None,
-        &mut d_ours,
-        &ops,
-        Workspace::Buffer(&mut ws),
-    )?;
+    // The plan with the auxiliary output writes it too (to the same buffer every launch).
+    let run_ours = |i: usize,
+                    d: &mut CudaSlice<TD>,
+                    aux: &mut CudaSlice<TD>,
+                    ws: &mut CudaSlice<u8>|
+     -> Result<()> {
+        if e.aux_output {
+            fused.run_with_aux(
+                stream,
+                &a[i],
+                &w[i],
+                None,
+                d,
+                aux,
+                &ops,
+                Workspace::Buffer(ws),
+            )?;
+        } else {
+            fused.run_fused(stream, &a[i], &w[i], None, d, &ops, Workspace::Buffer(ws))?;
+        }
+        Ok(())
+    };
+    run_ours(0, &mut d_ours, &mut aux_ours, &mut ws)?;
     let mut reference = sample_rows(stream, &d_lt, s.m, s.n)?;
     if epilogue == EpilogueArg::BiasSilu {
         // cuBLASLt has no SiLU: its bias epilogue's output through SiLU on the host.
@@ -306,16 +333,19 @@ where
             *v = Activation::Silu.apply(*v);
         }
     }
-    let diff = rel_diff(&sample_rows(stream, &d_ours, s.m, s.n)?, &reference);
+    let mut diff = rel_diff(&sample_rows(stream, &d_ours, s.m, s.n)?, &reference);
+    if e.aux_output {
+        let theirs_aux = sample_rows(stream, &aux_lt, s.m, s.n)?;
+        diff = diff.max(rel_diff(
+            &sample_rows(stream, &aux_ours, s.m, s.n)?,
+            &theirs_aux,
+        ));
+    }
     let d_lt_ptr = d_lt.device_ptr(stream).0;
     let mut theirs = |i: usize| lt.run(stream, dp(&a[i]), dp(&w[i]), d_lt_ptr);
     // The fused GEMM against cuBLASLt, then against the plain GEMM and against the unfused pair,
     // each race alternating its two sides (a ratio from one race, not across them: the clock
     // drifts as the GPU warms).
-    let fused_run = |i: usize, d: &mut CudaSlice<TD>, ws: &mut CudaSlice<u8>| -> Result<()> {
-        fused.run_fused(stream, &a[i], &w[i], None, d, &ops, Workspace::Buffer(ws))?;
-        Ok(())
-    };
     let mut ws_other = stream.alloc_zeros::<u8>(ws_len)?;
     let mut d_other = stream.alloc_zeros::<TD>(s.m * s.n)?;
     let flops = p.flops();
@@ -325,7 +355,7 @@ where
         flops,
         sets,
         args.rounds,
-        &mut |i| fused_run(i, &mut d_ours, &mut ws),
+        &mut |i| run_ours(i, &mut d_ours, &mut aux_ours, &mut ws),
         Some(&mut theirs),
         (
             warmed.seen(&fused_key),
@@ -348,13 +378,13 @@ where
         flops,
         sets,
         args.rounds,
-        &mut |i| fused_run(i, &mut d_ours, &mut ws),
+        &mut |i| run_ours(i, &mut d_ours, &mut aux_ours, &mut ws),
         Some(&mut plain_run),
         (true, warmed.seen(plain.kernel_name())),
     )?;
     let plain_ratio = plain_s.map(|p| fused_again / p).unwrap_or(f64::NAN);
     // The plain GEMM, then the separate pass (16-bit outputs; not for the FP8 scales).
-    let unfused_ratio = if kind != Kind::E4m3 {
+    let unfused_ratio = if kind != Kind::E4m3 && !e.aux_output {
         let bias_arg = e.bias.map(|_| &bias as &dyn DevicePtr<TD>);
         let mut unfused = |i: usize| -> Result<()> {
             plain.run(
@@ -379,7 +409,7 @@ where
             flops,
             sets,
             args.rounds,
-            &mut |i| fused_run(i, &mut d_ours, &mut ws),
+            &mut |i| run_ours(i, &mut d_ours, &mut aux_ours, &mut ws),
             Some(&mut unfused),
             (
                 true,
@@ -418,7 +448,7 @@ where
             flops,
             sets,
             args.rounds,
-            &mut |i| fused_run(i, &mut d_ours, &mut ws),
+            &mut |i| run_ours(i, &mut d_ours, &mut aux_ours, &mut ws),
             Some(&mut tile_run),
             (true, warmed.seen(&format!("fused {}", tile.kernel_name()))),
         )?;

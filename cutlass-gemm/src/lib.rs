@@ -89,9 +89,9 @@ pub use cutlass_gemm_catalog::{
 /// The raw C ABI (status codes, argument struct, registry).
 pub use cutlass_gemm_sys as sys;
 pub use error::{
-    BuildHint, CaptureRule, Error, Extent, GemvRule, GroupRowsRule, KernelRule, LayoutPairs,
-    LayoutRule, OperandName, ProblemRule, Quantity, QuantizeOp, Result, Scalar, ScaleFamily,
-    ScaleRule, SplitKRule, WeightRule,
+    AuxRule, BuildHint, CaptureRule, Error, Extent, GemvRule, GroupRowsRule, KernelRule,
+    LayoutPairs, LayoutRule, OperandName, ProblemRule, Quantity, QuantizeOp, Result, Scalar,
+    ScaleFamily, ScaleRule, SplitKRule, WeightRule,
 };
 pub use ffi::{
     DeviceInfo, GroupedKernel, Kernel, RawArgs, RegistryArgs, RegistryKernel, ScheduleHints,

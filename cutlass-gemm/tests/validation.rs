@@ -1224,3 +1224,164 @@ fn fused_plans_run_a_separate_pass_where_the_fused_kernels_would_copy_an_input()
     assert!(separate.contains(&(1, 50257, 768)) && separate.contains(&(128, 50257, 768)));
     assert!(!separate.contains(&(2048, 50257, 768)));
 }
+
+/// The default set's bf16 aux kernel at 128x256.
+const AUX_KERNEL: &str = "cutlass3x_sm90_tensorop_gemm_bf16_bf16_f32_bf16_bf16_128x256x64_2x1x1_0_tnt_align8_warpspecialized_cooperative_epi_tma_evt_biasbf16_act_aux";
+
+#[test]
+fn aux_output_plans_check_their_rules() {
+    use cutlass_gemm::numeric::E4M3;
+    use cutlass_gemm::{Activation, AuxRule, BiasAxis, Epilogue, GatedGemm};
+    let gelu_aux = Epilogue::bias()
+        .with_activation(Activation::GeluTanh)
+        .with_aux_output();
+    let linear = |m, n, k| GemmProblem::new(m, n, k).with_b(MatrixLayout::col_major());
+    // The library's choice at every token count is an aux kernel, in the kernel: never the decode
+    // GEMV (1-16 tokens take it without the aux output), a separate pass or a padded copy.
+    for (m, n, k) in [
+        (1, 4096, 4096),
+        (16, 3072, 768),
+        (512, 11008, 4096),
+        (4096, 4096, 4096),
+        (1000, 1000, 512),
+    ] {
+        let g = plan(&linear(m, n, k))
+            .unwrap()
+            .with_epilogue(gelu_aux)
+            .unwrap();
+        assert!(g.kernel_spec().fusion.has_aux(), "{}", g.kernel_name());
+        assert!(!g.is_gemv() && !g.epilogue_is_separate());
+        assert!(g.staged_operands().is_empty(), "{:?}", g.staged_operands());
+        assert_eq!(g.epilogue(), gelu_aux);
+        // Plain and fused plans never choose one.
+        let plain = plan(&linear(m, n, k)).unwrap();
+        assert!(
+            !plain.kernel_spec().fusion.has_aux(),
+            "{}",
+            plain.kernel_name()
+        );
+        let fused = plain.with_epilogue(Epilogue::bias()).unwrap();
+        assert!(
+            !fused.kernel_spec().fusion.has_aux(),
+            "{}",
+            fused.kernel_name()
+        );
+    }
+    let refused = |r: cutlass_gemm::Result<Gemm<bf16, bf16, bf16>>, want: AuxRule| match r {
+        Err(Error::InvalidProblem {
+            reason: ProblemRule::AuxOutput { rule },
+        }) => assert_eq!(rule, want),
+        other => panic!(
+            "expected {want:?}, got {:?}",
+            other.map(|g| g.kernel_name())
+        ),
+    };
+    let p = linear(512, 4096, 1024);
+    // Scales and a bias per row.
+    for e in [
+        Epilogue::rowwise(),
+        Epilogue::bias().with_bias(BiasAxis::PerRow),
+        Epilogue::NONE
+            .with_activation(Activation::Relu)
+            .with_bias(BiasAxis::PerRow),
+    ] {
+        refused(
+            plan(&p).unwrap().with_epilogue(e.with_aux_output()),
+            AuxRule::Vectors,
+        );
+    }
+    // D with rows the kernels' TMA cannot store in place (a padded copy), n off 8.
+    let odd_ld = p.with_d(MatrixLayout::row_major().with_ld(4097));
+    refused(
+        plan(&odd_ld).unwrap().with_epilogue(gelu_aux),
+        AuxRule::Staged,
+    );
+    refused(
+        plan(&linear(512, 4095, 1024))
+            .unwrap()
+            .with_epilogue(gelu_aux),
+        AuxRule::Staged,
+    );
+    // Split-K with a separate reduction.
+    let g = plan(&p).unwrap().with_epilogue(gelu_aux).unwrap();
+    assert!(matches!(
+        g.with_schedule(ScheduleHints {
+            splits: 4,
+            ..Default::default()
+        }),
+        Err(Error::InvalidProblem {
+            reason: ProblemRule::AuxOutput {
+                rule: AuxRule::Staged
+            }
+        })
+    ));
+    // Other plans: an f32 D, FP8, gated.
+    let f32_out = Gemm::<bf16, bf16, f32>::plan(H100, &p, None)
+        .unwrap()
+        .with_epilogue(gelu_aux);
+    assert!(matches!(
+        f32_out,
+        Err(Error::InvalidProblem {
+            reason: ProblemRule::AuxOutput {
+                rule: AuxRule::Plan
+            }
+        })
+    ));
+    let fp8 = Gemm::<E4M3, E4M3, bf16>::plan(H100, &p, None)
+        .unwrap()
+        .with_epilogue(gelu_aux);
+    assert!(matches!(
+        fp8,
+        Err(Error::InvalidProblem {
+            reason: ProblemRule::AuxOutput {
+                rule: AuxRule::Plan
+            }
+        })
+    ));
+    let gated = GatedGemm::<bf16>::plan(
+        H100,
+        &GemmProblem::new(512, 4096, 1024),
+        Activation::Silu,
+        None,
+    )
+    .unwrap()
+    .with_epilogue(gelu_aux);
+    assert!(matches!(
+        gated,
+        Err(Error::InvalidProblem {
+            reason: ProblemRule::AuxOutput {
+                rule: AuxRule::Plan
+            }
+        })
+    ));
+    // Named kernels: an aux kernel serves aux plans only; a plain kernel is refused for one.
+    let named = Gemm::<bf16, bf16, bf16>::plan(H100, &p, Some(AUX_KERNEL)).map(|g| g.kernel_name());
+    assert!(
+        matches!(
+            named,
+            Err(Error::KernelMismatch {
+                reason: KernelRule::AuxOutput { kernel: true },
+                ..
+            })
+        ),
+        "{named:?}"
+    );
+    assert!(matches!(
+        Gemm::<bf16, bf16, bf16>::plan(H100, &p, Some(TMA_KERNEL))
+            .unwrap()
+            .with_epilogue(gelu_aux),
+        Err(Error::KernelMismatch {
+            reason: KernelRule::AuxOutput { kernel: false },
+            ..
+        })
+    ));
+    assert!(matches!(
+        Gemm::<bf16, bf16, bf16>::plan(H100, &linear(16, 256, 64), Some(cutlass_gemm::DENSE_GEMV))
+            .unwrap()
+            .with_epilogue(gelu_aux),
+        Err(Error::KernelMismatch {
+            reason: KernelRule::AuxOutput { kernel: false },
+            ..
+        })
+    ));
+}

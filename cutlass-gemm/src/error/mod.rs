@@ -39,6 +39,9 @@ pub enum OperandName {
     RowScales,
     /// A fused epilogue's scales per column of D.
     ColScales,
+    /// The auxiliary output of an epilogue that also writes its pre-activation value
+    /// ([`crate::Epilogue::with_aux_output`]).
+    Aux,
     /// A grouped GEMM's rows per group: the offsets of the contiguous layout or the counts of the
     /// masked one ([`crate::GroupedGemm`]).
     GroupRows,
@@ -66,6 +69,7 @@ impl fmt::Display for OperandName {
             OperandName::Bias => "bias",
             OperandName::RowScales => "row scales",
             OperandName::ColScales => "column scales",
+            OperandName::Aux => "auxiliary output",
             OperandName::GroupRows => "group rows (offsets or counts)",
             OperandName::GroupAlphas => "group alphas",
             OperandName::Zeros => "zeros",

@@ -285,6 +285,12 @@ pub enum ProblemRule {
         /// The vector.
         operand: OperandName,
     },
+    /// A plan whose epilogue writes the pre-activation value as an auxiliary output
+    /// ([`crate::Epilogue::with_aux_output`]) breaks a rule of that output.
+    AuxOutput {
+        /// The rule.
+        rule: AuxRule,
+    },
     /// A gated GEMM's outputs come in blocks of 8 ([`crate::GatedGemm`]: the gate and up
     /// projections are interleaved in blocks of 8 rows of the weight).
     GatedOutputs {
@@ -477,6 +483,7 @@ impl fmt::Display for ProblemRule {
                 f,
                 "the {operand} was given but the plan's epilogue has none (plan it with with_epilogue)"
             ),
+            ProblemRule::AuxOutput { rule } => write!(f, "the auxiliary output: {rule}"),
             ProblemRule::GatedOutputs { n } => write!(
                 f,
                 "a gated GEMM's outputs come in blocks of 8 (its weight interleaves the gate and up \
@@ -1054,6 +1061,12 @@ pub enum KernelRule {
         /// The plan's (D's).
         required: DataType,
     },
+    /// A plan whose epilogue writes an auxiliary output named a kernel without one, or another
+    /// plan a kernel with one ([`crate::Epilogue::with_aux_output`]).
+    AuxOutput {
+        /// Whether the kernel writes the auxiliary output.
+        kernel: bool,
+    },
     /// A grouped plan named a kernel that is not grouped, or a plain plan a grouped one.
     Grouped {
         /// Whether the kernel is grouped.
@@ -1295,6 +1308,14 @@ impl fmt::Display for KernelRule {
                 f,
                 "the kernel's fused epilogue reads a {kernel} bias, the plan's is {required}"
             ),
+            KernelRule::AuxOutput { kernel: true } => write!(
+                f,
+                "the kernel also writes the pre-activation value: plan it with Epilogue::with_aux_output and launch it with run_with_aux"
+            ),
+            KernelRule::AuxOutput { kernel: false } => write!(
+                f,
+                "the kernel writes no auxiliary output (those kernels' names end in _evt_bias{{type}}_act_aux)"
+            ),
             KernelRule::Grouped { kernel: true } => write!(
                 f,
                 "the kernel is a grouped (pointer-array) kernel: plan it with GroupedGemm"
@@ -1343,6 +1364,40 @@ impl fmt::Display for KernelRule {
             KernelRule::DenseGemv { rule } => {
                 write!(f, "the 16-bit decode GEMV does not serve the plan: {rule}")
             }
+        }
+    }
+}
+
+/// A rule of the auxiliary output ([`ProblemRule::AuxOutput`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum AuxRule {
+    /// The epilogue has row or column scales or a bias per row: the auxiliary output comes with a
+    /// bias per column (or none) and an activation only.
+    Vectors,
+    /// Only plain bf16 and f16 GEMMs ([`crate::Gemm`] of one 16-bit type) write it.
+    Plan,
+    /// The plan would copy C or D into a padded buffer (a leading dimension, extent or address
+    /// the kernels' TMA cannot take) or split K with a separate reduction: the kernel writes the
+    /// auxiliary output with D's geometry, in place.
+    Staged,
+}
+
+impl fmt::Display for AuxRule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AuxRule::Vectors => write!(
+                f,
+                "it comes with a bias per column (or none) and an activation, without row or column scales or a bias per row"
+            ),
+            AuxRule::Plan => write!(
+                f,
+                "only plain bf16 and f16 GEMMs (Gemm with A, B and D of one 16-bit type) write it"
+            ),
+            AuxRule::Staged => write!(
+                f,
+                "the kernel writes it with D's geometry in place: C and D need 16-byte aligned addresses and leading dimensions, n a multiple of 8, and no split-K reduction"
+            ),
         }
     }
 }

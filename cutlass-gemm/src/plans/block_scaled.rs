@@ -704,6 +704,7 @@ impl<EA: MxElement, EB: MxElement, TD: Element> BlockScaledGemm<EA, EB, TD> {
     /// kernel named by the caller is refused ([`KernelRule::NoFusedEpilogue`]), as are plans with
     /// an NVFP4 D, whose epilogue computes its scale factors.
     pub fn with_epilogue(self, epilogue: Epilogue) -> Result<Self> {
+        crate::plans::epilogue::refuse_aux_output(&epilogue)?;
         let kept = fusion_rule(&self.kernel.spec, &epilogue, true, TD::DATA_TYPE);
         match kept {
             Ok(()) => Ok(BlockScaledGemm { epilogue, ..self }),

@@ -23,7 +23,8 @@ use std::sync::Arc;
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, SyncOnDrop};
 
 use crate::error::{
-    require_device, require_len, Error, KernelRule, OperandName, ProblemRule, Quantity, Result,
+    require_device, require_len, AuxRule, Error, KernelRule, OperandName, ProblemRule, Quantity,
+    Result,
 };
 use crate::formats::element::Element;
 use crate::plans::gemm::POINTER_ALIGNMENT;
@@ -149,6 +150,9 @@ pub struct Epilogue {
     pub row_scales: bool,
     /// f32 scales per column of D (`n` values: per output channel).
     pub col_scales: bool,
+    /// Also write the pre-activation value `alpha·A·B + beta·C + bias` to an auxiliary output of
+    /// D's type and geometry ([`Epilogue::with_aux_output`]).
+    pub aux_output: bool,
 }
 
 impl Epilogue {
@@ -158,6 +162,7 @@ impl Epilogue {
         activation: Activation::Identity,
         row_scales: false,
         col_scales: false,
+        aux_output: false,
     };
 
     /// A bias per column of D (a Linear layer's).
@@ -179,6 +184,20 @@ impl Epilogue {
     /// This epilogue with an activation.
     pub fn with_activation(self, activation: Activation) -> Epilogue {
         Epilogue { activation, ..self }
+    }
+
+    /// This epilogue also writing its pre-activation value `Z = alpha·A·B + beta·C + bias` (f32,
+    /// rounded to D's type) to an auxiliary output with D's layout, leading dimension and batch
+    /// stride, as cuBLASLt's `GELU_AUX_BIAS` does for the activation's backward pass; D is
+    /// `act(Z)`. For plain bf16 and f16 [`crate::Gemm`] plans with a bias per column (or none)
+    /// and any activation, no scales; launched with [`crate::Gemm::run_with_aux`]. The kernels
+    /// are the catalog's [`cutlass_gemm_catalog::Fusion::BiasActivationAux`] entries (SM90; bf16
+    /// in the default build, f16 through `CUTLASS_RS_KERNELS`).
+    pub fn with_aux_output(self) -> Epilogue {
+        Epilogue {
+            aux_output: true,
+            ..self
+        }
     }
 
     /// FP8's rowwise recipe: f32 scales per row of D (A's, per token) and per column (B's, per
@@ -212,6 +231,9 @@ impl Epilogue {
         }
         if self.activation != Activation::Identity {
             parts.push(self.activation.name().into());
+        }
+        if self.aux_output {
+            parts.push("aux".into());
         }
         if parts.is_empty() {
             "none".into()
@@ -388,6 +410,25 @@ pub(crate) fn fusion_rule(
     td: cutlass_gemm_catalog::DataType,
 ) -> std::result::Result<(), KernelRule> {
     use cutlass_gemm_catalog::Fusion;
+    // The auxiliary output: its kernels serve the plans that ask for it, and only those (named
+    // or not: launched without Aux, they would have nowhere to write it).
+    match (kernel.fusion, epilogue.aux_output) {
+        (Fusion::BiasActivationAux { bias }, true) => {
+            return if epilogue.bias.is_none() || bias == td {
+                Ok(())
+            } else {
+                Err(KernelRule::BiasType {
+                    kernel: bias,
+                    required: td,
+                })
+            }
+        }
+        (_, true) => return Err(KernelRule::AuxOutput { kernel: false }),
+        (Fusion::BiasActivationAux { .. }, false) => {
+            return Err(KernelRule::AuxOutput { kernel: true })
+        }
+        _ => {}
+    }
     if epilogue.is_none() {
         return if !named && kernel.fusion.is_fused() {
             Err(KernelRule::FusedEpilogue)
@@ -403,6 +444,19 @@ pub(crate) fn fusion_rule(
         }),
         _ => Err(KernelRule::NoFusedEpilogue),
     }
+}
+
+/// The rule of the plans other than plain 16-bit [`crate::Gemm`]s: no auxiliary output
+/// ([`AuxRule::Plan`]).
+pub(crate) fn refuse_aux_output(e: &Epilogue) -> Result<()> {
+    if e.aux_output {
+        return Err(Error::InvalidProblem {
+            reason: ProblemRule::AuxOutput {
+                rule: AuxRule::Plan,
+            },
+        });
+    }
+    Ok(())
 }
 
 /// The epilogue's vectors in a kernel's arguments, for a kernel that computes D as the plan lays

@@ -229,6 +229,7 @@ impl<T: Element, O: Element> GatedGemm<T, O> {
     /// as `n x 1` matrices), f32 scales per row (`m`) and per column (`2n`, interleaved). A bias
     /// per row is refused ([`ProblemRule::GatedRowBias`]).
     pub fn with_epilogue(self, epilogue: Epilogue) -> Result<Self> {
+        crate::plans::epilogue::refuse_aux_output(&epilogue)?;
         if epilogue.bias == Some(BiasAxis::PerRow) {
             return Err(Error::InvalidProblem {
                 reason: ProblemRule::GatedRowBias,

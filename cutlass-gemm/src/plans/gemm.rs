@@ -8,8 +8,8 @@ use cutlass_gemm_catalog::{KernelSpec, Layout};
 use cutlass_gemm_sys::cutlass_rs_gemm_args;
 
 use crate::error::{
-    require_device, require_len, require_ordinal, Error, Extent, GemvRule, KernelRule, LayoutPairs,
-    LayoutRule, OperandName, ProblemRule, Quantity, Result, Scalar, SplitKRule,
+    require_device, require_len, require_ordinal, AuxRule, Error, Extent, GemvRule, KernelRule,
+    LayoutPairs, LayoutRule, OperandName, ProblemRule, Quantity, Result, Scalar, SplitKRule,
 };
 use crate::ffi::{DeviceInfo, Kernel, ScheduleHints, StagingCopy, BLOCKWISE_GEMV, DENSE_GEMV};
 use crate::formats::element::Element;
@@ -441,7 +441,9 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
         };
         // The 16-bit GEMV computes the fused epilogue (as the fused kernels do); the blockwise one
         // has none.
-        let epilogue = gemv == Gemv::Dense || self.epilogue.is_none();
+        // Neither writes an auxiliary output.
+        let epilogue =
+            (gemv == Gemv::Dense && !self.epilogue.aux_output) || self.epilogue.is_none();
         let [a, b, ..] = self.user;
         Some(if !types || !epilogue {
             GemvRule::Types
@@ -502,6 +504,9 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
     }
 
     fn planned_with_epilogue(self, epilogue: Epilogue, may_separate: bool) -> Result<Self> {
+        if epilogue.aux_output {
+            return self.planned_with_aux_output(epilogue);
+        }
         if let Some(gemv) = self.gemv.filter(|_| !epilogue.is_none()) {
             // The 16-bit decode GEMV computes the fused epilogue itself; the blockwise one has
             // none: named, it is refused; chosen, the problem is planned again among the CUTLASS
@@ -550,6 +555,56 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
             return self.keeping_kernel(epilogue, true);
         }
         Ok(fused?.with_programmatic_dependent_launch(self.dependent_launch))
+    }
+
+    /// [`Gemm::with_epilogue`] for an epilogue that also writes its pre-activation value
+    /// ([`Epilogue::with_aux_output`]): a plain 16-bit plan, a bias per column or none, on the
+    /// kernels that write it (the plan's own if it is one, else the problem planned again among
+    /// them), never the decode GEMV or a separate pass, and no padded copy of C or D.
+    fn planned_with_aux_output(self, epilogue: Epilogue) -> Result<Self> {
+        use cutlass_gemm_catalog::DataType;
+        let refuse = |rule| Error::InvalidProblem {
+            reason: ProblemRule::AuxOutput { rule },
+        };
+        let sixteen = matches!(TD::DATA_TYPE, DataType::Bf16 | DataType::F16);
+        if self.scaling != Scaling::None
+            || !sixteen
+            || TA::DATA_TYPE != TD::DATA_TYPE
+            || TB::DATA_TYPE != TD::DATA_TYPE
+        {
+            return Err(refuse(AuxRule::Plan));
+        }
+        if epilogue.row_scales || epilogue.col_scales || epilogue.bias == Some(BiasAxis::PerRow) {
+            return Err(refuse(AuxRule::Vectors));
+        }
+        if let Some(gemv) = self.gemv.filter(|_| self.pinned) {
+            return Err(Error::KernelMismatch {
+                name: gemv.name().into(),
+                reason: KernelRule::AuxOutput { kernel: false },
+            });
+        }
+        let same_kernel = self.gemv.is_none()
+            && crate::plans::epilogue::fusion_rule(
+                &self.kernel.spec,
+                &epilogue,
+                true,
+                TD::DATA_TYPE,
+            )
+            .is_ok();
+        let gemm = if same_kernel {
+            self.keeping_kernel(epilogue, false)?
+        } else {
+            let kernel = self.pinned.then_some(self.kernel.name);
+            let dependent_launch = self.dependent_launch;
+            Self::plan_with(self.device, &self.problem, kernel, self.scaling, epilogue)?
+                .with_programmatic_dependent_launch(dependent_launch)
+        };
+        let staged = gemm.staging.staged[Slot::C as usize].is_some()
+            || gemm.staging.staged[Slot::D as usize].is_some();
+        if staged || gemm.partials.is_some() || gemm.separate_epilogue || gemm.gemv.is_some() {
+            return Err(refuse(AuxRule::Staged));
+        }
+        Ok(gemm)
     }
 
     /// This plan's kernel with `epilogue`, in the kernel or as a separate pass, its workspace
@@ -649,6 +704,13 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
                 name: self.kernel_name().into(),
                 reason: KernelRule::SplitKNeedsStreamK {
                     splits: schedule.splits,
+                },
+            });
+        }
+        if schedule.splits > 1 && !stream_k && self.epilogue.aux_output {
+            return Err(Error::InvalidProblem {
+                reason: ProblemRule::AuxOutput {
+                    rule: AuxRule::Staged,
                 },
             });
         }
@@ -963,7 +1025,17 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
         workspace: Workspace<'_>,
     ) -> Result<()> {
         let none = EpilogueOperands::default();
-        self.run_checked(stream, a, b, None, Source::from(c), d, &none, workspace)
+        self.run_checked(
+            stream,
+            a,
+            b,
+            None,
+            Source::from(c),
+            d,
+            None,
+            &none,
+            workspace,
+        )
     }
 
     /// [`Gemm::run`] with the vectors of the plan's fused epilogue ([`Gemm::with_epilogue`]):
@@ -980,7 +1052,46 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
         epilogue: &EpilogueOperands<'_, TD>,
         workspace: Workspace<'_>,
     ) -> Result<()> {
-        self.run_checked(stream, a, b, None, Source::from(c), d, epilogue, workspace)
+        self.run_checked(
+            stream,
+            a,
+            b,
+            None,
+            Source::from(c),
+            d,
+            None,
+            epilogue,
+            workspace,
+        )
+    }
+
+    /// [`Gemm::run_fused`] for a plan whose epilogue also writes its pre-activation value
+    /// ([`Epilogue::with_aux_output`]) to `aux`: D's geometry ([`Gemm::operand`] of
+    /// [`OperandName::D`]: its length, leading dimension and batch stride), a 16-byte aligned
+    /// address, overlapping no other operand. Checked like D before the launch.
+    #[allow(clippy::too_many_arguments)]
+    pub fn run_with_aux(
+        &self,
+        stream: &Arc<CudaStream>,
+        a: &dyn DevicePtr<TA>,
+        b: &dyn DevicePtr<TB>,
+        c: Option<&dyn DevicePtr<TD>>,
+        d: &mut dyn DevicePtrMut<TD>,
+        aux: &mut dyn DevicePtrMut<TD>,
+        epilogue: &EpilogueOperands<'_, TD>,
+        workspace: Workspace<'_>,
+    ) -> Result<()> {
+        self.run_checked(
+            stream,
+            a,
+            b,
+            None,
+            Source::from(c),
+            d,
+            Some(aux),
+            epilogue,
+            workspace,
+        )
     }
 
     /// `D = alpha * A·B + beta * D`: C is D itself, with D's geometry.
@@ -1000,7 +1111,7 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
             });
         }
         let none = EpilogueOperands::default();
-        self.run_checked(stream, a, b, None, Source::D, d, &none, workspace)
+        self.run_checked(stream, a, b, None, Source::D, d, None, &none, workspace)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -1022,6 +1133,7 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
             Some(scales),
             Source::from(c),
             d,
+            None,
             epilogue,
             workspace,
         )
@@ -1080,6 +1192,7 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
             self.check_scale_pointers(sf)?;
         }
         self.check_epilogue_operands([None; 3], d)?;
+        self.check_aux_presence(false)?;
         require_len(OperandName::Workspace, workspace_bytes, self.workspace_size)?;
         // The staging copies and the kernel launch on the thread's current device: it must be the
         // plan's (the kernel's entry point checks it again, for C callers).
@@ -1092,6 +1205,7 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
             d,
             scales,
             [0; 3],
+            0,
             workspace,
             workspace_bytes,
             stream,
@@ -1107,10 +1221,12 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
         scales: Option<(&dyn DevicePtr<f32>, &dyn DevicePtr<f32>)>,
         c: Source<'_, TD>,
         d: &mut dyn DevicePtrMut<TD>,
+        aux: Option<&mut dyn DevicePtrMut<TD>>,
         epilogue: &EpilogueOperands<'_, TD>,
         workspace: Workspace<'_>,
     ) -> Result<()> {
         self.check_stream(stream)?;
+        self.check_aux_presence(aux.is_some())?;
         let device = self.device.ordinal;
         require_device(OperandName::A, a, device)?;
         require_device(OperandName::B, b, device)?;
@@ -1123,6 +1239,10 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
             require_device(OperandName::ScalesB, sb, device)?;
         }
         epilogue.require_device(device)?;
+        if let Some(x) = &aux {
+            require_device(OperandName::Aux, *x, device)?;
+            require_len(OperandName::Aux, x.len(), self.user[3].required_len())?;
+        }
         self.check_len(OperandName::A, a.len())?;
         self.check_len(OperandName::B, b.len())?;
         self.check_len(OperandName::D, d.len())?;
@@ -1175,6 +1295,16 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
         // The epilogue's vectors: bias, row scales, column scales (pointer, length).
         let (vectors, _gv) = epilogue.addresses(stream);
         self.check_epilogue_operands(vectors, pd)?;
+        let (px, _gx) = match aux {
+            Some(x) => {
+                let (p, g) = x.device_ptr_mut(stream);
+                (p, Some(g))
+            }
+            None => (0, None),
+        };
+        if px != 0 {
+            self.check_aux_pointer(px, [pa, pb, pd], pc, vectors)?;
+        }
         let mut managed = None;
         let (pw, _gw) = workspace_ptr(stream, workspace, self.workspace_size, &mut managed, false)?;
         // SAFETY: every pointer was checked against the extent the problem reaches, its alignment
@@ -1187,6 +1317,7 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
                 pd,
                 psf,
                 vectors.map(|v| v.map_or(0, |(p, _)| p)),
+                px,
                 pw,
                 self.workspace_size,
                 stream.cu_stream(),
@@ -1325,6 +1456,7 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
         d: u64,
         scales: Option<(u64, u64)>,
         vectors: [u64; 3],
+        aux: u64,
         workspace: u64,
         workspace_bytes: usize,
         stream: sys::CUstream,
@@ -1337,6 +1469,7 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
                 d,
                 scales,
                 vectors,
+                aux,
                 workspace,
                 workspace_bytes,
                 stream,
@@ -1351,6 +1484,7 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
             d,
             scales,
             [0; 3],
+            0,
             workspace,
             workspace_bytes,
             stream,
@@ -1387,6 +1521,7 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
         d: u64,
         scales: Option<(u64, u64)>,
         [bias, row_scales, col_scales]: [u64; 3],
+        aux: u64,
         workspace: u64,
         workspace_bytes: usize,
         stream: sys::CUstream,
@@ -1501,7 +1636,13 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
                 next += copy.bytes.next_multiple_of(STAGING_ALIGNMENT) as u64;
             }
         }
-        let args = self.args(ptrs, c_is_d, scales, &vectors);
+        let mut args = self.args(ptrs, c_is_d, scales, &vectors);
+        // The auxiliary output's address goes where a block-scaled D's scale factors would: the
+        // aux kernels (cutlass_rs_aux_epilogue.hpp) write no block-scaled D, and take Aux with
+        // D's geometry.
+        if self.epilogue.aux_output {
+            args.sfd = aux as *mut _;
+        }
         self.kernel
             .launch_abi(&args, workspace, workspace_bytes, stream)?;
         if let Some(s) = self.staging.staged[3] {
@@ -1671,6 +1812,67 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
             vectors,
             (d, d_bytes),
         )
+    }
+
+    /// The auxiliary output is given exactly when the plan's epilogue writes one.
+    fn check_aux_presence(&self, given: bool) -> Result<()> {
+        let operand = OperandName::Aux;
+        match (self.epilogue.aux_output, given) {
+            (true, false) => Err(Error::InvalidProblem {
+                reason: ProblemRule::EpilogueOperandMissing { operand },
+            }),
+            (false, true) => Err(Error::InvalidProblem {
+                reason: ProblemRule::EpilogueOperandNotTaken { operand },
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// The auxiliary output's address: 16-byte aligned, its extent (D's) clear of A, B, C, D and
+    /// the epilogue's vectors.
+    fn check_aux_pointer(
+        &self,
+        aux: u64,
+        [a, b, d]: [u64; 3],
+        c: Option<u64>,
+        vectors: [Option<(u64, usize)>; 3],
+    ) -> Result<()> {
+        crate::error::require_aligned(OperandName::Aux, Quantity::Pointer, aux, POINTER_ALIGNMENT)?;
+        let size = |op: OperandName| match op {
+            OperandName::A => std::mem::size_of::<TA>(),
+            OperandName::B => std::mem::size_of::<TB>(),
+            _ => std::mem::size_of::<TD>(),
+        };
+        let extent = |op: OperandName| (self.user[op_index(op)].required_len() * size(op)) as u64;
+        let mine = (aux, extent(OperandName::D));
+        let mut others = vec![
+            (OperandName::A, (a, extent(OperandName::A))),
+            (OperandName::B, (b, extent(OperandName::B))),
+            (OperandName::D, (d, extent(OperandName::D))),
+        ];
+        if let Some(c) = c.filter(|_| self.problem.beta != 0.0) {
+            others.push((OperandName::C, (c, extent(OperandName::C))));
+        }
+        let names = [
+            OperandName::Bias,
+            OperandName::RowScales,
+            OperandName::ColScales,
+        ];
+        let sizes = [std::mem::size_of::<TD>(), 4, 4];
+        for ((name, v), size) in names.into_iter().zip(vectors).zip(sizes) {
+            if let Some((p, len)) = v {
+                others.push((name, (p, (len * size) as u64)));
+            }
+        }
+        for (op, range) in others {
+            if crate::error::overlaps(mine, range) {
+                return Err(Error::Aliasing {
+                    output: OperandName::Aux,
+                    input: op,
+                });
+            }
+        }
+        Ok(())
     }
 
     fn check_scale_pointers(&self, (sa, sb): (u64, u64)) -> Result<()> {

@@ -1182,6 +1182,7 @@ impl<T: WeightOnlyInput> WeightOnlyGemm<T> {
     /// rule, split-K factor included. The decode GEMV computes every epilogue. A kernel named by
     /// the caller is kept, or refused ([`KernelRule::NoFusedEpilogue`]).
     pub fn with_epilogue(self, epilogue: Epilogue) -> Result<Self> {
+        crate::plans::epilogue::refuse_aux_output(&epilogue)?;
         let fused = self
             .cutlass_kernel()
             .is_none_or(|k| k.spec.fusion.is_fused());

@@ -8,6 +8,7 @@
 
 mod common;
 
+mod aux;
 mod blockscaled;
 #[cfg(feature = "candle")]
 mod candle;
