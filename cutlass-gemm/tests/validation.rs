@@ -1366,6 +1366,18 @@ fn aux_output_plans_check_their_rules() {
         ),
         "{named:?}"
     );
+    // Named with the epilogue from the start, it serves.
+    let g =
+        Gemm::<bf16, bf16, bf16>::plan_with_epilogue(H100, &p, gelu_aux, Some(AUX_KERNEL)).unwrap();
+    assert_eq!(g.kernel_name(), AUX_KERNEL);
+    assert!(matches!(
+        Gemm::<bf16, bf16, bf16>::plan_with_epilogue(H100, &odd_ld, gelu_aux, Some(AUX_KERNEL)),
+        Err(Error::InvalidProblem {
+            reason: ProblemRule::AuxOutput {
+                rule: AuxRule::Staged
+            }
+        })
+    ));
     assert!(matches!(
         Gemm::<bf16, bf16, bf16>::plan(H100, &p, Some(TMA_KERNEL))
             .unwrap()

@@ -211,6 +211,34 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
         Self::plan_with(device, problem, kernel, Scaling::None, Epilogue::NONE)
     }
 
+    /// [`Gemm::with_kernel`] with an epilogue from the start: the way to name a kernel that
+    /// writes an auxiliary output ([`Epilogue::with_aux_output`]), which a plain plan refuses
+    /// ([`KernelRule::AuxOutput`]).
+    pub fn with_kernel_and_epilogue(
+        ctx: &CudaContext,
+        problem: &GemmProblem,
+        name: &str,
+        epilogue: Epilogue,
+    ) -> Result<Self> {
+        Self::plan_with_epilogue(DeviceInfo::query(ctx)?, problem, epilogue, Some(name))
+    }
+
+    /// [`Gemm::plan`] with an epilogue from the start: the same plan as
+    /// `Gemm::plan(..)?.with_epilogue(epilogue)`, and a kernel named here may be one that writes
+    /// an auxiliary output.
+    pub fn plan_with_epilogue(
+        device: DeviceInfo,
+        problem: &GemmProblem,
+        epilogue: Epilogue,
+        kernel: Option<&str>,
+    ) -> Result<Self> {
+        if !epilogue.aux_output {
+            return Self::plan(device, problem, kernel)?.with_epilogue(epilogue);
+        }
+        Self::aux_output_rules(Scaling::None, &epilogue)?;
+        Self::plan_with(device, problem, kernel, Scaling::None, epilogue)?.aux_output_placed()
+    }
+
     pub(crate) fn plan_with(
         device: DeviceInfo,
         problem: &GemmProblem,
@@ -562,21 +590,7 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
     /// kernels that write it (the plan's own if it is one, else the problem planned again among
     /// them), never the decode GEMV or a separate pass, and no padded copy of C or D.
     fn planned_with_aux_output(self, epilogue: Epilogue) -> Result<Self> {
-        use cutlass_gemm_catalog::DataType;
-        let refuse = |rule| Error::InvalidProblem {
-            reason: ProblemRule::AuxOutput { rule },
-        };
-        let sixteen = matches!(TD::DATA_TYPE, DataType::Bf16 | DataType::F16);
-        if self.scaling != Scaling::None
-            || !sixteen
-            || TA::DATA_TYPE != TD::DATA_TYPE
-            || TB::DATA_TYPE != TD::DATA_TYPE
-        {
-            return Err(refuse(AuxRule::Plan));
-        }
-        if epilogue.row_scales || epilogue.col_scales || epilogue.bias == Some(BiasAxis::PerRow) {
-            return Err(refuse(AuxRule::Vectors));
-        }
+        Self::aux_output_rules(self.scaling, &epilogue)?;
         if let Some(gemv) = self.gemv.filter(|_| self.pinned) {
             return Err(Error::KernelMismatch {
                 name: gemv.name().into(),
@@ -599,12 +613,44 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
             Self::plan_with(self.device, &self.problem, kernel, self.scaling, epilogue)?
                 .with_programmatic_dependent_launch(dependent_launch)
         };
-        let staged = gemm.staging.staged[Slot::C as usize].is_some()
-            || gemm.staging.staged[Slot::D as usize].is_some();
-        if staged || gemm.partials.is_some() || gemm.separate_epilogue || gemm.gemv.is_some() {
-            return Err(refuse(AuxRule::Staged));
+        gemm.aux_output_placed()
+    }
+
+    /// The auxiliary output's rules on the plan and its epilogue: a plain 16-bit GEMM
+    /// ([`AuxRule::Plan`]), a bias per column or none and no scales ([`AuxRule::Vectors`]).
+    fn aux_output_rules(scaling: Scaling, epilogue: &Epilogue) -> Result<()> {
+        use cutlass_gemm_catalog::DataType;
+        let refuse = |rule| Error::InvalidProblem {
+            reason: ProblemRule::AuxOutput { rule },
+        };
+        let sixteen = matches!(TD::DATA_TYPE, DataType::Bf16 | DataType::F16);
+        if scaling != Scaling::None
+            || !sixteen
+            || TA::DATA_TYPE != TD::DATA_TYPE
+            || TB::DATA_TYPE != TD::DATA_TYPE
+        {
+            return Err(refuse(AuxRule::Plan));
         }
-        Ok(gemm)
+        if epilogue.row_scales || epilogue.col_scales || epilogue.bias == Some(BiasAxis::PerRow) {
+            return Err(refuse(AuxRule::Vectors));
+        }
+        Ok(())
+    }
+
+    /// A plan with the auxiliary output as planned: the kernel writes Aux with D's geometry in
+    /// place, so no padded copy of C or D, split-K reduction, separate pass or GEMV
+    /// ([`AuxRule::Staged`]).
+    fn aux_output_placed(self) -> Result<Self> {
+        let staged = self.staging.staged[Slot::C as usize].is_some()
+            || self.staging.staged[Slot::D as usize].is_some();
+        if staged || self.partials.is_some() || self.separate_epilogue || self.gemv.is_some() {
+            return Err(Error::InvalidProblem {
+                reason: ProblemRule::AuxOutput {
+                    rule: AuxRule::Staged,
+                },
+            });
+        }
+        Ok(self)
     }
 
     /// This plan's kernel with `epilogue`, in the kernel or as a separate pass, its workspace

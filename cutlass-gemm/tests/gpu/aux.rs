@@ -180,8 +180,7 @@ fn every_aux_kernel<T: Element>(ctx: &Arc<CudaContext>, stream: &Arc<CudaStream>
             ));
         }
         for (p, e, with_c) in cases {
-            let g = Gemm::<T, T, T>::with_kernel(ctx, &p, k.name)
-                .and_then(|g| g.with_epilogue(e.with_aux_output()))
+            let g = Gemm::<T, T, T>::with_kernel_and_epilogue(ctx, &p, k.name, e.with_aux_output())
                 .unwrap_or_else(|err| panic!("{} {p:?}: {err}", k.name));
             assert_eq!(g.kernel_name(), k.name, "the pinned kernel stays");
             worst = worst.max(run_aux(stream, &mut rng, &g, with_c));
@@ -301,26 +300,35 @@ fn aux_operand_is_checked() {
             ..
         }
     ));
-    // Aux over D: one buffer, two views.
-    let mut both = stream.alloc_zeros::<bf16>(2 * 128 * 256).unwrap();
-    let (mut lo, mut hi) = both.split_at_mut(128 * 256 - 64);
-    assert!(matches!(
-        g.run_with_aux(
-            &stream,
-            &a,
-            &b,
-            None,
-            &mut lo,
-            &mut hi,
-            &ops,
-            Workspace::Managed
-        )
-        .unwrap_err(),
-        Error::Aliasing {
-            output: OperandName::Aux,
-            input: OperandName::D
-        }
-    ));
+    // Aux over D (safe Rust cannot alias two mutable buffers: a second handle to D's memory, 64
+    // elements in, which the check refuses before any launch).
+    let d_ptr = {
+        let (p, _guard) = d.device_ptr(&stream);
+        p
+    };
+    // SAFETY: the handle is leaked below, never freed; nothing is launched on it.
+    let mut over = unsafe { stream.upgrade_device_ptr::<bf16>(d_ptr + 128, 128 * 256) };
+    let aliased = g.run_with_aux(
+        &stream,
+        &a,
+        &b,
+        None,
+        &mut d,
+        &mut over,
+        &ops,
+        Workspace::Managed,
+    );
+    over.leak();
+    assert!(
+        matches!(
+            aliased,
+            Err(Error::Aliasing {
+                output: OperandName::Aux,
+                input: OperandName::D
+            })
+        ),
+        "{aliased:?}"
+    );
     // A plan without the aux output takes none.
     let plain = Gemm::<bf16, bf16, bf16>::new(&ctx, &p)
         .unwrap()
