@@ -1302,6 +1302,16 @@ fn aux_output_plans_check_their_rules() {
             .with_epilogue(gelu_aux),
         AuxRule::Staged,
     );
+    // A column-major D (the kernels that would compute Dᵀ take no bias per column).
+    for m in [16, 512] {
+        let col = linear(m, 4096, 1024)
+            .with_c(MatrixLayout::col_major())
+            .with_d(MatrixLayout::col_major());
+        refused(
+            plan(&col).unwrap().with_epilogue(gelu_aux),
+            AuxRule::ColumnMajorD,
+        );
+    }
     // Split-K with a separate reduction.
     let g = plan(&p).unwrap().with_epilogue(gelu_aux).unwrap();
     assert!(matches!(

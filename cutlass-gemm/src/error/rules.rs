@@ -1381,6 +1381,8 @@ pub enum AuxRule {
     /// the kernels' TMA cannot take) or split K with a separate reduction: the kernel writes the
     /// auxiliary output with D's geometry, in place.
     Staged,
+    /// D is column-major: the kernels write D and Aux row-major.
+    ColumnMajorD,
 }
 
 impl fmt::Display for AuxRule {
@@ -1397,6 +1399,10 @@ impl fmt::Display for AuxRule {
             AuxRule::Staged => write!(
                 f,
                 "the kernel writes it with D's geometry in place: C and D need 16-byte aligned addresses and leading dimensions, n a multiple of 8, and no split-K reduction"
+            ),
+            AuxRule::ColumnMajorD => write!(
+                f,
+                "the kernels write D and Aux row-major: plan a row-major D (or the transposed product)"
             ),
         }
     }

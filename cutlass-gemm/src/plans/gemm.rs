@@ -639,8 +639,17 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
 
     /// A plan with the auxiliary output as planned: the kernel writes Aux with D's geometry in
     /// place, so no padded copy of C or D, split-K reduction, separate pass or GEMV
-    /// ([`AuxRule::Staged`]).
+    /// ([`AuxRule::Staged`]), and computes D as the user lays it out, row-major (a swapped
+    /// kernel would read the user's bias per column as its bias per row, which the aux kernels
+    /// do not take: [`AuxRule::ColumnMajorD`]).
     fn aux_output_placed(self) -> Result<Self> {
+        if self.swapped || self.user[3].layout != Layout::RowMajor {
+            return Err(Error::InvalidProblem {
+                reason: ProblemRule::AuxOutput {
+                    rule: AuxRule::ColumnMajorD,
+                },
+            });
+        }
         let staged = self.staging.staged[Slot::C as usize].is_some()
             || self.staging.staged[Slot::D as usize].is_some();
         if staged || self.partials.is_some() || self.separate_epilogue || self.gemv.is_some() {
