@@ -127,7 +127,9 @@ pub struct RawArgs {
     pub sfa: sys::CUdeviceptr,
     /// Scale factors of B.
     pub sfb: sys::CUdeviceptr,
-    /// Scale factors of a block-scaled D (written by `LinCombBlockScaleFactor` kernels).
+    /// Scale factors of a block-scaled D (written by `LinCombBlockScaleFactor` kernels); for the
+    /// kernels with an auxiliary output (`Fusion::BiasActivationAux`), Aux, with D's leading
+    /// dimension and batch stride.
     pub sfd: sys::CUdeviceptr,
     /// Device f32 the block-scaled epilogue normalizes by (`norm_constant`).
     pub norm_constant: sys::CUdeviceptr,

@@ -1380,6 +1380,24 @@ fn aux_output_plans_check_their_rules() {
     let g =
         Gemm::<bf16, bf16, bf16>::plan_with_epilogue(H100, &p, gelu_aux, Some(AUX_KERNEL)).unwrap();
     assert_eq!(g.kernel_name(), AUX_KERNEL);
+    // An aux plan given an epilogue without Aux leaves the aux kernel (unpinned: planned again;
+    // pinned: refused).
+    for e in [Epilogue::NONE, Epilogue::bias()] {
+        let unpinned = plan(&p).unwrap().with_epilogue(gelu_aux).unwrap();
+        let again = unpinned.with_epilogue(e).unwrap();
+        assert!(
+            !again.kernel_spec().fusion.has_aux(),
+            "{}",
+            again.kernel_name()
+        );
+        assert!(matches!(
+            g.clone().with_epilogue(e),
+            Err(Error::KernelMismatch {
+                reason: KernelRule::AuxOutput { kernel: true },
+                ..
+            })
+        ));
+    }
     assert!(matches!(
         Gemm::<bf16, bf16, bf16>::plan_with_epilogue(H100, &odd_ld, gelu_aux, Some(AUX_KERNEL)),
         Err(Error::InvalidProblem {

@@ -571,8 +571,10 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
                 })
                 .sum()
         };
+        // (Never on an aux kernel: without its auxiliary output it cannot run.)
         let separate = may_separate
             && !self.pinned
+            && !self.kernel.spec.fusion.has_aux()
             && self.separate_pass_serves(&epilogue)
             && staged_inputs(&self) == 0
             && fused.as_ref().map_or(true, |f| {

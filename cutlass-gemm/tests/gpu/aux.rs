@@ -300,14 +300,14 @@ fn aux_operand_is_checked() {
             ..
         }
     ));
-    // Aux over D (safe Rust cannot alias two mutable buffers: a second handle to D's memory, 64
-    // elements in, which the check refuses before any launch).
+    // Aux over D (safe Rust cannot alias two mutable buffers: a second handle to D's memory,
+    // which the check refuses before any launch).
     let d_ptr = {
         let (p, _guard) = d.device_ptr(&stream);
         p
     };
     // SAFETY: the handle is leaked below, never freed; nothing is launched on it.
-    let mut over = unsafe { stream.upgrade_device_ptr::<bf16>(d_ptr + 128, 128 * 256) };
+    let mut over = unsafe { stream.upgrade_device_ptr::<bf16>(d_ptr, 128 * 256) };
     let aliased = g.run_with_aux(
         &stream,
         &a,
