@@ -1296,6 +1296,11 @@ impl KernelSpec {
                 "{name}: the scale-bias-activation epilogue needs an f32 accumulator and a bf16, f16 or f32 D"
             ));
         }
+        self.check_bias_type(name, bias)
+    }
+
+    /// The bias rule of this crate's epilogues: D's type or f32.
+    fn check_bias_type(&self, name: &str, bias: DataType) -> Result<(), String> {
         if bias != self.d.ty && bias != DataType::F32 {
             return Err(format!(
                 "{name}: the bias of a fused epilogue is of D's type or f32, not {bias}"
@@ -1350,12 +1355,7 @@ impl KernelSpec {
                 "{name}: the auxiliary-output epilogue needs bf16 or f16 inputs, C and D of the input type, an f32 accumulator and a row-major D"
             ));
         }
-        if bias != self.d.ty && bias != DataType::F32 {
-            return Err(format!(
-                "{name}: the bias of the auxiliary-output epilogue is of D's type or f32, not {bias}"
-            ));
-        }
-        Ok(())
+        self.check_bias_type(name, bias)
     }
 
     /// The rules of [`Fusion::Gated`]: a dense SM90 TN kernel on CUTLASS's cooperative or pingpong
@@ -1416,12 +1416,7 @@ impl KernelSpec {
                 self.tile[1]
             ));
         }
-        if bias != self.d.ty && bias != DataType::F32 {
-            return Err(format!(
-                "{name}: the bias of a fused epilogue is of D's type or f32, not {bias}"
-            ));
-        }
-        Ok(())
+        self.check_bias_type(name, bias)
     }
 
     /// A mixed-input kernel's orientation: TN (the weight row-major as A, the activations

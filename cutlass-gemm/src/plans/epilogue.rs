@@ -400,9 +400,12 @@ pub(crate) fn row_major_reach<T>(
 /// with [`Fusion::ScaleBiasActivation`] (a bias, where it has one, of D's type `td`); a plain plan
 /// chooses among the kernels with CUTLASS's own epilogue (their fused twins are the same tiles,
 /// slower where the epilogue dominates), and runs on a fused one only when the caller names it
-/// (`named`: its vectors are then null, which is the plain GEMM).
+/// (`named`: its vectors are then null, which is the plain GEMM). The kernels that write an
+/// auxiliary output ([`Fusion::BiasActivationAux`]) serve the plans that ask for one, and only
+/// those.
 ///
 /// [`Fusion::ScaleBiasActivation`]: cutlass_gemm_catalog::Fusion::ScaleBiasActivation
+/// [`Fusion::BiasActivationAux`]: cutlass_gemm_catalog::Fusion::BiasActivationAux
 pub(crate) fn fusion_rule(
     kernel: &cutlass_gemm_catalog::KernelSpec,
     epilogue: &Epilogue,
@@ -412,22 +415,10 @@ pub(crate) fn fusion_rule(
     use cutlass_gemm_catalog::Fusion;
     // The auxiliary output: its kernels serve the plans that ask for it, and only those (named
     // or not: launched without Aux, they would have nowhere to write it).
-    match (kernel.fusion, epilogue.aux_output) {
-        (Fusion::BiasActivationAux { bias }, true) => {
-            return if epilogue.bias.is_none() || bias == td {
-                Ok(())
-            } else {
-                Err(KernelRule::BiasType {
-                    kernel: bias,
-                    required: td,
-                })
-            }
-        }
-        (_, true) => return Err(KernelRule::AuxOutput { kernel: false }),
-        (Fusion::BiasActivationAux { .. }, false) => {
-            return Err(KernelRule::AuxOutput { kernel: true })
-        }
-        _ => {}
+    if kernel.fusion.has_aux() != epilogue.aux_output {
+        return Err(KernelRule::AuxOutput {
+            kernel: kernel.fusion.has_aux(),
+        });
     }
     if epilogue.is_none() {
         return if !named && kernel.fusion.is_fused() {
@@ -437,11 +428,17 @@ pub(crate) fn fusion_rule(
         };
     }
     match kernel.fusion {
-        Fusion::ScaleBiasActivation { bias } if epilogue.bias.is_none() || bias == td => Ok(()),
-        Fusion::ScaleBiasActivation { bias } => Err(KernelRule::BiasType {
-            kernel: bias,
-            required: td,
-        }),
+        Fusion::ScaleBiasActivation { bias } | Fusion::BiasActivationAux { bias }
+            if epilogue.bias.is_none() || bias == td =>
+        {
+            Ok(())
+        }
+        Fusion::ScaleBiasActivation { bias } | Fusion::BiasActivationAux { bias } => {
+            Err(KernelRule::BiasType {
+                kernel: bias,
+                required: td,
+            })
+        }
         _ => Err(KernelRule::NoFusedEpilogue),
     }
 }
