@@ -2,8 +2,8 @@
 //!
 //! Steps (see `main`): read the configuration (cargo features and the environment), select catalog
 //! entries, find the CUDA compiler and the CUTLASS headers, render one `.cu` per kernel beside the
-//! hand-written sources of `csrc/`, compile them with nvcc through a content-addressed object
-//! cache, and archive them with the kernel registry into a static library. The Rust declarations
+//! hand-written sources of `csrc/`, compile them with nvcc, several kernels per nvcc
+//! (`codegen::translation_units`), through a content-addressed object cache, and archive them with the kernel registry into a static library. The Rust declarations
 //! of the C header are checked in (`src/bindings.rs`; `tests/bindings_fresh.rs` regenerates them
 //! with bindgen and compares), so building needs no libclang.
 //!
@@ -19,7 +19,8 @@
 //! | `CUTLASS_RS_ARCHS` | architectures, comma-separated: `90a`, `100a`, `120a` | `CUDA_COMPUTE_CAP` (90 → 90a, 100 → 100a, 120 → 120a), else the GPU `nvidia-smi` reports, else 90a; plus the archs of the `sm100`/`sm120` features and of presets |
 //! | `NVCC` | the CUDA compiler | discovery: `CUDA_HOME`, `CUDA_PATH`, `CUDA_ROOT`, nvcc on `PATH`, `/usr/local/cuda`, `/opt/cuda`, the pip wheels of `python3`, this repository's `third_party/` |
 //! | `CUTLASS_DIR` | CUTLASS 4.x: a checkout or the wheel's `source` folder (with `include/cutlass`) | the nvidia-cutlass wheel of `python3`, then the headers shipped in this package, then `third_party/` |
-//! | `CUTLASS_RS_NVCC_JOBS` | parallel nvcc jobs (one needs 3.5–5 GB of memory) | `2` |
+//! | `CUTLASS_RS_NVCC_JOBS` | parallel nvcc jobs (one needs 3.5–5 GB of memory for one kernel, up to 9 GB for six) | `2`, fewer where the available memory holds fewer (with a warning) |
+//! | `CUTLASS_RS_KERNELS_PER_NVCC` | kernels one nvcc compiles together (they share CUTLASS's headers and templates: six compile in about a third of the time they take one by one); `1` gives each kernel its own nvcc and cached object | `6` |
 //! | `CUTLASS_RS_CACHE_DIR` | object cache | `$XDG_CACHE_HOME/cutlass-rs` or `~/.cache/cutlass-rs` |
 //! | `CUTLASS_RS_NVCC_FLAGS` | extra nvcc flags, space-separated (part of the cache key) | none |
 //! | `DOCS_RS` | set by docs.rs: compile nothing, need no toolchain | unset |
@@ -42,6 +43,7 @@ const ENV_VARS: &[&str] = &[
     "CUTLASS_RS_ARCHS",
     "CUTLASS_RS_KERNELS",
     "CUTLASS_RS_NVCC_JOBS",
+    "CUTLASS_RS_KERNELS_PER_NVCC",
     "CUTLASS_RS_CACHE_DIR",
     "CUTLASS_RS_NVCC_FLAGS",
     "CUDA_COMPUTE_CAP",
@@ -80,9 +82,16 @@ fn main() {
     };
     let cutlass_version = toolchain.as_ref().map_or(0, |t| t.cutlass_version);
 
-    generate_sources(&gen_dir, &specs, cutlass_version, toolchain.is_some());
+    let units = codegen::translation_units(&specs, config.kernels_per_nvcc);
+    generate_sources(
+        &gen_dir,
+        &specs,
+        &units,
+        cutlass_version,
+        toolchain.is_some(),
+    );
     let objects = match &toolchain {
-        Some(t) => compile_kernels(&config, t, &gen_dir, &specs),
+        Some(t) => compile_kernels(&config, t, &gen_dir, &units),
         None => Vec::new(),
     };
     if !config.docs_rs {
@@ -99,6 +108,9 @@ struct Config {
     no_kernels: bool,
     docs_rs: bool,
     jobs: usize,
+    /// `CUTLASS_RS_NVCC_JOBS` was set: run that many nvcc whatever the memory.
+    jobs_from_env: bool,
+    kernels_per_nvcc: usize,
     cache_dir: PathBuf,
     extra_nvcc_flags: Vec<String>,
     manifest_dir: PathBuf,
@@ -115,6 +127,19 @@ enum Selection {
 
 fn var(key: &str) -> Option<String> {
     env::var(key).ok().filter(|s| !s.trim().is_empty())
+}
+
+/// A positive integer from the environment, or the default when the variable is unset.
+fn positive(key: &str, default: usize) -> usize {
+    match var(key) {
+        None => default,
+        Some(s) => s
+            .trim()
+            .parse::<usize>()
+            .ok()
+            .filter(|&j| j > 0)
+            .unwrap_or_else(|| fail(&format!("{key}: `{s}` is not a positive integer"))),
+    }
 }
 
 impl Config {
@@ -146,19 +171,8 @@ impl Config {
                  without kernels"
             );
         }
-        let jobs = match var("CUTLASS_RS_NVCC_JOBS") {
-            None => 2,
-            Some(s) => s
-                .trim()
-                .parse::<usize>()
-                .ok()
-                .filter(|&j| j > 0)
-                .unwrap_or_else(|| {
-                    fail(&format!(
-                        "CUTLASS_RS_NVCC_JOBS: `{s}` is not a positive integer"
-                    ))
-                }),
-        };
+        let jobs = positive("CUTLASS_RS_NVCC_JOBS", 2);
+        let kernels_per_nvcc = positive("CUTLASS_RS_KERNELS_PER_NVCC", 6);
         let cache_dir = var("CUTLASS_RS_CACHE_DIR")
             .map(PathBuf::from)
             .or_else(|| var("XDG_CACHE_HOME").map(|d| PathBuf::from(d).join("cutlass-rs")))
@@ -176,6 +190,8 @@ impl Config {
             no_kernels,
             docs_rs,
             jobs,
+            jobs_from_env: var("CUTLASS_RS_NVCC_JOBS").is_some(),
+            kernels_per_nvcc,
             cache_dir,
             extra_nvcc_flags: var("CUTLASS_RS_NVCC_FLAGS")
                 .map(|s| s.split_whitespace().map(str::to_owned).collect())
@@ -608,9 +624,15 @@ fn csrc(config: &Config, name: &str) -> String {
         .unwrap_or_else(|e| fail(&format!("cannot read {}: {e}", path.display())))
 }
 
-/// Step 2: the header, one `.cu` per kernel, the registry, and the hand-written sources beside
-/// them.
-fn generate_sources(gen_dir: &Path, specs: &[KernelSpec], cutlass_version: u32, with_cuda: bool) {
+/// Step 2: the header, one `.cu` per kernel and one per translation unit of several kernels, the
+/// registry, and the hand-written sources beside them.
+fn generate_sources(
+    gen_dir: &Path,
+    specs: &[KernelSpec],
+    units: &[codegen::TranslationUnit],
+    cutlass_version: u32,
+    with_cuda: bool,
+) {
     let ok = |r: Result<String, String>| r.unwrap_or_else(|e| fail(&format!("codegen: {e}")));
     let csrc_dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap()).join("csrc");
     let entries = fs::read_dir(&csrc_dir)
@@ -635,6 +657,9 @@ fn generate_sources(gen_dir: &Path, specs: &[KernelSpec], cutlass_version: u32, 
             &ok(codegen::kernel_source(s)),
         );
     }
+    for u in units.iter().filter(|u| u.kernels.len() > 1) {
+        write_if_changed(&gen_dir.join(u.file_name()), &u.source());
+    }
 }
 
 /// nvcc flags that do not name a path (the cache key covers them), for these architectures.
@@ -657,23 +682,66 @@ fn nvcc_flags(config: &Config, archs: &[Arch]) -> Vec<String> {
     f
 }
 
-/// One nvcc compilation: a generated GEMM kernel or the quantization kernels.
+/// Memory one nvcc needs at most, in MB, by the number of generated kernels it compiles (CUDA 13.0
+/// and CUTLASS 4.2: 3.0–3.5 GB for one, up to 8.7 GB for six).
+fn nvcc_memory_mb(kernels: usize) -> u64 {
+    3_500 + 1_100 * kernels.saturating_sub(1) as u64
+}
+
+/// How many nvcc to run at once: `CUTLASS_RS_NVCC_JOBS` when set; otherwise its default, lowered
+/// (with a warning) to what the memory available now holds, so that a machine with little memory
+/// builds more slowly instead of running out of it. The units stay as they are, so the cached
+/// objects do not depend on the machine.
+fn parallel_jobs(config: &Config, largest_unit: usize) -> usize {
+    if config.jobs_from_env || config.jobs <= 1 {
+        return config.jobs;
+    }
+    let Some(available) = available_memory_mb() else {
+        return config.jobs;
+    };
+    let need = nvcc_memory_mb(largest_unit);
+    let fits = usize::try_from(available / need)
+        .unwrap_or(usize::MAX)
+        .max(1);
+    if fits < config.jobs {
+        println!(
+            "cargo:warning=cutlass-gemm-sys: {available} MB of memory available, one nvcc of \
+             {largest_unit} kernels needs up to {need} MB: running {fits} nvcc at a time instead \
+             of {} (CUTLASS_RS_NVCC_JOBS sets the count; CUTLASS_RS_KERNELS_PER_NVCC=3 needs \
+             about 5.5 GB per nvcc)",
+            config.jobs
+        );
+    }
+    fits.min(config.jobs)
+}
+
+/// `MemAvailable` of `/proc/meminfo` in MB (Linux), or `None` where there is no such file.
+fn available_memory_mb() -> Option<u64> {
+    let info = fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb / 1024)
+}
+
+/// One nvcc compilation: a translation unit of generated GEMM kernels, or a hand-written source.
 struct Job {
     name: String,
     /// The file compiled, in the generated-sources folder.
     file: String,
     /// The texts the object depends on besides the shim, the ABI header and the toolchain.
     source: String,
+    /// The generated kernels it compiles (none for a hand-written source).
+    kernels: Vec<String>,
     flags: Vec<String>,
 }
 
-/// Step 3: compile every kernel and the quantization kernels, reusing cached objects. Returns the
-/// object paths.
+/// Step 3: compile every translation unit of kernels and the hand-written kernels, reusing cached
+/// objects. Returns the object paths.
 fn compile_kernels(
     config: &Config,
     tc: &Toolchain,
     gen_dir: &Path,
-    specs: &[KernelSpec],
+    units: &[codegen::TranslationUnit],
 ) -> Vec<PathBuf> {
     let objects_dir = config.cache_dir.join("objects");
     fs::create_dir_all(&objects_dir).unwrap_or_else(|e| {
@@ -684,20 +752,25 @@ fn compile_kernels(
     });
     let shim = csrc(config, codegen::SHIM_HEADER_NAME);
     let abi = csrc(config, codegen::ABI_HEADER_NAME);
-    let mut jobs: Vec<Job> = specs
+    // The largest units first, so that the last nvcc to finish is a short one.
+    let mut units: Vec<&codegen::TranslationUnit> = units.iter().collect();
+    units.sort_by_key(|u| std::cmp::Reverse(u.kernels.len()));
+    let mut jobs: Vec<Job> = units
         .iter()
-        .map(|s| Job {
-            name: s.name(),
-            file: format!("{}.cu", s.name()),
-            // The hash covers the hand-written headers it includes besides the shared ones.
-            source: codegen::extra_headers(s).iter().fold(
-                codegen::kernel_source(s).unwrap(),
-                |mut text, header| {
+        .map(|u| Job {
+            name: u.name(),
+            file: u.file_name(),
+            // The hash covers the unit's list, each kernel's source and the hand-written headers
+            // it includes besides the shared ones.
+            source: u.kernels.iter().fold(u.source(), |mut text, s| {
+                text.push_str(&codegen::kernel_source(s).unwrap());
+                for header in codegen::extra_headers(s) {
                     text.push_str(&csrc(config, header));
-                    text
-                },
-            ),
-            flags: nvcc_flags(config, &[s.arch]),
+                }
+                text
+            }),
+            kernels: u.kernels.iter().map(KernelSpec::name).collect(),
+            flags: nvcc_flags(config, &[u.kernels[0].arch]),
         })
         .collect();
     // The hand-written kernels, for every architecture of the build: the source, then the headers
@@ -758,6 +831,7 @@ fn compile_kernels(
             name: name.into(),
             file: files[0].into(),
             source: files.iter().map(|f| csrc(config, f)).collect(),
+            kernels: Vec::new(),
             flags: nvcc_flags(config, &config.archs),
         });
     }
@@ -782,11 +856,17 @@ fn compile_kernels(
         .collect();
 
     let todo: Vec<usize> = (0..jobs.len()).filter(|&i| !objects[i].is_file()).collect();
+    let largest = todo
+        .iter()
+        .map(|&i| jobs[i].kernels.len())
+        .max()
+        .unwrap_or(0);
+    let parallel = parallel_jobs(config, largest);
     let next = AtomicUsize::new(0);
     let errors = Mutex::new(Vec::<String>::new());
     let started = Instant::now();
     std::thread::scope(|scope| {
-        for _ in 0..config.jobs.min(todo.len()) {
+        for _ in 0..parallel.min(todo.len()) {
             scope.spawn(|| loop {
                 let i = next.fetch_add(1, Ordering::SeqCst);
                 let Some(&j) = todo.get(i) else { break };
@@ -837,8 +917,18 @@ fn compile_one(tc: &Toolchain, gen_dir: &Path, job: &Job, object: &Path) -> Resu
         let _ = fs::remove_file(&tmp);
         let stderr = String::from_utf8_lossy(&output.stderr);
         let tail: Vec<&str> = stderr.lines().rev().take(40).collect();
+        let unit = if job.kernels.len() > 1 {
+            format!(
+                " (one translation unit of {} kernels: {}; CUTLASS_RS_KERNELS_PER_NVCC=1 compiles \
+                 each alone)",
+                job.kernels.len(),
+                job.kernels.join(", ")
+            )
+        } else {
+            String::new()
+        };
         return Err(format!(
-            "{name}: nvcc failed ({}):\n{}",
+            "{name}: nvcc failed ({}){unit}:\n{}",
             output.status,
             tail.into_iter().rev().collect::<Vec<_>>().join("\n")
         ));

@@ -1,6 +1,7 @@
 //! Code generation: C++ held as templates with named `${placeholders}`, rendered from specs.
 //!
-//! Every generated file starts with "generated, do not edit". One kernel instantiation per `.cu`.
+//! Every generated file starts with "generated, do not edit". One kernel instantiation per `.cu`;
+//! nvcc compiles several of them as one translation unit ([`translation_units`]).
 
 use crate::spec::{Fusion, KernelSpec};
 use crate::types::Arch;
@@ -385,7 +386,6 @@ pub fn kernel_source(spec: &KernelSpec) -> Result<String, String> {
             values.push(("epilogue_fusion", epilogue_fusion));
             values.push(("mainloop", mainloop));
             values.push(("extra_include", extra_include));
-            values.push(("mma_shapes", mma_shapes(spec)));
             match spec.blockwise {
                 Some(bw) => {
                     values.push(("sf_m", v(bw.m)));
@@ -393,10 +393,7 @@ pub fn kernel_source(spec: &KernelSpec) -> Result<String, String> {
                     values.push(("sf_k", v(bw.k)));
                     SM90_BLOCKWISE_GEMM_TEMPLATE
                 }
-                None => {
-                    values.push(("dependent_launch", dependent_launch(spec)));
-                    SM90_GEMM_TEMPLATE
-                }
+                None => SM90_GEMM_TEMPLATE,
             }
         }
         Arch::Sm100a if spec.mixed_input.is_some() => {
@@ -437,6 +434,7 @@ pub fn kernel_source(spec: &KernelSpec) -> Result<String, String> {
             SM1XX_GEMM_TEMPLATE
         }
     };
+    values.push(("macros", macros(spec)));
     render(template, &values)
 }
 
@@ -486,6 +484,13 @@ fn narrow_element(spec: &KernelSpec) -> String {
     }
 }
 
+/// The macros a kernel's source defines before CUTLASS's headers, which read them: the extended
+/// wgmma shapes and grid dependency control, or nothing. Kernels compiled in one translation unit
+/// ([`translation_units`]) agree on them.
+pub fn macros(spec: &KernelSpec) -> String {
+    dependent_launch(spec) + &mma_shapes(spec)
+}
+
 /// The define that gives an SM90 kernel one wgmma of its whole tile N when that N is one of
 /// CuTe's extended shapes ([`KernelSpec::uses_extended_wgmma_shape`]; CUTLASS's generator emits
 /// them at instantiation level 3 and builds them with `CUTLASS_ENABLE_SM90_EXTENDED_MMA_SHAPES`),
@@ -512,6 +517,81 @@ fn dependent_launch(spec: &KernelSpec) -> String {
     } else {
         String::new()
     }
+}
+
+/// Kernels that one nvcc compiles together: their `.cu` files included one after another, so that
+/// CUTLASS's headers are parsed, and the templates the kernels share instantiated, once for all of
+/// them. Each kernel's declarations live in a namespace of its own name, and its device code is the
+/// same as when it is compiled alone; six kernels compile in about a third of the time they take one
+/// by one, with about twice the memory of one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TranslationUnit {
+    /// The kernels, in the order the source includes them (by name).
+    pub kernels: Vec<KernelSpec>,
+}
+
+impl TranslationUnit {
+    /// The name of the unit: its first kernel's, with the count of the others when there are any.
+    pub fn name(&self) -> String {
+        match self.kernels.len() {
+            1 => self.kernels[0].name(),
+            n => format!("{}+{}", self.kernels[0].name(), n - 1),
+        }
+    }
+
+    /// The file nvcc compiles: the kernel's own `.cu` for a unit of one, else the unit's source
+    /// ([`TranslationUnit::source`]) under the unit's name.
+    pub fn file_name(&self) -> String {
+        match self.kernels.len() {
+            1 => format!("{}.cu", self.kernels[0].name()),
+            _ => format!("{}.unit.cu", self.name()),
+        }
+    }
+
+    /// The source of a unit of several kernels: an include of each kernel's `.cu`.
+    pub fn source(&self) -> String {
+        let mut s = String::from(
+            "// generated, do not edit: rendered by cutlass-gemm-sys/build.rs (codegen::translation_units)\n\
+             // One translation unit of these kernels, whose sources define the same macros before\n\
+             // CUTLASS's headers.\n",
+        );
+        for k in &self.kernels {
+            s.push_str(&format!("#include \"{}.cu\"\n", k.name()));
+        }
+        s
+    }
+}
+
+/// Splits kernels into translation units of at most `max_kernels` each (at least one). Kernels
+/// share a unit only with kernels of the same architecture whose sources define the same macros
+/// ([`macros`]), which CUTLASS's headers read once per unit; within that class, units take
+/// kernels in name order (so similar kernels, which share the most templates, go together) and
+/// are as even as the count allows. Adding a kernel changes only the units of its class.
+pub fn translation_units(specs: &[KernelSpec], max_kernels: usize) -> Vec<TranslationUnit> {
+    let max = max_kernels.max(1);
+    let mut classes: Vec<((Arch, String), Vec<KernelSpec>)> = Vec::new();
+    for s in specs {
+        let key = (s.arch, macros(s));
+        match classes.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, members)) => members.push(*s),
+            None => classes.push((key, vec![*s])),
+        }
+    }
+    let mut units = Vec::new();
+    for (_, mut members) in classes {
+        members.sort_by_cached_key(KernelSpec::name);
+        let count = members.len().div_ceil(max);
+        let (size, extra) = (members.len() / count, members.len() % count);
+        let mut rest = members.as_slice();
+        for i in 0..count {
+            let (unit, tail) = rest.split_at(size + usize::from(i < extra));
+            units.push(TranslationUnit {
+                kernels: unit.to_vec(),
+            });
+            rest = tail;
+        }
+    }
+    units
 }
 
 /// Renders the C ABI header declaring the given kernels.

@@ -284,7 +284,7 @@ mod tests {
             assert!(!src.contains("${"));
             if s.kernel_schedule.is_grouped() {
                 assert!(src.contains(&format!(
-                    "CUTLASS_RS_DEFINE_GROUPED_ENTRY_POINTS({}, Gemm)",
+                    "CUTLASS_RS_DEFINE_GROUPED_ENTRY_POINTS({0}, {0}::Gemm)",
                     s.name()
                 )));
                 assert!(src.contains(&format!("#include \"{}\"", codegen::GROUPED_HEADER_NAME)));
@@ -309,7 +309,7 @@ mod tests {
             }
             if let Some(mx) = s.mixed_input {
                 assert!(src.contains(&format!(
-                    "CUTLASS_RS_DEFINE_WEIGHT_ONLY_ENTRY_POINTS({}, Gemm)",
+                    "CUTLASS_RS_DEFINE_WEIGHT_ONLY_ENTRY_POINTS({0}, {0}::Gemm)",
                     s.name()
                 )));
                 assert!(src.contains(&format!(
@@ -365,10 +365,10 @@ mod tests {
             }
             let entry = match s.blockwise {
                 Some(_) => format!(
-                    "CUTLASS_RS_DEFINE_SCALED_ENTRY_POINTS({}, Gemm, ScaleConfig)",
+                    "CUTLASS_RS_DEFINE_SCALED_ENTRY_POINTS({0}, {0}::Gemm, {0}::ScaleConfig)",
                     s.name()
                 ),
-                None => format!("CUTLASS_RS_DEFINE_ENTRY_POINTS({}, Gemm)", s.name()),
+                None => format!("CUTLASS_RS_DEFINE_ENTRY_POINTS({0}, {0}::Gemm)", s.name()),
             };
             assert!(src.contains(&entry), "{}", s.name());
             // CUTLASS's kernels use the builder's mainloop as it is (their sources, and so their
@@ -410,7 +410,10 @@ mod tests {
             }
             match s.mainloop_wrapper() {
                 None if s.fusion == crate::Fusion::LinearCombination => {
-                    assert!(src.contains("#include \"cutlass_rs_shim.hpp\"\n\nnamespace {"));
+                    assert!(src.contains(&format!(
+                        "#include \"cutlass_rs_shim.hpp\"\n\nnamespace {} {{",
+                        s.name()
+                    )));
                     assert!(src.contains("Shape<int, int, int, int>, CollectiveMainloop,"));
                     assert!(codegen::extra_headers(&s).is_empty());
                 }
@@ -616,6 +619,112 @@ mod tests {
         let all = catalog::all();
         let names: HashSet<String> = all.iter().map(KernelSpec::name).collect();
         assert_eq!(names.len(), all.len());
+    }
+
+    #[test]
+    fn translation_units_partition_the_kernels_by_their_macros() {
+        let all = catalog::all();
+        // The grouping key is complete: a source defines exactly the macros of `codegen::macros`,
+        // before CUTLASS's first header, and declares its types in a namespace of its own name.
+        let defines = |text: &str| -> Vec<String> {
+            text.lines()
+                .filter(|l| l.starts_with("#define"))
+                .map(str::to_owned)
+                .collect()
+        };
+        let mut with_macros = 0;
+        for s in &all {
+            let src = codegen::kernel_source(s).unwrap();
+            let macros = codegen::macros(s);
+            assert_eq!(defines(&src), defines(&macros), "{}", s.name());
+            assert!(src.contains(&format!("{macros}#include \"cutlass/cutlass.h\"")));
+            assert!(src.contains(&format!("\nnamespace {} {{\n", s.name())));
+            assert_eq!(src.matches("\nnamespace ").count(), 1, "{}", s.name());
+            with_macros += usize::from(!macros.is_empty());
+        }
+        assert!(with_macros > 0 && with_macros < all.len());
+        let default = families::select_families(&[Arch::Sm90a], &families::Family::DEFAULT);
+        assert!(default.len() > 50);
+        for (specs, max) in [
+            (&all, 6),
+            (&default, 6),
+            (&default, 1),
+            (&default, 4),
+            (&all, 0),
+        ] {
+            let units = codegen::translation_units(specs, max);
+            let max = max.max(1);
+            // Every kernel exactly once, no unit empty or over the bound.
+            let mut seen: Vec<String> = units
+                .iter()
+                .flat_map(|u| u.kernels.iter().map(KernelSpec::name))
+                .collect();
+            seen.sort();
+            let mut want: Vec<String> = specs.iter().map(KernelSpec::name).collect();
+            want.sort();
+            assert_eq!(seen, want);
+            let mut sizes: std::collections::HashMap<(Arch, String), Vec<usize>> =
+                std::collections::HashMap::new();
+            for u in &units {
+                assert!(!u.kernels.is_empty() && u.kernels.len() <= max);
+                // One architecture and one set of macros per unit, its kernels in name order.
+                let k = &u.kernels[0];
+                let class = (k.arch, codegen::macros(k));
+                assert!(u
+                    .kernels
+                    .iter()
+                    .all(|s| (s.arch, codegen::macros(s)) == class));
+                assert!(u.kernels.windows(2).all(|w| w[0].name() < w[1].name()));
+                sizes.entry(class).or_default().push(u.kernels.len());
+                if u.kernels.len() == 1 {
+                    assert_eq!(u.file_name(), format!("{}.cu", k.name()));
+                } else {
+                    let src = u.source();
+                    assert!(src.starts_with("// generated, do not edit"));
+                    let includes: Vec<String> = u
+                        .kernels
+                        .iter()
+                        .map(|s| format!("#include \"{}.cu\"", s.name()))
+                        .collect();
+                    assert_eq!(
+                        src.lines()
+                            .filter(|l| l.starts_with("#include"))
+                            .collect::<Vec<_>>(),
+                        includes
+                    );
+                    assert!(u.file_name().ends_with(".unit.cu"));
+                    assert!(u.name().starts_with(&k.name()));
+                }
+            }
+            // As few units as the bound allows, as even as the count allows.
+            for v in sizes.values() {
+                let n: usize = v.iter().sum();
+                assert_eq!(v.len(), n.div_ceil(max));
+                assert!(v.iter().max().unwrap() - v.iter().min().unwrap() <= 1);
+            }
+            if max == 1 {
+                assert_eq!(units.len(), specs.len());
+            }
+        }
+        // Adding a kernel changes only the units of its class.
+        let units = codegen::translation_units(&default, 6);
+        let extra = all
+            .iter()
+            .find(|s| {
+                !default.contains(s) && s.arch == Arch::Sm90a && !codegen::macros(s).is_empty()
+            })
+            .copied()
+            .unwrap();
+        let mut more = default.clone();
+        more.push(extra);
+        let after = codegen::translation_units(&more, 6);
+        let class = |s: &KernelSpec| (s.arch, codegen::macros(s));
+        for u in units
+            .iter()
+            .filter(|u| class(&u.kernels[0]) != class(&extra))
+        {
+            assert!(after.contains(u), "{}", u.name());
+        }
     }
 
     #[test]
