@@ -3,9 +3,10 @@
 //! Steps (see `main`): read the configuration (cargo features and the environment), select catalog
 //! entries, find the CUDA compiler and the CUTLASS headers, render one `.cu` per kernel beside the
 //! hand-written sources of `csrc/`, compile them with nvcc, several kernels per nvcc
-//! (`codegen::translation_units`), through a content-addressed object cache, and archive them with the kernel registry into a static library. The Rust declarations
-//! of the C header are checked in (`src/bindings.rs`; `tests/bindings_fresh.rs` regenerates them
-//! with bindgen and compares), so building needs no libclang.
+//! (`codegen::translation_units`), through a content-addressed object cache, and archive them with
+//! the kernel registry into a static library. The Rust declarations of the C header are checked in
+//! (`src/bindings.rs`; `tests/bindings_fresh.rs` regenerates them with bindgen and compares), so
+//! building needs no libclang.
 //!
 //! Which kernels: the cargo features (`bf16`, `f16`, `fp8`, `fp8-blockwise`, `tf32`, `i8`,
 //! `sm100`, `sm120`; the first four by default) select kernel families of the catalog
