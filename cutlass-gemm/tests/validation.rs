@@ -987,7 +987,7 @@ fn blockwise_decode_gemv_rules() {
             .with_epilogue(Epilogue::bias()),
         Err(Error::KernelMismatch {
             reason: KernelRule::BlockwiseGemv {
-                rule: GemvRule::Types
+                rule: GemvRule::Epilogue
             },
             ..
         })
@@ -1419,6 +1419,18 @@ fn aux_output_plans_check_their_rules() {
         Gemm::<bf16, bf16, bf16>::plan(H100, &linear(16, 256, 64), Some(cutlass_gemm::DENSE_GEMV))
             .unwrap()
             .with_epilogue(gelu_aux),
+        Err(Error::KernelMismatch {
+            reason: KernelRule::AuxOutput { kernel: false },
+            ..
+        })
+    )); // The same rule where the GEMV is named with the aux epilogue from the start.
+    assert!(matches!(
+        Gemm::<bf16, bf16, bf16>::plan_with_epilogue(
+            H100,
+            &linear(16, 256, 64),
+            gelu_aux,
+            Some(cutlass_gemm::DENSE_GEMV)
+        ),
         Err(Error::KernelMismatch {
             reason: KernelRule::AuxOutput { kernel: false },
             ..

@@ -1216,9 +1216,12 @@ pub enum GemvRule {
         /// Its leading dimension, elements.
         ld: usize,
     },
-    /// Blockwise: e4m3 A and B with a bf16 or f16 D and no fused epilogue; 16-bit: A, B and D all
-    /// bf16 or all f16, A row-major, B column-major, D row-major and no tensor-wise scales.
+    /// Blockwise: e4m3 A and B with a bf16 or f16 D; 16-bit: A, B and D all bf16 or all f16, A
+    /// row-major, B column-major, D row-major and no tensor-wise scales.
     Types,
+    /// The epilogue: the blockwise GEMV computes no fused epilogue, and neither GEMV writes an
+    /// auxiliary output.
+    Epilogue,
     /// C row-major (as D).
     ColumnMajorC,
     /// Not compiled for this device's architecture (this build's hand-written kernels are not).
@@ -1244,7 +1247,11 @@ impl fmt::Display for GemvRule {
             ),
             GemvRule::Types => write!(
                 f,
-                "it takes e4m3 A and B with a bf16 or f16 D and no fused epilogue (the blockwise GEMV), or one 16-bit type with A row-major, B column-major and D row-major (the 16-bit one)"
+                "it takes e4m3 A and B with a bf16 or f16 D (the blockwise GEMV), or one 16-bit type with A row-major, B column-major and D row-major (the 16-bit one)"
+            ),
+            GemvRule::Epilogue => write!(
+                f,
+                "it computes no fused epilogue (the blockwise GEMV) and writes no auxiliary output (either GEMV)"
             ),
             GemvRule::ColumnMajorC => write!(f, "it reads C row-major, as D"),
             GemvRule::NotBuilt => write!(

@@ -421,6 +421,13 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
             _types: PhantomData,
         };
         gemm.gemv = match gemv_named {
+            // Neither GEMV writes an auxiliary output: the rule `with_epilogue` gives.
+            Some(g) if gemm.epilogue.aux_output => {
+                return Err(Error::KernelMismatch {
+                    name: g.name().into(),
+                    reason: KernelRule::AuxOutput { kernel: false },
+                })
+            }
             Some(g) => match gemm.gemv_rule(g) {
                 Some(rule) => return Err(g.mismatch(rule)),
                 None => Some(g),
@@ -473,8 +480,10 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
         let epilogue =
             (gemv == Gemv::Dense && !self.epilogue.aux_output) || self.epilogue.is_none();
         let [a, b, ..] = self.user;
-        Some(if !types || !epilogue {
+        Some(if !types {
             GemvRule::Types
+        } else if !epilogue {
+            GemvRule::Epilogue
         } else if p.m > max {
             GemvRule::Tokens { m: p.m, max }
         } else if p.batch != 1 {
@@ -540,7 +549,7 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
             // none: named, it is refused; chosen, the problem is planned again among the CUTLASS
             // kernels with one. Either way the CUTLASS kernel behind the plan is a fused one.
             if gemv == Gemv::Blockwise && self.pinned {
-                return Err(gemv.mismatch(GemvRule::Types));
+                return Err(gemv.mismatch(GemvRule::Epilogue));
             }
             let named = (gemv == Gemv::Dense && self.pinned).then_some(gemv.name());
             let gemm = Self::plan_with(self.device, &self.problem, named, self.scaling, epilogue)?;
