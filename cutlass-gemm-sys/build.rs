@@ -20,7 +20,7 @@
 //! | `CUTLASS_RS_ARCHS` | architectures, comma-separated: `90a`, `100a`, `120a` | `CUDA_COMPUTE_CAP` (90 → 90a, 100 → 100a, 120 → 120a), else the GPU `nvidia-smi` reports, else 90a; plus the archs of the `sm100`/`sm120` features and of presets |
 //! | `NVCC` | the CUDA compiler | discovery: `CUDA_HOME`, `CUDA_PATH`, `CUDA_ROOT`, nvcc on `PATH`, `/usr/local/cuda`, `/opt/cuda`, the pip wheels of `python3`, this repository's `third_party/` |
 //! | `CUTLASS_DIR` | CUTLASS 4.x: a checkout or the wheel's `source` folder (with `include/cutlass`) | the nvidia-cutlass wheel of `python3`, then the headers shipped in this package, then `third_party/` |
-//! | `CUTLASS_RS_NVCC_JOBS` | parallel nvcc jobs (one needs 3.5–5 GB of memory for one kernel, up to 9 GB for six) | `2`, fewer where the available memory holds fewer (with a warning) |
+//! | `CUTLASS_RS_NVCC_JOBS` | parallel nvcc jobs (one needs 3–5 GB of memory for one kernel, up to 9 GB for six) | `2`, fewer where the available memory (`MemAvailable`, or the cgroup's limit) holds fewer, with a warning |
 //! | `CUTLASS_RS_KERNELS_PER_NVCC` | kernels one nvcc compiles together (they share CUTLASS's headers and templates: six compile in about a third of the time they take one by one); `1` gives each kernel its own nvcc and cached object | `6` |
 //! | `CUTLASS_RS_CACHE_DIR` | object cache | `$XDG_CACHE_HOME/cutlass-rs` or `~/.cache/cutlass-rs` |
 //! | `CUTLASS_RS_NVCC_FLAGS` | extra nvcc flags, space-separated (part of the cache key) | none |
@@ -683,45 +683,81 @@ fn nvcc_flags(config: &Config, archs: &[Arch]) -> Vec<String> {
     f
 }
 
-/// Memory one nvcc needs at most, in MB, by the number of generated kernels it compiles (CUDA 13.0
-/// and CUTLASS 4.2: 3.0–3.5 GB for one, up to 8.7 GB for six).
+/// Memory one nvcc needs at most, in MB, by the number of generated kernels it compiles: an upper
+/// bound of what CUDA 13.0 and CUTLASS 4.2 took here (3–5 GB for one kernel, 4.9 GB for three,
+/// 6.8–8.7 GB for six).
 fn nvcc_memory_mb(kernels: usize) -> u64 {
-    3_500 + 1_100 * kernels.saturating_sub(1) as u64
+    5_000 + 800 * kernels.saturating_sub(1) as u64
 }
 
 /// How many nvcc to run at once: `CUTLASS_RS_NVCC_JOBS` when set; otherwise its default, lowered
 /// (with a warning) to what the memory available now holds, so that a machine with little memory
 /// builds more slowly instead of running out of it. The units stay as they are, so the cached
-/// objects do not depend on the machine.
+/// objects do not depend on the machine. Warns, whatever the count, where even one nvcc may not
+/// fit.
 fn parallel_jobs(config: &Config, largest_unit: usize) -> usize {
-    if config.jobs_from_env || config.jobs <= 1 {
-        return config.jobs;
-    }
     let Some(available) = available_memory_mb() else {
         return config.jobs;
     };
     let need = nvcc_memory_mb(largest_unit);
-    let fits = usize::try_from(available / need)
-        .unwrap_or(usize::MAX)
-        .max(1);
-    if fits < config.jobs {
+    let fits = usize::try_from(available / need).unwrap_or(usize::MAX);
+    let smaller = if largest_unit > 1 {
+        format!(
+            "; CUTLASS_RS_KERNELS_PER_NVCC={} needs about {} MB per nvcc",
+            largest_unit.div_ceil(2),
+            nvcc_memory_mb(largest_unit.div_ceil(2))
+        )
+    } else {
+        String::new()
+    };
+    if fits == 0 {
+        println!(
+            "cargo:warning=cutlass-gemm-sys: {available} MB of memory available, and one nvcc \
+             of {largest_unit} kernel(s) may need up to {need} MB: it may run out of memory{smaller}"
+        );
+    }
+    let jobs = if config.jobs_from_env {
+        config.jobs
+    } else {
+        fits.clamp(1, config.jobs)
+    };
+    if jobs < config.jobs {
         println!(
             "cargo:warning=cutlass-gemm-sys: {available} MB of memory available, one nvcc of \
-             {largest_unit} kernels needs up to {need} MB: running {fits} nvcc at a time instead \
-             of {} (CUTLASS_RS_NVCC_JOBS sets the count; CUTLASS_RS_KERNELS_PER_NVCC=3 needs \
-             about 5.5 GB per nvcc)",
+             {largest_unit} kernel(s) may need up to {need} MB: running {jobs} nvcc at a time \
+             instead of {} (CUTLASS_RS_NVCC_JOBS sets the count{smaller})",
             config.jobs
         );
     }
-    fits.min(config.jobs)
+    jobs
 }
 
-/// `MemAvailable` of `/proc/meminfo` in MB (Linux), or `None` where there is no such file.
+/// The memory this build may still use, in MB: `MemAvailable` of `/proc/meminfo`, or less where
+/// the build's cgroup (a container's limit) leaves less. `None` where neither is known (not Linux).
 fn available_memory_mb() -> Option<u64> {
-    let info = fs::read_to_string("/proc/meminfo").ok()?;
-    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb / 1024)
+    let read = |path: &str| fs::read_to_string(path).ok();
+    let number = |text: Option<String>| text?.trim().parse::<u64>().ok();
+    let meminfo = read("/proc/meminfo").and_then(|info| {
+        let line = info
+            .lines()
+            .find(|l| l.starts_with("MemAvailable:"))?
+            .to_owned();
+        line.split_whitespace().nth(1)?.parse::<u64>().ok()
+    });
+    let meminfo = meminfo.map(|kb| kb / 1024);
+    // cgroup v2 (`max` where unlimited, which does not parse), then v1 (a huge number).
+    let cgroup = match number(read("/sys/fs/cgroup/memory.max")) {
+        Some(limit) => Some((limit, number(read("/sys/fs/cgroup/memory.current")))),
+        None => number(read("/sys/fs/cgroup/memory/memory.limit_in_bytes")).map(|limit| {
+            let used = number(read("/sys/fs/cgroup/memory/memory.usage_in_bytes"));
+            (limit, used)
+        }),
+    };
+    let cgroup = cgroup.map(|(limit, used)| limit.saturating_sub(used.unwrap_or(0)) >> 20);
+    match (meminfo, cgroup) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
 }
 
 /// One nvcc compilation: a translation unit of generated GEMM kernels, or a hand-written source.
@@ -918,6 +954,13 @@ fn compile_one(tc: &Toolchain, gen_dir: &Path, job: &Job, object: &Path) -> Resu
         let _ = fs::remove_file(&tmp);
         let stderr = String::from_utf8_lossy(&output.stderr);
         let tail: Vec<&str> = stderr.lines().rev().take(40).collect();
+        // Killed by a signal (the kernel's out-of-memory killer, most often).
+        let memory = if output.status.code().is_none() {
+            " (killed by a signal: if memory ran out, lower CUTLASS_RS_NVCC_JOBS or \
+             CUTLASS_RS_KERNELS_PER_NVCC)"
+        } else {
+            ""
+        };
         let unit = if job.kernels.len() > 1 {
             format!(
                 " (one translation unit of {} kernels: {}; CUTLASS_RS_KERNELS_PER_NVCC=1 compiles \
@@ -929,7 +972,7 @@ fn compile_one(tc: &Toolchain, gen_dir: &Path, job: &Job, object: &Path) -> Resu
             String::new()
         };
         return Err(format!(
-            "{name}: nvcc failed ({}){unit}:\n{}",
+            "{name}: nvcc failed ({}){memory}{unit}:\n{}",
             output.status,
             tail.into_iter().rev().collect::<Vec<_>>().join("\n")
         ));

@@ -484,12 +484,27 @@ fn narrow_element(spec: &KernelSpec) -> String {
     }
 }
 
-/// The macros a kernel's source defines before CUTLASS's headers, which read them: the extended
-/// wgmma shapes and grid dependency control, or nothing. Kernels compiled in one translation unit
-/// ([`translation_units`]) agree on them.
+/// The macros a kernel's source defines before CUTLASS's headers, which read them, each with a
+/// comment: grid dependency control and the extended wgmma shapes, or nothing.
 pub fn macros(spec: &KernelSpec) -> String {
     dependent_launch(spec) + &mma_shapes(spec)
 }
+
+/// The `#define` lines of [`macros`], without their comments: kernels compiled in one translation
+/// unit ([`translation_units`]) have the same.
+pub fn macro_definitions(spec: &KernelSpec) -> Vec<&'static str> {
+    let mut defines = Vec::new();
+    if spec.supports_programmatic_dependent_launch() {
+        defines.push(GDC_DEFINE);
+    }
+    if spec.uses_extended_wgmma_shape() {
+        defines.push(EXTENDED_MMA_SHAPES_DEFINE);
+    }
+    defines
+}
+
+const GDC_DEFINE: &str = "#define CUTLASS_ENABLE_GDC_FOR_SM90 1";
+const EXTENDED_MMA_SHAPES_DEFINE: &str = "#define CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED";
 
 /// The define that gives an SM90 kernel one wgmma of its whole tile N when that N is one of
 /// CuTe's extended shapes ([`KernelSpec::uses_extended_wgmma_shape`]; CUTLASS's generator emits
@@ -498,7 +513,7 @@ pub fn macros(spec: &KernelSpec) -> String {
 fn mma_shapes(spec: &KernelSpec) -> String {
     if spec.uses_extended_wgmma_shape() {
         format!(
-            "// wgmma N = {} is one of CuTe's extended SM90 MMA shapes.\n#define CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED\n",
+            "// wgmma N = {} is one of CuTe's extended SM90 MMA shapes.\n{EXTENDED_MMA_SHAPES_DEFINE}\n",
             spec.tile[1]
         )
     } else {
@@ -513,7 +528,9 @@ fn mma_shapes(spec: &KernelSpec) -> String {
 /// attribute when the arguments ask for it (`CUTLASS_RS_LAUNCH_PDL`). Nothing for the others.
 fn dependent_launch(spec: &KernelSpec) -> String {
     if spec.supports_programmatic_dependent_launch() {
-        "// Programmatic dependent launch: CUTLASS's grid dependency control compiled in.\n#define CUTLASS_ENABLE_GDC_FOR_SM90 1\n".to_string()
+        format!(
+            "// Programmatic dependent launch: CUTLASS's grid dependency control compiled in.\n{GDC_DEFINE}\n"
+        )
     } else {
         String::new()
     }
@@ -562,16 +579,19 @@ impl TranslationUnit {
     }
 }
 
+/// What kernels sharing a translation unit have in common.
+type UnitClass = (Arch, Vec<&'static str>);
+
 /// Splits kernels into translation units of at most `max_kernels` each (at least one). Kernels
 /// share a unit only with kernels of the same architecture whose sources define the same macros
-/// ([`macros`]), which CUTLASS's headers read once per unit; within that class, units take
+/// ([`macro_definitions`]), which CUTLASS's headers read once per unit; within that class, units take
 /// kernels in name order (so similar kernels, which share the most templates, go together) and
 /// are as even as the count allows. Adding a kernel changes only the units of its class.
 pub fn translation_units(specs: &[KernelSpec], max_kernels: usize) -> Vec<TranslationUnit> {
     let max = max_kernels.max(1);
-    let mut classes: Vec<((Arch, String), Vec<KernelSpec>)> = Vec::new();
+    let mut classes: Vec<(UnitClass, Vec<KernelSpec>)> = Vec::new();
     for s in specs {
-        let key = (s.arch, macros(s));
+        let key = (s.arch, macro_definitions(s));
         match classes.iter_mut().find(|(k, _)| *k == key) {
             Some((_, members)) => members.push(*s),
             None => classes.push((key, vec![*s])),

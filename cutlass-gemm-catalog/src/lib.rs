@@ -624,8 +624,9 @@ mod tests {
     #[test]
     fn translation_units_partition_the_kernels_by_their_macros() {
         let all = catalog::all();
-        // The grouping key is complete: a source defines exactly the macros of `codegen::macros`,
-        // before CUTLASS's first header, and declares its types in a namespace of its own name.
+        // The grouping key is complete: a source defines exactly the macros of
+        // `codegen::macro_definitions` (with `codegen::macros`' comments), before CUTLASS's first
+        // header, and declares its types in a namespace of its own name.
         let defines = |text: &str| -> Vec<String> {
             text.lines()
                 .filter(|l| l.starts_with("#define"))
@@ -636,7 +637,8 @@ mod tests {
         for s in &all {
             let src = codegen::kernel_source(s).unwrap();
             let macros = codegen::macros(s);
-            assert_eq!(defines(&src), defines(&macros), "{}", s.name());
+            assert_eq!(defines(&src), codegen::macro_definitions(s), "{}", s.name());
+            assert_eq!(defines(&macros), codegen::macro_definitions(s));
             assert!(src.contains(&format!("{macros}#include \"cutlass/cutlass.h\"")));
             assert!(src.contains(&format!("\nnamespace {} {{\n", s.name())));
             assert_eq!(src.matches("\nnamespace ").count(), 1, "{}", s.name());
@@ -663,17 +665,17 @@ mod tests {
             let mut want: Vec<String> = specs.iter().map(KernelSpec::name).collect();
             want.sort();
             assert_eq!(seen, want);
-            let mut sizes: std::collections::HashMap<(Arch, String), Vec<usize>> =
+            let mut sizes: std::collections::HashMap<(Arch, Vec<&str>), Vec<usize>> =
                 std::collections::HashMap::new();
             for u in &units {
                 assert!(!u.kernels.is_empty() && u.kernels.len() <= max);
                 // One architecture and one set of macros per unit, its kernels in name order.
                 let k = &u.kernels[0];
-                let class = (k.arch, codegen::macros(k));
+                let class = (k.arch, codegen::macro_definitions(k));
                 assert!(u
                     .kernels
                     .iter()
-                    .all(|s| (s.arch, codegen::macros(s)) == class));
+                    .all(|s| (s.arch, codegen::macro_definitions(s)) == class));
                 assert!(u.kernels.windows(2).all(|w| w[0].name() < w[1].name()));
                 sizes.entry(class).or_default().push(u.kernels.len());
                 if u.kernels.len() == 1 {
@@ -711,14 +713,16 @@ mod tests {
         let extra = all
             .iter()
             .find(|s| {
-                !default.contains(s) && s.arch == Arch::Sm90a && !codegen::macros(s).is_empty()
+                !default.contains(s)
+                    && s.arch == Arch::Sm90a
+                    && !codegen::macro_definitions(s).is_empty()
             })
             .copied()
             .unwrap();
         let mut more = default.clone();
         more.push(extra);
         let after = codegen::translation_units(&more, 6);
-        let class = |s: &KernelSpec| (s.arch, codegen::macros(s));
+        let class = |s: &KernelSpec| (s.arch, codegen::macro_definitions(s));
         for u in units
             .iter()
             .filter(|u| class(&u.kernels[0]) != class(&extra))
