@@ -1380,6 +1380,9 @@ pub fn sm90() -> Vec<KernelSpec> {
     // The auxiliary-output twins of the 16-bit TN tiles of SM90_TILES_AUX.
     let aux: Vec<KernelSpec> = out.iter().filter_map(aux_epilogue).collect();
     out.extend(aux);
+    // The f32-bias twins of four fused tiles per output type (built by name).
+    let f32_bias: Vec<KernelSpec> = out.iter().filter_map(f32_bias_epilogue).collect();
+    out.extend(f32_bias);
     // Grouped (pointer-array) kernels, TN with a D of the input type (bf16 for e4m3): row-major,
     // and without scales also column-major (the swapped decode tiles, whose callers still pass a
     // row-major D: the argument builder swaps the operands).
@@ -1725,6 +1728,59 @@ pub fn aux_epilogue(spec: &KernelSpec) -> Option<KernelSpec> {
         ..*spec
     };
     twin.validate().ok().map(|()| twin)
+}
+
+/// The f32-bias twin ([`Fusion::ScaleBiasActivation`] with `bias: F32`: a bias added in f32
+/// without being rounded to D's type first) of a default fused kernel on the large and the small
+/// problems' tiles: per 16-bit type 128x256 cooperative (2x1x1) and 64x128 pingpong (1x2x1); for
+/// e4m3 to bf16 (tensor-wise or rowwise scales) 128x128 cooperative and 64x128 pingpong (1x2x1);
+/// persistent, row-major D. Not in the default set (a bias of D's type is what checkpoints hold;
+/// the decode GEMV and the separate epilogue pass take an f32 bias without them): a plan with
+/// [`crate::families`]' `gpu-tests` preset or these names in `CUTLASS_RS_KERNELS` computes an f32
+/// bias in the kernel. `None` for other kernels.
+pub fn f32_bias_epilogue(spec: &KernelSpec) -> Option<KernelSpec> {
+    let Fusion::ScaleBiasActivation { bias } = spec.fusion else {
+        return None;
+    };
+    if bias != spec.d.ty
+        || !is_default(spec)
+        || spec.d.layout != Layout::RowMajor
+        || spec.tile_scheduler != TileScheduler::Persistent
+        || spec.blockwise.is_some()
+    {
+        return None;
+    }
+    let pingpong = matches!(
+        spec.kernel_schedule,
+        KernelSchedule::TmaWarpSpecializedPingpong
+            | KernelSchedule::TmaWarpSpecializedPingpongFp8Overlap
+    );
+    let tile = match (spec.a.ty, spec.tile, spec.cluster) {
+        (DataType::Bf16 | DataType::F16, [128, 256, 64], [2, 1, 1]) => !pingpong,
+        (DataType::Bf16 | DataType::F16, [64, 128, 64], [1, 2, 1]) => pingpong,
+        (DataType::E4M3, [128, 128, 128], [1, 2, 1]) => !pingpong,
+        (DataType::E4M3, [64, 128, 128], [1, 2, 1]) => pingpong,
+        _ => false,
+    };
+    let twin = KernelSpec {
+        fusion: Fusion::ScaleBiasActivation {
+            bias: DataType::F32,
+        },
+        ..*spec
+    };
+    (tile && twin.validate().is_ok()).then_some(twin)
+}
+
+/// Whether `spec` is the f32-bias twin of a default fused kernel ([`f32_bias_epilogue`]).
+pub fn is_f32_bias_twin(spec: &KernelSpec) -> bool {
+    spec.fusion
+        == (Fusion::ScaleBiasActivation {
+            bias: DataType::F32,
+        })
+        && f32_bias_epilogue(&KernelSpec {
+            fusion: Fusion::ScaleBiasActivation { bias: spec.d.ty },
+            ..*spec
+        }) == Some(*spec)
 }
 
 /// The kernels of [`SM90_MENU_16BIT_UNALIGNED_OUTPUT`] (all in the default set: GPT-2's and

@@ -13,7 +13,7 @@
 //! | preset | entries |
 //! |---|---|
 //! | `default` | [`crate::catalog::is_default`]: the `bf16`, `f16`, `fp8` and `fp8-blockwise` families |
-//! | `gpu-tests` | what the GPU tests run: the default set, the `tf32`, `i8`, `sm100`, `sm120` and `weight-only` families and [`GPU_TEST_KERNELS`] |
+//! | `gpu-tests` | what the GPU tests run: the default set, the `tf32`, `i8`, `sm100`, `sm120` and `weight-only` families, [`GPU_TEST_KERNELS`] and the f32-bias kernels ([`crate::catalog::f32_bias_epilogue`]) |
 
 use crate::catalog::{self, is_default, is_default_weight_only};
 use crate::spec::KernelSpec;
@@ -243,6 +243,7 @@ impl Preset {
                     .iter()
                     .any(|f| f.contains(spec))
                     || GPU_TEST_KERNELS.contains(&spec.name().as_str())
+                    || catalog::is_f32_bias_twin(spec)
             }
         }
     }

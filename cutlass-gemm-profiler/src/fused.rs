@@ -298,6 +298,7 @@ where
     let mut ws = stream.alloc_zeros::<u8>(ws_len)?;
     let ops = EpilogueOperands {
         bias: e.bias.map(|_| &bias as &dyn DevicePtr<TD>),
+        bias_f32: None,
         row_scales: e.row_scales.then_some(&rows_d as &dyn DevicePtr<f32>),
         col_scales: e.col_scales.then_some(&cols_d as &dyn DevicePtr<f32>),
     };

@@ -51,9 +51,17 @@ struct Params {
   float alpha, beta;
   // The fused epilogue in D's orientation (rows: tokens; columns: the weight's rows); null: none.
   const float *row_scale, *col_scale;
-  const T *row_bias, *col_bias;
+  // Of D's type, or f32 where bias_f32.
+  const void *row_bias, *col_bias;
   int activation;
+  bool bias_f32;
 };
+
+// Element i of a bias vector of D's type T, or of f32.
+template <class T>
+__device__ inline float bias_at(const void *bias, bool f32, int64_t i) {
+  return f32 ? static_cast<const float *>(bias)[i] : Convert<T>::to_float(static_cast<const T *>(bias)[i]);
+}
 
 // D[token][row] = act(alpha . row_scale[token] . col_scale[row] . v + beta . C[token][row] +
 // row_bias[token] + col_bias[row]) for tokens below m: the fused CUTLASS kernels' order.
@@ -65,8 +73,8 @@ __device__ inline void write_fused(const Params<T> &p, int row, int token, float
   if (p.col_scale) scale *= p.col_scale[row];
   v *= scale;
   if (p.beta != 0.f) v += p.beta * Convert<T>::to_float(p.c[int64_t(token) * p.ldc + row]);
-  if (p.row_bias) v += Convert<T>::to_float(p.row_bias[token]);
-  if (p.col_bias) v += Convert<T>::to_float(p.col_bias[row]);
+  if (p.row_bias) v += bias_at<T>(p.row_bias, p.bias_f32, token);
+  if (p.col_bias) v += bias_at<T>(p.col_bias, p.bias_f32, row);
   p.d[int64_t(token) * p.ldd + row] = Convert<T>::from_float(cutlass_rs::activate(v, p.activation));
 }
 
@@ -146,9 +154,10 @@ int launch(const cutlass_rs_dense_gemv_args &a, cudaStream_t stream) {
   p.beta = a.beta;
   p.row_scale = a.row_scale;
   p.col_scale = a.col_scale;
-  p.row_bias = static_cast<const T *>(a.row_bias);
-  p.col_bias = static_cast<const T *>(a.col_bias);
+  p.row_bias = a.row_bias;
+  p.col_bias = a.col_bias;
   p.activation = a.activation;
+  p.bias_f32 = a.bias_f32 != 0;
   const int64_t sms = a.sm_count > 0 ? a.sm_count : 1;
   // For two and three groups the warps divide the runs (the FP8 GEMVs' rule).
   return by_token_groups(p.m, [&](auto groups) {
@@ -171,8 +180,10 @@ int check(const cutlass_rs_dense_gemv_args *a, int32_t dtype) {
   if (a->activation < CUTLASS_RS_ACTIVATION_IDENTITY || a->activation > CUTLASS_RS_ACTIVATION_SILU)
     return CUTLASS_RS_ERROR_INVALID_PROBLEM;
   // The epilogue's vectors are read element by element: aligned to their elements.
+  const int bias_align = a->bias_f32 != 0 ? 4 : 2;
   if ((a->row_scale != nullptr && !aligned(a->row_scale, 4)) || (a->col_scale != nullptr && !aligned(a->col_scale, 4)) ||
-      (a->row_bias != nullptr && !aligned(a->row_bias, 2)) || (a->col_bias != nullptr && !aligned(a->col_bias, 2)))
+      (a->row_bias != nullptr && !aligned(a->row_bias, bias_align)) ||
+      (a->col_bias != nullptr && !aligned(a->col_bias, bias_align)))
     return CUTLASS_RS_ERROR_MISALIGNED_OPERAND;
   if (!aligned(a->x, 16) || a->ldx % 8 != 0 || !aligned(a->w, 16) || a->ldw % 8 != 0)
     return CUTLASS_RS_ERROR_MISALIGNED_OPERAND;

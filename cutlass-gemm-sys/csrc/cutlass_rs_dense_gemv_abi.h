@@ -24,8 +24,8 @@ extern "C" {
  *   x: m x k, row t at x + t * ldx (elements);
  *   w: n x k (the weight, B column-major), row j at w + j * ldw;
  *   c, d: m x n, row t at t * ldc (ldd); c is read only when beta != 0;
- *   row_scale (m f32), col_scale (n f32), row_bias (m values of D's type), col_bias (n values):
- *   each optional (NULL: a scale of 1, a bias of 0);
+ *   row_scale (m f32), col_scale (n f32), row_bias (m values), col_bias (n values): each optional
+ *   (NULL: a scale of 1, a bias of 0); the biases of D's type, or f32 where bias_f32 is not 0;
  *   activation: a CUTLASS_RS_ACTIVATION_* code (CUTLASS_RS_ACTIVATION_IDENTITY for none). */
 typedef struct cutlass_rs_dense_gemv_args {
   int64_t m;
@@ -48,11 +48,12 @@ typedef struct cutlass_rs_dense_gemv_args {
   const void *row_bias;
   const void *col_bias;
   int32_t activation;
+  int32_t bias_f32;
 } cutlass_rs_dense_gemv_args;
 
 /* Checks the arguments (1 <= m <= CUTLASS_RS_DENSE_GEMV_MAX_TOKENS; n a multiple of 16 and k of
  * 64, n * k below 2^31; ldx and ldw multiples of 8 of at least k, ldd (ldc) at least n; x and w
- * 16-byte aligned, the scales 4-byte and the biases 2-byte aligned; a known activation code; the
+ * 16-byte aligned, the scales and f32 biases 4-byte and 16-bit biases 2-byte aligned; a known activation code; the
  * calling thread's device device_id) and, when launch_it is not 0, launches on `stream`. */
 int cutlass_rs_dense_gemv(const cutlass_rs_dense_gemv_args *args, int32_t dtype, int32_t launch_it,
                           void *stream);

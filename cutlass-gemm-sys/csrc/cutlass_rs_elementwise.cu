@@ -23,6 +23,8 @@ constexpr int kThreads = 256;
 template <class T>
 __device__ float load(T v);
 template <>
+__device__ float load(float v) { return v; }
+template <>
 __device__ float load(__nv_bfloat16 v) { return __bfloat162float(v); }
 template <>
 __device__ float load(__half v) { return __half2float(v); }
@@ -33,10 +35,11 @@ __device__ __nv_bfloat16 store(float v) { return __float2bfloat16_rn(v); }
 template <>
 __device__ __half store(float v) { return __float2half_rn(v); }
 
-// Two elements per thread (16-bit pairs); odd tails element by element.
-template <class T>
+// Two elements per thread (16-bit pairs); odd tails element by element. The bias is of D's type
+// T, or f32 (B = float).
+template <class T, class B>
 __global__ void bias_activation_kernel(T *__restrict__ d, int64_t rows, int64_t cols, int64_t ld,
-                                       const T *__restrict__ bias, int kind) {
+                                       const B *__restrict__ bias, int kind) {
   for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
     T *line = d + r * ld;
     for (int64_t c = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * 2; c < cols;
@@ -140,11 +143,17 @@ int launch_reduce(const float *partials, int64_t splits, int64_t lines, int64_t 
 }
 
 template <class T>
-int launch(void *d, int64_t rows, int64_t cols, int64_t ld, const void *bias, int kind, cudaStream_t stream) {
+int launch(void *d, int64_t rows, int64_t cols, int64_t ld, const void *bias, bool bias_f32, int kind,
+           cudaStream_t stream) {
   const int64_t blocks = (cols + 2 * kThreads - 1) / (2 * kThreads);
   const dim3 grid(unsigned(blocks < 64 ? blocks : 64), unsigned(rows < 65535 ? rows : 65535), 1);
-  bias_activation_kernel<T><<<grid, kThreads, 0, stream>>>(static_cast<T *>(d), rows, cols, ld,
-                                                            static_cast<const T *>(bias), kind);
+  if (bias_f32) {
+    bias_activation_kernel<T, float>
+        <<<grid, kThreads, 0, stream>>>(static_cast<T *>(d), rows, cols, ld, static_cast<const float *>(bias), kind);
+  } else {
+    bias_activation_kernel<T, T>
+        <<<grid, kThreads, 0, stream>>>(static_cast<T *>(d), rows, cols, ld, static_cast<const T *>(bias), kind);
+  }
   const cudaError_t e = cudaGetLastError();
   return e == cudaSuccess ? CUTLASS_RS_OK : CUTLASS_RS_ERROR_CUDA_BASE + int(e);
 }
@@ -152,17 +161,19 @@ int launch(void *d, int64_t rows, int64_t cols, int64_t ld, const void *bias, in
 }  // namespace
 
 extern "C" int cutlass_rs_bias_activation(void *d, int64_t rows, int64_t cols, int64_t ld, const void *bias,
-                                          int32_t activation, int32_t dtype, void *stream) {
+                                          int32_t bias_f32, int32_t activation, int32_t dtype, void *stream) {
   if (d == nullptr) return CUTLASS_RS_ERROR_NULL_ARGUMENT;
   if (rows < 0 || cols < 0 || ld < cols || activation < 0 || activation > CUTLASS_RS_ACTIVATION_SILU)
     return CUTLASS_RS_ERROR_INVALID_PROBLEM;
+  if (bias != nullptr && reinterpret_cast<uintptr_t>(bias) % (bias_f32 != 0 ? 4 : 2) != 0)
+    return CUTLASS_RS_ERROR_MISALIGNED_OPERAND;
   if (rows == 0 || cols == 0) return CUTLASS_RS_OK;
   auto s = static_cast<cudaStream_t>(stream);
   switch (dtype) {
     case CUTLASS_RS_DTYPE_BF16:
-      return launch<__nv_bfloat16>(d, rows, cols, ld, bias, activation, s);
+      return launch<__nv_bfloat16>(d, rows, cols, ld, bias, bias_f32 != 0, activation, s);
     case CUTLASS_RS_DTYPE_F16:
-      return launch<__half>(d, rows, cols, ld, bias, activation, s);
+      return launch<__half>(d, rows, cols, ld, bias, bias_f32 != 0, activation, s);
     default:
       return CUTLASS_RS_ERROR_INVALID_DATA_TYPE;
   }

@@ -725,6 +725,7 @@ pub struct cutlass_rs_dense_gemv_args {
     pub row_bias: *const ::std::os::raw::c_void,
     pub col_bias: *const ::std::os::raw::c_void,
     pub activation: i32,
+    pub bias_f32: i32,
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
@@ -772,6 +773,8 @@ const _: () = {
         [::std::mem::offset_of!(cutlass_rs_dense_gemv_args, col_bias) - 128usize];
     ["Offset of field: cutlass_rs_dense_gemv_args::activation"]
         [::std::mem::offset_of!(cutlass_rs_dense_gemv_args, activation) - 136usize];
+    ["Offset of field: cutlass_rs_dense_gemv_args::bias_f32"]
+        [::std::mem::offset_of!(cutlass_rs_dense_gemv_args, bias_f32) - 140usize];
 };
 unsafe extern "C" {
     pub fn cutlass_rs_dense_gemv(
@@ -900,6 +903,7 @@ unsafe extern "C" {
         cols: i64,
         ld: i64,
         bias: *const ::std::os::raw::c_void,
+        bias_f32: i32,
         activation: i32,
         dtype: i32,
         stream: *mut ::std::os::raw::c_void,

@@ -26,6 +26,7 @@ fn args() -> sys::cutlass_rs_dense_gemv_args {
         row_bias: at(6 << 20),
         col_bias: at(7 << 20),
         activation: sys::CUTLASS_RS_ACTIVATION_GELU_TANH,
+        bias_f32: 0,
     }
 }
 
@@ -71,6 +72,18 @@ fn epilogue_vectors_are_checked_before_any_launch() {
         ..args()
     };
     assert_eq!(check(&element_aligned), sys::CUTLASS_RS_OK);
+    // An f32 bias is read as f32: 2-byte alignment is not enough, 4 is.
+    let f32_bias = |by: usize| sys::cutlass_rs_dense_gemv_args {
+        bias_f32: 1,
+        row_bias: off(6 << 20, by),
+        col_bias: off(7 << 20, by),
+        ..args()
+    };
+    assert_eq!(
+        check(&f32_bias(2)),
+        sys::CUTLASS_RS_ERROR_MISALIGNED_OPERAND
+    );
+    assert_eq!(check(&f32_bias(4)), sys::CUTLASS_RS_OK);
     let none = sys::cutlass_rs_dense_gemv_args {
         row_scale: std::ptr::null(),
         col_scale: std::ptr::null(),

@@ -103,7 +103,7 @@ pub use formats::numeric;
 pub use half;
 pub use plans::block_scaled::{BlockScaledGemm, NarrowOperand};
 pub use plans::blockwise::BlockwiseGemm;
-pub use plans::epilogue::{Activation, BiasAxis, Epilogue, EpilogueOperands};
+pub use plans::epilogue::{Activation, BiasAxis, BiasElement, Epilogue, EpilogueOperands};
 pub use plans::gated::{interleave_gate_up, GatedGemm};
 pub use plans::gemm::{
     gemm, Gemm, Workspace, BLOCKWISE_GEMV_TOKENS, DENSE_GEMV_MAX_WEIGHT, DENSE_GEMV_TOKENS,

@@ -1437,3 +1437,140 @@ fn aux_output_plans_check_their_rules() {
         })
     ));
 }
+
+/// An f32 bias (`Epilogue::with_f32_bias`): 16-bit plans take it in any build, in the kernel where
+/// an f32-bias kernel is built (`catalog::f32_bias_epilogue`, not in the default set), through the
+/// decode GEMV, else as the separate pass after the plain kernel; plans that need a fused kernel
+/// (scales, a bias per row) without one built say which kernel to add; the gated and weight-only
+/// plans, whose kernels read a bias of D's type, refuse it by the kernel rule.
+#[test]
+fn f32_bias_plans_take_the_kernel_the_decode_gemv_or_the_separate_pass() {
+    use cutlass_gemm::numeric::E4M3;
+    use cutlass_gemm::{Activation, BiasAxis, BiasElement, Epilogue, GatedGemm};
+    let e = Epilogue::bias()
+        .with_activation(Activation::GeluTanh)
+        .with_f32_bias();
+    assert_eq!(e.bias, Some(BiasAxis::PerColumn));
+    assert_eq!(e.bias_element, BiasElement::F32);
+    assert_eq!(e.bias_type(DataType::Bf16), Some(DataType::F32));
+    assert_eq!(
+        Epilogue::bias().bias_type(DataType::F16),
+        Some(DataType::F16)
+    );
+    assert_eq!(e.describe(), "bias(col,f32)+gelu-tanh");
+    let f32_kernels = |ty: DataType| {
+        built_kernels().iter().any(|k| {
+            k.spec.fusion.bias_type() == Some(DataType::F32)
+                && k.spec.a.ty == ty
+                && k.spec.arch.runs_on((9, 0))
+        })
+    };
+    let linear = |m, n, k| GemmProblem::new(m, n, k).with_b(MatrixLayout::col_major());
+    // 16-bit, a bias per column: in the kernel, the GEMV, or the separate pass; never a kernel
+    // that reads a bf16 bias.
+    for (m, n, k) in [
+        (4, 4096, 4096),
+        (512, 11008, 4096),
+        (4096, 4096, 4096),
+        (300, 1000, 256),
+    ] {
+        let g = plan(&linear(m, n, k)).unwrap().with_epilogue(e).unwrap();
+        assert_eq!(g.epilogue(), e);
+        if m <= 16 {
+            assert!(g.is_gemv(), "{m}: {}", g.kernel_name());
+        } else if f32_kernels(DataType::Bf16) {
+            assert!(!g.epilogue_is_separate());
+            assert_eq!(g.kernel_spec().fusion.bias_type(), Some(DataType::F32));
+        } else {
+            assert!(g.epilogue_is_separate(), "{m}: {}", g.kernel_name());
+            assert!(!g.kernel_spec().fusion.is_fused());
+        }
+        // The D-typed bias keeps the default fused kernels.
+        let d_typed = plan(&linear(m, n, k))
+            .unwrap()
+            .with_epilogue(Epilogue::bias().with_activation(Activation::GeluTanh))
+            .unwrap();
+        assert!(
+            d_typed.is_gemv() || d_typed.kernel_spec().fusion.bias_type() == Some(DataType::Bf16)
+        );
+    }
+    // A bias per row (which the separate pass does not take) and FP8's rowwise scales need an
+    // f32-bias kernel: without one, NoKernel names one to add.
+    let needs_kernel = [
+        plan(&linear(512, 4096, 1024))
+            .unwrap()
+            .with_epilogue(Epilogue::bias().with_bias(BiasAxis::PerRow).with_f32_bias())
+            .map(|g| g.kernel_name()),
+        Gemm::<E4M3, E4M3, bf16>::plan(H100, &linear(512, 4096, 1024), None)
+            .unwrap()
+            .with_epilogue(Epilogue::rowwise().with_f32_bias())
+            .map(|g| g.kernel_name()),
+    ];
+    for (r, ty) in needs_kernel
+        .into_iter()
+        .zip([DataType::Bf16, DataType::E4M3])
+    {
+        match r {
+            Ok(name) => {
+                assert!(f32_kernels(ty), "{name}");
+                assert!(name.contains("_evt_scale_biasf32_act"), "{name}");
+            }
+            Err(Error::NoKernel { build_with, .. }) => {
+                assert!(!f32_kernels(ty));
+                match build_with {
+                    BuildHint::Kernels(name) => {
+                        assert!(name.contains("_evt_scale_biasf32_act"), "{name}")
+                    }
+                    other => panic!("{other:?}"),
+                }
+            }
+            Err(other) => panic!("{other}"),
+        }
+    }
+    // A named kernel that reads a bf16 bias is refused by the bias rule.
+    let named = Gemm::<bf16, bf16, bf16>::plan(H100, &linear(512, 4096, 1024), Some(TMA_KERNEL))
+        .unwrap()
+        .with_epilogue(e);
+    assert!(matches!(
+        named,
+        Err(Error::KernelMismatch {
+            reason: KernelRule::NoFusedEpilogue | KernelRule::BiasType { .. },
+            ..
+        })
+    ));
+    let fused_bf16 = built_kernels()
+        .iter()
+        .find(|k| {
+            k.spec.fusion.bias_type() == Some(DataType::Bf16)
+                && k.spec.fusion.is_fused()
+                && k.spec.a.ty == DataType::Bf16
+                && k.spec.d.layout == Layout::RowMajor
+        })
+        .expect("the default set's fused bf16 kernels");
+    match Gemm::<bf16, bf16, bf16>::plan(H100, &linear(512, 4096, 1024), Some(fused_bf16.name))
+        .unwrap()
+        .with_epilogue(e)
+    {
+        Err(Error::KernelMismatch {
+            reason: KernelRule::BiasType { kernel, required },
+            ..
+        }) => assert_eq!((kernel, required), (DataType::Bf16, DataType::F32)),
+        other => panic!("{:?}", other.map(|g| g.kernel_name())),
+    }
+    // The gated kernels read a bias of D's type.
+    let gated = GatedGemm::<bf16>::plan(
+        H100,
+        &GemmProblem::new(512, 4096, 4096),
+        Activation::Silu,
+        None,
+    )
+    .unwrap()
+    .with_epilogue(Epilogue::bias().with_f32_bias());
+    match gated {
+        Err(Error::KernelMismatch {
+            reason: KernelRule::BiasType { kernel, required },
+            ..
+        }) => assert_eq!((kernel, required), (DataType::Bf16, DataType::F32)),
+        other => panic!("{:?}", other.map(|g| g.kernel_name())),
+    }
+}

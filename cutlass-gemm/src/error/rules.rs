@@ -285,6 +285,15 @@ pub enum ProblemRule {
         /// The vector.
         operand: OperandName,
     },
+    /// The launch gave a bias of another element type than the plan's epilogue reads
+    /// ([`crate::BiasElement`]: [`crate::EpilogueOperands::bias`] holds D's type,
+    /// [`crate::EpilogueOperands::bias_f32`] f32).
+    BiasElement {
+        /// The plan's bias type.
+        plan: DataType,
+        /// The given bias's.
+        given: DataType,
+    },
     /// A plan whose epilogue writes the pre-activation value as an auxiliary output
     /// ([`crate::Epilogue::with_aux_output`]) breaks a rule of that output.
     AuxOutput {
@@ -481,7 +490,11 @@ impl fmt::Display for ProblemRule {
             ),
             ProblemRule::EpilogueOperandNotTaken { operand } => write!(
                 f,
-                "the {operand} was given but the plan's epilogue has none (plan it with with_epilogue)"
+                "the {operand} was given but the plan's epilogue has none, or it was given twice (plan it with with_epilogue; one bias, in EpilogueOperands::bias or bias_f32)"
+            ),
+            ProblemRule::BiasElement { plan, given } => write!(
+                f,
+                "the plan's epilogue reads a {plan} bias and the launch gave a {given} one (EpilogueOperands::bias holds D's type, bias_f32 an f32 bias for a plan with Epilogue::with_f32_bias)"
             ),
             ProblemRule::AuxOutput { rule } => write!(f, "the auxiliary output: {rule}"),
             ProblemRule::GatedOutputs { n } => write!(
@@ -1058,7 +1071,7 @@ pub enum KernelRule {
     BiasType {
         /// The kernel's bias type.
         kernel: DataType,
-        /// The plan's (D's).
+        /// The plan's ([`crate::Epilogue::bias_type`]: D's, or f32).
         required: DataType,
     },
     /// A plan whose epilogue writes an auxiliary output named a kernel without one, or another

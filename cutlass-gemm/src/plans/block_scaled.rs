@@ -854,7 +854,7 @@ impl<EA: MxElement, EB: MxElement, TD: Element> BlockScaledGemm<EA, EB, TD> {
         self.check_stream(stream)?;
         self.check_devices(a, b, c)?;
         require_device(OperandName::D, d, self.device.ordinal)?;
-        epilogue.require_device(self.device.ordinal)?;
+        epilogue.check(&self.epilogue, TD::DATA_TYPE, self.device.ordinal)?;
         let (pa, _ga) = a.parts(stream);
         let (pb, _gb) = b.parts(stream);
         let (pc, _gc) = c.map(|c| c.device_ptr(stream)).unzip();

@@ -9,7 +9,9 @@
 //! D = act(alpha · row_scale[i] · col_scale[j] · (A·B)[i][j] + beta · C[i][j] + bias)
 //! ```
 //!
-//! with `bias` one value per column of D (`bias[j]`, a Linear layer's) or per row (`bias[i]`).
+//! with `bias` one value per column of D (`bias[j]`, a Linear layer's) or per row (`bias[i]`), of
+//! D's type or f32 ([`Epilogue::with_f32_bias`]: the decode GEMV and the separate pass read an f32
+//! bias in any build, the fused kernels where the catalog's f32-bias kernels are built).
 //! [`Epilogue`] says which of these a plan has ([`crate::Gemm::with_epilogue`]); the vectors come
 //! with each launch ([`EpilogueOperands`], [`crate::Gemm::run_fused`]), checked like A and B.
 //! Every part is optional, and one kernel serves every combination (the catalog's
@@ -138,12 +140,26 @@ pub enum BiasAxis {
     PerRow,
 }
 
+/// The element type of a bias vector.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum BiasElement {
+    /// D's element type (a bf16 bias for a bf16 D): what a model's checkpoint holds beside bf16
+    /// or f16 weights. Given as [`EpilogueOperands::bias`].
+    #[default]
+    Output,
+    /// f32, whatever D's type: added to the f32 value before D is rounded, without being rounded
+    /// to D's type first. Given as [`EpilogueOperands::bias_f32`].
+    F32,
+}
+
 /// What a plan's epilogue computes beyond `alpha·A·B + beta·C`: see the [module](self) docs.
 /// The default is nothing (a plain GEMM).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Epilogue {
-    /// A bias of D's element type, and the extent it runs along.
+    /// A bias, and the extent it runs along.
     pub bias: Option<BiasAxis>,
+    /// The bias's element type (D's unless [`Epilogue::with_f32_bias`]).
+    pub bias_element: BiasElement,
     /// The activation.
     pub activation: Activation,
     /// f32 scales per row of D (`m` values: per token, FP8's rowwise recipe).
@@ -159,6 +175,7 @@ impl Epilogue {
     /// No fusion.
     pub const NONE: Epilogue = Epilogue {
         bias: None,
+        bias_element: BiasElement::Output,
         activation: Activation::Identity,
         row_scales: false,
         col_scales: false,
@@ -178,6 +195,37 @@ impl Epilogue {
         Epilogue {
             bias: Some(axis),
             ..self
+        }
+    }
+
+    /// This epilogue with its bias in f32 ([`BiasElement::F32`]; a bias per column unless one was
+    /// set): D = act(... + bias) with the f32 bias added before D is rounded, as cuBLASLt's
+    /// `CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE` of `CUDA_R_32F`. Which kernels compute it:
+    /// [`crate::Gemm::with_epilogue`].
+    pub fn with_f32_bias(self) -> Epilogue {
+        Epilogue {
+            bias: Some(self.bias.unwrap_or(BiasAxis::PerColumn)),
+            bias_element: BiasElement::F32,
+            ..self
+        }
+    }
+
+    /// The bias's element type for a D of type `td`, if the epilogue has a bias.
+    pub fn bias_type(
+        &self,
+        td: cutlass_gemm_catalog::DataType,
+    ) -> Option<cutlass_gemm_catalog::DataType> {
+        self.bias.map(|_| match self.bias_element {
+            BiasElement::Output => td,
+            BiasElement::F32 => cutlass_gemm_catalog::DataType::F32,
+        })
+    }
+
+    /// Bytes of one bias element for a D of `d_size` bytes an element.
+    pub(crate) fn bias_size(&self, d_size: usize) -> usize {
+        match self.bias_element {
+            BiasElement::Output => d_size,
+            BiasElement::F32 => 4,
         }
     }
 
@@ -215,7 +263,7 @@ impl Epilogue {
         *self == Epilogue::NONE
     }
 
-    /// A short description, e.g. `bias(col)+gelu-tanh` or `row-scales+col-scales`.
+    /// A short description, e.g. `bias(col)+gelu-tanh`, `bias(col,f32)` or `row-scales+col-scales`.
     pub fn describe(&self) -> String {
         let mut parts = Vec::new();
         if self.row_scales {
@@ -224,9 +272,14 @@ impl Epilogue {
         if self.col_scales {
             parts.push("col-scales".to_string());
         }
+        let f32 = if self.bias_element == BiasElement::F32 {
+            ",f32"
+        } else {
+            ""
+        };
         match self.bias {
-            Some(BiasAxis::PerColumn) => parts.push("bias(col)".into()),
-            Some(BiasAxis::PerRow) => parts.push("bias(row)".into()),
+            Some(BiasAxis::PerColumn) => parts.push(format!("bias(col{f32})")),
+            Some(BiasAxis::PerRow) => parts.push(format!("bias(row{f32})")),
             None => {}
         }
         if self.activation != Activation::Identity {
@@ -245,10 +298,13 @@ impl Epilogue {
 
 /// The device vectors of a fused epilogue for one launch: exactly those its [`Epilogue`] names.
 /// Lengths: the bias `n` (per column) or `m` (per row), the row scales `m`, the column scales `n`;
-/// each 16-byte aligned.
+/// each 16-byte aligned. The bias is given in one of two fields, by its element type
+/// ([`Epilogue::bias_element`]).
 pub struct EpilogueOperands<'a, TD> {
-    /// The bias, of D's element type.
+    /// The bias, of D's element type ([`BiasElement::Output`]).
     pub bias: Option<&'a dyn DevicePtr<TD>>,
+    /// The bias in f32 ([`BiasElement::F32`], [`Epilogue::with_f32_bias`]).
+    pub bias_f32: Option<&'a dyn DevicePtr<f32>>,
     /// The scales per row of D.
     pub row_scales: Option<&'a dyn DevicePtr<f32>>,
     /// The scales per column of D.
@@ -259,6 +315,7 @@ impl<TD> Default for EpilogueOperands<'_, TD> {
     fn default() -> Self {
         EpilogueOperands {
             bias: None,
+            bias_f32: None,
             row_scales: None,
             col_scales: None,
         }
@@ -274,9 +331,58 @@ impl<'a, TD> EpilogueOperands<'a, TD> {
         }
     }
 
-    /// The device rule for each vector given: on the device of `ordinal`, naming the vector.
-    pub(crate) fn require_device(&self, ordinal: usize) -> Result<()> {
+    /// Only a bias in f32 (for a plan with [`Epilogue::with_f32_bias`]).
+    pub fn bias_f32(bias: &'a dyn DevicePtr<f32>) -> Self {
+        EpilogueOperands {
+            bias_f32: Some(bias),
+            ..Default::default()
+        }
+    }
+
+    /// The bias's element type, where a bias is given, for a D of type `td` (either field: with
+    /// an f32 D both are f32).
+    fn bias_given(
+        &self,
+        td: cutlass_gemm_catalog::DataType,
+    ) -> [Option<cutlass_gemm_catalog::DataType>; 2] {
+        [
+            self.bias.map(|_| td),
+            self.bias_f32.map(|_| cutlass_gemm_catalog::DataType::F32),
+        ]
+    }
+
+    /// The rules checked before the vectors' addresses are taken, for a plan with epilogue `e` and
+    /// a D of type `td` on the device of `ordinal`: a bias of the plan's element type
+    /// ([`ProblemRule::BiasElement`]; at most one bias), and each vector on the plan's device.
+    pub(crate) fn check(
+        &self,
+        e: &Epilogue,
+        td: cutlass_gemm_catalog::DataType,
+        ordinal: usize,
+    ) -> Result<()> {
+        if let Some(plan) = e.bias_type(td) {
+            if let Some(given) = self
+                .bias_given(td)
+                .into_iter()
+                .flatten()
+                .find(|&g| g != plan)
+            {
+                return Err(Error::InvalidProblem {
+                    reason: ProblemRule::BiasElement { plan, given },
+                });
+            }
+        }
+        if self.bias.is_some() && self.bias_f32.is_some() {
+            return Err(Error::InvalidProblem {
+                reason: ProblemRule::EpilogueOperandNotTaken {
+                    operand: OperandName::Bias,
+                },
+            });
+        }
         if let Some(v) = self.bias {
+            require_device(OperandName::Bias, v, ordinal)?;
+        }
+        if let Some(v) = self.bias_f32 {
             require_device(OperandName::Bias, v, ordinal)?;
         }
         if let Some(v) = self.row_scales {
@@ -289,13 +395,18 @@ impl<'a, TD> EpilogueOperands<'a, TD> {
     }
 
     /// `[bias, row scales, column scales]`: each given vector's device address and length in
-    /// elements, and the guards that order the stream's work on them; keep the guards until the
+    /// elements (the bias of either field: [`EpilogueOperands::check`] holds that at most one is
+    /// given), and the guards that order the stream's work on them; keep the guards until the
     /// launch is queued.
     pub(crate) fn addresses<'s>(
         &'s self,
         stream: &'s CudaStream,
     ) -> ([Option<(u64, usize)>; 3], Vec<SyncOnDrop<'s>>) {
-        let bias = self.bias.map(|v| (v.device_ptr(stream), v.len()));
+        let bias = match (self.bias, self.bias_f32) {
+            (Some(v), _) => Some((v.device_ptr(stream), v.len())),
+            (None, Some(v)) => Some((v.device_ptr(stream), v.len())),
+            (None, None) => None,
+        };
         let rows = self.row_scales.map(|v| (v.device_ptr(stream), v.len()));
         let cols = self.col_scales.map(|v| (v.device_ptr(stream), v.len()));
         let mut guards = Vec::with_capacity(3);
@@ -363,6 +474,7 @@ pub fn apply_unfused<TD: Element>(
             ld as i64,
             bias.as_ref()
                 .map_or(std::ptr::null(), |(p, _)| *p as *const _),
+            0,
             activation.code(),
             dtype,
             stream.cu_stream() as *mut _,
@@ -397,7 +509,8 @@ pub(crate) fn row_major_reach<T>(
 }
 
 /// Whether a kernel's epilogue serves a plan's: a plan with a fused epilogue takes the kernels
-/// with [`Fusion::ScaleBiasActivation`] (a bias, where it has one, of D's type `td`); a plain plan
+/// with [`Fusion::ScaleBiasActivation`] (a bias, where it has one, of the plan's type:
+/// [`Epilogue::bias_type`] for a D of type `td`); a plain plan
 /// chooses among the kernels with CUTLASS's own epilogue (their fused twins are the same tiles,
 /// slower where the epilogue dominates), and runs on a fused one only when the caller names it
 /// (`named`: its vectors are then null, which is the plain GEMM). The kernels that write an
@@ -427,16 +540,17 @@ pub(crate) fn fusion_rule(
             Ok(())
         };
     }
+    let required = epilogue.bias_type(td);
     match kernel.fusion {
         Fusion::ScaleBiasActivation { bias } | Fusion::BiasActivationAux { bias }
-            if epilogue.bias.is_none() || bias == td =>
+            if required.is_none_or(|r| r == bias) =>
         {
             Ok(())
         }
         Fusion::ScaleBiasActivation { bias } | Fusion::BiasActivationAux { bias } => {
             Err(KernelRule::BiasType {
                 kernel: bias,
-                required: td,
+                required: required.unwrap_or(td),
             })
         }
         _ => Err(KernelRule::NoFusedEpilogue),
@@ -474,12 +588,12 @@ pub(crate) fn vector_args(
 
 /// Checks a fused epilogue's vectors (bias, row scales, column scales: pointer and length) for a
 /// D of `m x n` at `d` (address, bytes) against `e`: each it names is given, long enough, 16-byte
-/// aligned and clear of D; none it does not name is given. `bias_size` is the bias element's
-/// size. Typed errors naming the vector.
+/// aligned and clear of D; none it does not name is given. `d_size` is D's element size (the
+/// bias's unless it is f32). Typed errors naming the vector.
 pub(crate) fn check_operands(
     e: &Epilogue,
     (m, n): (usize, usize),
-    bias_size: usize,
+    d_size: usize,
     vectors: [Option<(u64, usize)>; 3],
     d: (u64, u64),
 ) -> Result<()> {
@@ -490,7 +604,7 @@ pub(crate) fn check_operands(
                 BiasAxis::PerColumn => n,
                 BiasAxis::PerRow => m,
             }),
-            bias_size,
+            e.bias_size(d_size),
         ),
         (OperandName::RowScales, e.row_scales.then_some(m), 4),
         (OperandName::ColScales, e.col_scales.then_some(n), 4),

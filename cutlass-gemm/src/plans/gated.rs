@@ -235,6 +235,20 @@ impl<T: Element, O: Element> GatedGemm<T, O> {
                 reason: ProblemRule::GatedRowBias,
             });
         }
+        // The gated kernels read a bias of D's type (an f32 one: KernelRule::BiasType).
+        if let (Some(required), cutlass_gemm_catalog::Fusion::Gated { bias }) =
+            (epilogue.bias_type(O::DATA_TYPE), self.kernel.spec.fusion)
+        {
+            if required != bias {
+                return Err(Error::KernelMismatch {
+                    name: self.kernel.name.into(),
+                    reason: KernelRule::BiasType {
+                        kernel: bias,
+                        required,
+                    },
+                });
+            }
+        }
         Ok(GatedGemm { epilogue, ..self })
     }
 
@@ -295,7 +309,7 @@ impl<T: Element, O: Element> GatedGemm<T, O> {
         require_device(OperandName::A, x, device)?;
         require_device(OperandName::B, w, device)?;
         require_device(OperandName::D, d, device)?;
-        vectors.require_device(device)?;
+        vectors.check(&self.epilogue, O::DATA_TYPE, device)?;
         let [la, lb, ld] = self.required_lens();
         require_len(OperandName::A, x.len(), la)?;
         require_len(OperandName::B, w.len(), lb)?;

@@ -13,7 +13,7 @@ use crate::error::{
 };
 use crate::ffi::{DeviceInfo, Kernel, ScheduleHints, StagingCopy, BLOCKWISE_GEMV, DENSE_GEMV};
 use crate::formats::element::Element;
-use crate::plans::epilogue::{BiasAxis, Epilogue, EpilogueOperands};
+use crate::plans::epilogue::{BiasAxis, BiasElement, Epilogue, EpilogueOperands};
 use crate::plans::problem::{GemmProblem, ResolvedMatrix};
 use crate::plans::staging::{self, Slot, StagingPlan, STAGING_ALIGNMENT};
 use crate::selection::heuristic;
@@ -552,8 +552,24 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
                 return Err(gemv.mismatch(GemvRule::Epilogue));
             }
             let named = (gemv == Gemv::Dense && self.pinned).then_some(gemv.name());
-            let gemm = Self::plan_with(self.device, &self.problem, named, self.scaling, epilogue)?;
-            return Ok(gemm.with_programmatic_dependent_launch(self.dependent_launch));
+            return match Self::plan_with(self.device, &self.problem, named, self.scaling, epilogue)
+            {
+                Ok(gemm) => Ok(gemm.with_programmatic_dependent_launch(self.dependent_launch)),
+                // No fused CUTLASS kernel of this build serves the epilogue (an f32 bias in the
+                // default build): the 16-bit GEMV computes it on its own.
+                Err(_)
+                    if gemv == Gemv::Dense
+                        && Gemm {
+                            epilogue,
+                            ..self.clone()
+                        }
+                        .gemv_rule(gemv)
+                        .is_none() =>
+                {
+                    self.keeping_kernel(epilogue, false)
+                }
+                Err(e) => Err(e),
+            };
         }
         let same_kernel =
             crate::plans::epilogue::fusion_rule(&self.kernel.spec, &epilogue, true, TD::DATA_TYPE)
@@ -585,11 +601,13 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
             && !self.pinned
             && !self.kernel.spec.fusion.has_aux()
             && self.separate_pass_serves(&epilogue)
-            && staged_inputs(&self) == 0
-            && fused.as_ref().map_or(true, |f| {
-                let copied = staged_inputs(f);
-                copied > 0 && m * n <= copied
-            });
+            && match &fused {
+                Err(_) => true,
+                Ok(f) => {
+                    let copied = staged_inputs(f);
+                    staged_inputs(&self) == 0 && copied > 0 && m * n <= copied
+                }
+            };
         if separate {
             return self.keeping_kernel(epilogue, true);
         }
@@ -1001,7 +1019,7 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
             (Some(BiasAxis::PerRow), false) | (Some(BiasAxis::PerColumn), true)
         );
         let bias_cols = e.bias.is_some() && !bias_rows;
-        let td = std::mem::size_of::<TD>();
+        let bias_size = e.bias_size(std::mem::size_of::<TD>());
         let slot = |present: bool, user: usize, kernel: usize, size: usize| {
             (present && kernel != user).then_some(VectorCopy {
                 len: user,
@@ -1013,8 +1031,8 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
         [
             slot(user_rows, um, km, 4),
             slot(user_cols, un, kn, 4),
-            slot(bias_rows, um, km, td),
-            slot(bias_cols, un, kn, td),
+            slot(bias_rows, um, km, bias_size),
+            slot(bias_cols, un, kn, bias_size),
         ]
     }
 
@@ -1304,7 +1322,7 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
             require_device(OperandName::ScalesA, sa, device)?;
             require_device(OperandName::ScalesB, sb, device)?;
         }
-        epilogue.require_device(device)?;
+        epilogue.check(&self.epilogue, TD::DATA_TYPE, device)?;
         if let Some(x) = &aux {
             require_device(OperandName::Aux, *x, device)?;
             require_len(OperandName::Aux, x.len(), self.user[3].required_len())?;
@@ -1504,6 +1522,7 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
                     row_bias: ptr(row_bias),
                     col_bias: ptr(col_bias),
                     activation: self.epilogue.activation.code(),
+                    bias_f32: i32::from(self.epilogue.bias_element == BiasElement::F32),
                 };
                 // SAFETY: the caller's contract (the pointers hold what the problem reaches).
                 unsafe { crate::ffi::dense_gemv(&args, dtype, Some(stream)) }
@@ -1569,6 +1588,7 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
                 p.n as i64,
                 ud.ld as i64,
                 vectors[0] as *const _,
+                i32::from(self.epilogue.bias_element == BiasElement::F32),
                 self.epilogue.activation.code(),
                 dtype,
                 stream as *mut _,

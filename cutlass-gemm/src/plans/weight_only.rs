@@ -1183,6 +1183,19 @@ impl<T: WeightOnlyInput> WeightOnlyGemm<T> {
     /// the caller is kept, or refused ([`KernelRule::NoFusedEpilogue`]).
     pub fn with_epilogue(self, epilogue: Epilogue) -> Result<Self> {
         crate::plans::epilogue::refuse_aux_output(&epilogue)?;
+        // The fused weight-only kernels and the GEMV read a bias of the activations' type.
+        if let Some(required) = epilogue
+            .bias_type(T::DATA_TYPE)
+            .filter(|&t| t != T::DATA_TYPE)
+        {
+            return Err(Error::KernelMismatch {
+                name: self.kernel_name().into(),
+                reason: KernelRule::BiasType {
+                    kernel: T::DATA_TYPE,
+                    required,
+                },
+            });
+        }
         let fused = self
             .cutlass_kernel()
             .is_none_or(|k| k.spec.fusion.is_fused());
@@ -1397,7 +1410,7 @@ impl<T: WeightOnlyInput> WeightOnlyGemm<T> {
             }
         }
         // The epilogue's vectors: devices, then lengths, alignment and aliasing against y.
-        operands.require_device(device)?;
+        operands.check(&self.epilogue, T::DATA_TYPE, device)?;
         let (vectors, _gv) = operands.addresses(stream);
         crate::plans::epilogue::check_operands(
             &self.epilogue,

@@ -238,6 +238,7 @@ fn fused_host_path<EA, EB, A, B>(
     let mut d = stream.alloc_zeros::<f16>(M * N).unwrap();
     let vectors = EpilogueOperands {
         bias: Some(&bias),
+        bias_f32: None,
         row_scales: Some(&rows),
         col_scales: Some(&cols),
     };

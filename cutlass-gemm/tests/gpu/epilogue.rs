@@ -10,8 +10,9 @@ use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
 use cutlass_gemm::numeric::E4M3;
 use cutlass_gemm::reference::{self, Comparison, HostEpilogue, Strided};
 use cutlass_gemm::{
-    Activation, BiasAxis, BlockwiseGemm, DataType, Element, Epilogue, EpilogueOperands, Error,
-    Gemm, GemmProblem, Layout, MatrixLayout, OperandName, ProblemRule, Workspace,
+    Activation, BiasAxis, BiasElement, BlockwiseGemm, DataType, Element, Epilogue,
+    EpilogueOperands, Error, Gemm, GemmProblem, Layout, MatrixLayout, OperandName, ProblemRule,
+    Workspace,
 };
 use half::{bf16, f16};
 use rand::rngs::StdRng;
@@ -106,9 +107,13 @@ fn run_fused<TA: Element, TB: Element, TD: Element>(
         Some(BiasAxis::PerRow) => p.m,
         None => 0,
     };
-    let bias: Vec<TD> = (0..bias_len)
-        .map(|_| TD::from_f64(rng.random_range(-2.0..2.0)))
+    // An f32 bias keeps bits that D's type drops (values in [-2, 2) at f32's resolution); one of
+    // D's type is rounded to it.
+    let f32_bias = e.bias_element == BiasElement::F32;
+    let bias_f32: Vec<f32> = (0..bias_len)
+        .map(|_| rng.random_range(-2.0f32..2.0))
         .collect();
+    let bias: Vec<TD> = bias_f32.iter().map(|&x| TD::from_f64(x as f64)).collect();
     let rows: Vec<f32> = (0..p.m).map(|_| rng.random_range(0.25f32..2.0)).collect();
     let cols: Vec<f32> = (0..p.n).map(|_| rng.random_range(0.25f32..2.0)).collect();
     let (da, db, dc) = (
@@ -117,6 +122,7 @@ fn run_fused<TA: Element, TB: Element, TD: Element>(
         stream.clone_htod(&c).unwrap(),
     );
     let dbias = stream.clone_htod(&bias).unwrap();
+    let dbias_f32 = stream.clone_htod(&bias_f32).unwrap();
     let (drows, dcols) = (
         stream.clone_htod(&rows).unwrap(),
         stream.clone_htod(&cols).unwrap(),
@@ -125,7 +131,14 @@ fn run_fused<TA: Element, TB: Element, TD: Element>(
         .clone_htod(&vec![TD::POISON; gd.required_len()])
         .unwrap();
     let ops = EpilogueOperands {
-        bias: e.bias.map(|_| &dbias as &dyn DevicePtr<TD>),
+        bias: e
+            .bias
+            .filter(|_| !f32_bias)
+            .map(|_| &dbias as &dyn DevicePtr<TD>),
+        bias_f32: e
+            .bias
+            .filter(|_| f32_bias)
+            .map(|_| &dbias_f32 as &dyn DevicePtr<f32>),
         row_scales: e.row_scales.then_some(&drows as &dyn DevicePtr<f32>),
         col_scales: e.col_scales.then_some(&dcols as &dyn DevicePtr<f32>),
     };
@@ -162,7 +175,11 @@ fn run_fused<TA: Element, TB: Element, TD: Element>(
     }
     .unwrap_or_else(|err| panic!("{} {}: {err}", g.kernel_name(), e.describe()));
     let d = stream.clone_dtoh(&dd).unwrap();
-    let bias64: Vec<f64> = bias.iter().map(|x| x.to_f64()).collect();
+    let bias64: Vec<f64> = if f32_bias {
+        bias_f32.iter().map(|&x| x as f64).collect()
+    } else {
+        bias.iter().map(|x| x.to_f64()).collect()
+    };
     let host = HostEpilogue {
         activation: e.activation,
         bias: e.bias.map(|axis| (axis, &bias64[..])),
@@ -254,7 +271,17 @@ fn every_fused_kernel<TA: Element, TB: Element, TD: Element>(
         } else {
             &epilogues[..]
         };
+        // The f32-bias kernels run each epilogue with its bias (if any) in f32.
+        let f32_bias = k.spec.fusion.bias_type() == Some(DataType::F32);
+        let as_built = |e: Epilogue| {
+            if f32_bias && e.bias.is_some() {
+                e.with_f32_bias()
+            } else {
+                e
+            }
+        };
         for (i, &(e, with_c)) in epilogues.iter().enumerate() {
+            let e = as_built(e);
             let p = GemmProblem::new(m, n, kk).with_scalars(0.75, if with_c { 0.5 } else { 0.0 });
             let p = if swapped && i % 2 == 1 {
                 // The user's column-major D (the kernel's row-major one) through a transposed
@@ -289,6 +316,7 @@ fn every_fused_kernel<TA: Element, TB: Element, TD: Element>(
                 ),
                 (Epilogue::bias().with_activation(Activation::Silu), true),
             ] {
+                let e = as_built(e);
                 let p =
                     GemmProblem::new(m, n, 64).with_scalars(0.75, if with_c { 0.5 } else { 0.0 });
                 let g = Gemm::<TA, TB, TD>::with_kernel(ctx, &p, k.name)
@@ -451,6 +479,7 @@ fn fused_epilogue_operands_are_checked() {
     ));
     let extra = EpilogueOperands {
         bias: Some(&bias),
+        bias_f32: None,
         row_scales: Some(&scales),
         col_scales: None,
     };
@@ -565,4 +594,251 @@ fn unfused_pass_matches_the_reference() {
         );
         assert_eq!(outside, 0, "{act}");
     }
+}
+
+/// An f32 bias is added to the f32 value before D is rounded, not rounded to D's type first: with
+/// beta = -1 and C the bias rounded to D's type, D holds the part of the bias that D's type drops
+/// at its magnitude (300 + u, u in [0, 1): bf16 keeps steps of 2 there, f16 of 0.25), which a
+/// bias rounded first would lose. On the decode GEMV and every f32-bias kernel of the build.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn f32_bias_is_added_before_rounding() {
+    fn each<T: Element>(
+        ctx: &Arc<CudaContext>,
+        stream: &Arc<CudaStream>,
+        rng: &mut StdRng,
+    ) -> usize {
+        let cc = cutlass_gemm::DeviceInfo::query(ctx)
+            .unwrap()
+            .compute_capability;
+        let mut plans: Vec<(usize, Option<&'static str>)> = vec![(4, None)];
+        for k in cutlass_gemm::built_kernels().iter().filter(|k| {
+            k.spec.fusion.bias_type() == Some(DataType::F32)
+                && (k.spec.a.ty, k.spec.d.ty) == (T::DATA_TYPE, T::DATA_TYPE)
+                && k.spec.arch.runs_on(cc)
+        }) {
+            plans.push((301, Some(k.name)));
+        }
+        let mut runs = 0;
+        for (m, name) in plans {
+            let (n, k) = (392, 256);
+            let p = GemmProblem::new(m, n, k).with_scalars(2f32.powi(-6), -1.0);
+            for act in [Activation::Identity, Activation::Silu] {
+                let e = Epilogue::bias().with_activation(act).with_f32_bias();
+                let g = match name {
+                    Some(name) => Gemm::<T, T, T>::with_kernel(ctx, &p, name),
+                    None => Gemm::<T, T, T>::new(ctx, &p),
+                }
+                .unwrap()
+                .with_epilogue(e)
+                .unwrap();
+                assert_eq!(g.is_gemv(), name.is_none(), "{}", g.kernel_name());
+                assert!(!g.epilogue_is_separate());
+                let (ga, gb, gc, gd) = (
+                    g.operand(OperandName::A),
+                    g.operand(OperandName::B),
+                    g.operand(OperandName::C),
+                    g.operand(OperandName::D),
+                );
+                let a: Vec<T> = random(rng, &ga, 1.0);
+                let b: Vec<T> = random(rng, &gb, 1.0);
+                let bias: Vec<f32> = (0..n)
+                    .map(|_| 300.0 + rng.random_range(0.0f32..1.0))
+                    .collect();
+                // C = the bias rounded to T, in every row.
+                let mut c = vec![T::POISON; gc.required_len()];
+                for i in 0..m {
+                    for j in 0..n {
+                        c[gc.offset(0, i, j)] = T::from_f64(bias[j] as f64);
+                    }
+                }
+                // What the test can tell apart: the bias's part below T's step at 300.
+                let dropped = bias
+                    .iter()
+                    .map(|&x| (x as f64 - T::from_f64(x as f64).to_f64()).abs())
+                    .fold(0.0, f64::max);
+                assert!(dropped > 0.1, "{dropped}");
+                let (da, db, dc) = (
+                    stream.clone_htod(&a).unwrap(),
+                    stream.clone_htod(&b).unwrap(),
+                    stream.clone_htod(&c).unwrap(),
+                );
+                let dbias = stream.clone_htod(&bias).unwrap();
+                let mut dd: CudaSlice<T> = stream
+                    .clone_htod(&vec![T::POISON; gd.required_len()])
+                    .unwrap();
+                g.run_fused(
+                    stream,
+                    &da,
+                    &db,
+                    Some(&dc),
+                    &mut dd,
+                    &EpilogueOperands::bias_f32(&dbias),
+                    Workspace::Managed,
+                )
+                .unwrap_or_else(|err| panic!("{}: {err}", g.kernel_name()));
+                let d = stream.clone_dtoh(&dd).unwrap();
+                let bias64: Vec<f64> = bias.iter().map(|&x| x as f64).collect();
+                let host = HostEpilogue {
+                    activation: act,
+                    bias: Some((BiasAxis::PerColumn, &bias64[..])),
+                    ..Default::default()
+                };
+                let sa = Strided::new(&a, ga, OperandName::A).unwrap();
+                let sb = Strided::new(&b, gb, OperandName::B).unwrap();
+                let sc = Strided::new(&c, gc, OperandName::C).unwrap();
+                let r =
+                    reference::fused(&p, &sa, &sb, Some(&sc as &dyn reference::HostMatrix), &host)
+                        .unwrap();
+                let cmp = reference::compare(&d, &gd, &r);
+                assert!(cmp.passed(), "{} {act}: {cmp:?}", g.kernel_name());
+                runs += 1;
+            }
+        }
+        runs
+    }
+    let (ctx, stream) = gemm_device();
+    let mut rng = rng();
+    let runs = each::<bf16>(&ctx, &stream, &mut rng) + each::<f16>(&ctx, &stream, &mut rng);
+    println!("f32 bias before rounding: {runs} runs");
+    assert!(runs >= 4, "{runs}");
+}
+
+/// The library's choice with an f32 bias on each path it has: the decode GEMV, an f32-bias kernel
+/// where one is built (else the separate pass), the separate pass where no f32-bias kernel takes
+/// the layouts (A column-major), and a column-major D (an f32-bias kernel swapped, or NoKernel
+/// naming one where none is built); against the reference, with C and without.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn f32_bias_on_every_path() {
+    fn each<T: Element>(
+        ctx: &Arc<CudaContext>,
+        stream: &Arc<CudaStream>,
+        rng: &mut StdRng,
+    ) -> [usize; 3] {
+        let built = cutlass_gemm::built_kernels().iter().any(|k| {
+            k.spec.fusion.bias_type() == Some(DataType::F32) && k.spec.a.ty == T::DATA_TYPE
+        });
+        let e = Epilogue::bias()
+            .with_activation(Activation::GeluTanh)
+            .with_f32_bias();
+        let mut paths = [0; 3];
+        for p in [
+            GemmProblem::new(4, 272, 576),
+            GemmProblem::new(300, 392, 256),
+            GemmProblem::new(300, 392, 256).with_a(MatrixLayout::col_major()),
+            GemmProblem::new(96, 392, 256)
+                .with_d(MatrixLayout::col_major())
+                .with_c(MatrixLayout::col_major()),
+        ] {
+            for with_c in [false, true] {
+                let p = p.with_scalars(0.75, if with_c { 0.5 } else { 0.0 });
+                let g = match Gemm::<T, T, T>::new(ctx, &p).unwrap().with_epilogue(e) {
+                    Ok(g) => g,
+                    Err(Error::NoKernel { .. }) if !built && p.d.layout == Layout::ColumnMajor => {
+                        continue
+                    }
+                    Err(err) => panic!("{p:?}: {err}"),
+                };
+                if p.a.layout == Layout::ColumnMajor {
+                    assert!(g.epilogue_is_separate(), "{}", g.kernel_name());
+                } else if p.m > 16 && built {
+                    assert_eq!(g.kernel_spec().fusion.bias_type(), Some(DataType::F32));
+                }
+                let path = if g.is_gemv() {
+                    0
+                } else if g.epilogue_is_separate() {
+                    1
+                } else {
+                    2
+                };
+                paths[path] += 1;
+                run_fused(stream, rng, &g, with_c, 1.0, None);
+            }
+        }
+        paths
+    }
+    let (ctx, stream) = gemm_device();
+    let mut rng = rng();
+    for paths in [
+        each::<bf16>(&ctx, &stream, &mut rng),
+        each::<f16>(&ctx, &stream, &mut rng),
+    ] {
+        println!("f32 bias: {paths:?} runs on the GEMV, the separate pass, an f32-bias kernel");
+        assert!(paths[0] >= 2 && paths[1] >= 2, "{paths:?}");
+    }
+}
+
+/// An f32 bias is checked like the others, and by its type: a plan with an f32 bias takes
+/// `EpilogueOperands::bias_f32` and refuses a bias of D's type, and the other way round.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn f32_bias_operands_are_checked() {
+    let (ctx, stream) = gemm_device();
+    let p = GemmProblem::new(128, 256, 64);
+    let plan = |e: Epilogue| {
+        Gemm::<bf16, bf16, bf16>::new(&ctx, &p)
+            .unwrap()
+            .with_epilogue(e)
+            .unwrap()
+    };
+    let (f32_plan, d_typed_plan) = (
+        plan(Epilogue::bias().with_f32_bias()),
+        plan(Epilogue::bias()),
+    );
+    let a = stream.alloc_zeros::<bf16>(128 * 64).unwrap();
+    let b = stream.alloc_zeros::<bf16>(256 * 64).unwrap();
+    let mut d = stream.alloc_zeros::<bf16>(128 * 256).unwrap();
+    let bias16 = stream.alloc_zeros::<bf16>(256).unwrap();
+    let bias32 = stream.alloc_zeros::<f32>(256 + 4).unwrap();
+    let run =
+        |g: &Gemm<bf16, bf16, bf16>, ops: &EpilogueOperands<'_, bf16>, d: &mut CudaSlice<bf16>| {
+            g.run_fused(&stream, &a, &b, None, d, ops, Workspace::Managed)
+        };
+    let element = |r: cutlass_gemm::Result<()>| match r {
+        Err(Error::InvalidProblem {
+            reason: ProblemRule::BiasElement { plan, given },
+        }) => (plan, given),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        element(run(&f32_plan, &EpilogueOperands::bias(&bias16), &mut d)),
+        (DataType::F32, DataType::Bf16)
+    );
+    assert_eq!(
+        element(run(
+            &d_typed_plan,
+            &EpilogueOperands::bias_f32(&bias32),
+            &mut d
+        )),
+        (DataType::Bf16, DataType::F32)
+    );
+    let both = EpilogueOperands {
+        bias: Some(&bias16),
+        bias_f32: Some(&bias32),
+        row_scales: None,
+        col_scales: None,
+    };
+    assert_eq!(
+        element(run(&f32_plan, &both, &mut d)),
+        (DataType::F32, DataType::Bf16)
+    );
+    let short = bias32.slice(0..255);
+    assert!(matches!(
+        run(&f32_plan, &EpilogueOperands::bias_f32(&short), &mut d).unwrap_err(),
+        Error::BufferTooSmall {
+            operand: OperandName::Bias,
+            ..
+        }
+    ));
+    let misaligned = bias32.slice(1..257);
+    assert!(matches!(
+        run(&f32_plan, &EpilogueOperands::bias_f32(&misaligned), &mut d).unwrap_err(),
+        Error::Misaligned {
+            operand: OperandName::Bias,
+            ..
+        }
+    ));
+    run(&f32_plan, &EpilogueOperands::bias_f32(&bias32), &mut d).unwrap();
+    stream.synchronize().unwrap();
 }

@@ -68,6 +68,7 @@ fn run_gated<T: Element, O: Element>(
     let mut dd: CudaSlice<O> = stream.clone_htod(&vec![O::POISON; m * n]).unwrap();
     let ops = EpilogueOperands {
         bias: e.bias.map(|_| &dbias as &dyn DevicePtr<O>),
+        bias_f32: None,
         row_scales: e.row_scales.then_some(&drows as &dyn DevicePtr<f32>),
         col_scales: e.col_scales.then_some(&dcols as &dyn DevicePtr<f32>),
     };

@@ -1062,6 +1062,7 @@ fn check_nan_rows<T: WeightOnlyInput>(
     if relu {
         let none = cutlass_gemm::EpilogueOperands {
             bias: None,
+            bias_f32: None,
             row_scales: None,
             col_scales: None,
         };
@@ -1357,6 +1358,7 @@ fn fused_epilogues_on_weight_only_kernels() {
                 );
                 let operands = EpilogueOperands {
                     bias: e.bias.map(|_| &db as &dyn cudarc::driver::DevicePtr<bf16>),
+                    bias_f32: None,
                     row_scales: e
                         .row_scales
                         .then_some(&drs as &dyn cudarc::driver::DevicePtr<f32>),
@@ -1462,6 +1464,7 @@ fn fused_epilogues_on_weight_only_kernels() {
         let scales = stream.clone_htod(&vec![1.0f32; 4]).unwrap();
         let extra = EpilogueOperands {
             bias: Some(&dx as &dyn cudarc::driver::DevicePtr<bf16>),
+            bias_f32: None,
             row_scales: Some(&scales as &dyn cudarc::driver::DevicePtr<f32>),
             col_scales: None,
         };
