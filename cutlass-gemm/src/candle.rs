@@ -623,7 +623,8 @@ fn linear_forward<C: CustomOp1>(
 /// A linear layer `y = act(x · Wᵀ + bias)` whose bias and activation run in the GEMM's epilogue
 /// (no extra pass over `y`): a drop-in for `candle_nn::Linear` followed by the activation, for bf16
 /// and f16. The weight `W (out_features, in_features)` and the bias `(out_features,)` are used as
-/// they are (made contiguous once); `x (…, in_features)` is flattened to rows.
+/// they are (made contiguous once); `x (…, in_features)` is flattened to rows. The bias is of the
+/// weight's type, or f32 (added in f32 before `y` is rounded: [`crate::Epilogue::with_f32_bias`]).
 pub struct Linear {
     op: LinearOp,
 }
@@ -635,7 +636,8 @@ struct LinearOp {
 }
 
 impl Linear {
-    /// A layer with this weight and optional bias (the weight's type, on the same CUDA device).
+    /// A layer with this weight and optional bias (the weight's type or f32, on the same CUDA
+    /// device).
     pub fn new(weight: Tensor, bias: Option<Tensor>) -> candle_core::Result<Self> {
         cuda_device(&weight)?;
         let (n, _) = weight.dims2()?;
@@ -646,9 +648,9 @@ impl Linear {
             )));
         }
         if let Some(b) = &bias {
-            if b.dims() != [n] || b.dtype() != weight.dtype() {
+            if b.dims() != [n] || (b.dtype() != weight.dtype() && b.dtype() != DType::F32) {
                 return Err(msg(format!(
-                    "the bias must be ({n},) {:?}, not {:?} {:?}",
+                    "the bias must be ({n},) {:?} or F32, not {:?} {:?}",
                     weight.dtype(),
                     b.dims(),
                     b.dtype()
@@ -725,10 +727,16 @@ impl LinearOp {
         let (m, k) = l.shape().dims2()?;
         let (n, _) = self.weight.dims2()?;
         let stream = s.device.cuda_stream();
+        let f32_bias = self.bias.as_ref().is_some_and(|b| b.dtype() == DType::F32);
         let epilogue = Epilogue {
             bias: self.bias.as_ref().map(|_| crate::BiasAxis::PerColumn),
             activation: self.activation,
             ..Epilogue::NONE
+        };
+        let epilogue = if f32_bias {
+            epilogue.with_f32_bias()
+        } else {
+            epilogue
         };
         // W (n, k) row-major is B (k x n) column-major.
         let problem = GemmProblem::new(m, n, k).with_b(MatrixLayout::col_major());
@@ -744,19 +752,35 @@ impl LinearOp {
         // SAFETY: the GEMM writes every element of D before anything reads it.
         let mut d = unsafe { stream.alloc::<T>(m * n) }.map_err(|e| cerr(e.into()))?;
         let xv = x.slice(l.start_offset()..);
-        with_weight_and_bias(
-            "cutlass-linear",
-            &self.weight,
-            self.bias.as_ref(),
-            |wv, bias| {
-                let ops = EpilogueOperands {
-                    bias: bias.map(|b| b as &dyn DevicePtr<T>),
-                    ..Default::default()
-                };
-                gemm.run_fused(&stream, &xv, wv, None, &mut d, &ops, Workspace::Managed)
-                    .map_err(cerr)
-            },
-        )?;
+        if f32_bias {
+            with_weight_and_bias::<T, f32, _>(
+                "cutlass-linear",
+                &self.weight,
+                self.bias.as_ref(),
+                |wv, bias| {
+                    let ops = EpilogueOperands {
+                        bias_f32: bias.map(|b| b as &dyn DevicePtr<f32>),
+                        ..Default::default()
+                    };
+                    gemm.run_fused(&stream, &xv, wv, None, &mut d, &ops, Workspace::Managed)
+                        .map_err(cerr)
+                },
+            )?;
+        } else {
+            with_weight_and_bias::<T, T, _>(
+                "cutlass-linear",
+                &self.weight,
+                self.bias.as_ref(),
+                |wv, bias| {
+                    let ops = EpilogueOperands {
+                        bias: bias.map(|b| b as &dyn DevicePtr<T>),
+                        ..Default::default()
+                    };
+                    gemm.run_fused(&stream, &xv, wv, None, &mut d, &ops, Workspace::Managed)
+                        .map_err(cerr)
+                },
+            )?;
+        }
         Ok((
             CudaStorage::wrap_cuda_slice(d, s.device.clone()),
             Shape::from((m, n)),
@@ -909,7 +933,7 @@ impl GatedOp {
         // SAFETY: the GEMM writes every element of D before anything reads it.
         let mut d = unsafe { stream.alloc::<T>(m * n) }.map_err(|e| cerr(e.into()))?;
         let xv = x.slice(l.start_offset()..);
-        with_weight_and_bias(
+        with_weight_and_bias::<T, T, _>(
             "cutlass-gated-linear",
             &self.weight,
             self.bias.as_ref(),
@@ -931,13 +955,17 @@ impl GatedOp {
 
 /// Runs `f` on the CUDA views of a layer's weight and optional bias (of `T`, from their layouts'
 /// offsets), holding their storage for the call. `op` names the layer in errors.
-fn with_weight_and_bias<T: candle_core::cuda_backend::CudaDType, R>(
+fn with_weight_and_bias<
+    T: candle_core::cuda_backend::CudaDType,
+    B: candle_core::cuda_backend::CudaDType,
+    R,
+>(
     op: &str,
     weight: &Tensor,
     bias: Option<&Tensor>,
     f: impl FnOnce(
         &cudarc::driver::CudaView<'_, T>,
-        Option<&cudarc::driver::CudaView<'_, T>>,
+        Option<&cudarc::driver::CudaView<'_, B>>,
     ) -> candle_core::Result<R>,
 ) -> candle_core::Result<R> {
     let (w_storage, w_layout) = weight.storage_and_layout();
@@ -951,7 +979,7 @@ fn with_weight_and_bias<T: candle_core::cuda_backend::CudaDType, R>(
             let candle_core::Storage::Cuda(bs) = &**storage else {
                 return Err(msg(format!("{op} needs a CUDA bias")));
             };
-            Some((bs.as_cuda_slice::<T>()?, layout.start_offset()))
+            Some((bs.as_cuda_slice::<B>()?, layout.start_offset()))
         }
         None => None,
     };

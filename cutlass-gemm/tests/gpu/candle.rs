@@ -488,8 +488,10 @@ fn linear_with_fused_bias_and_activation_matches_candle() {
             let x = rand(&dev, &shape, dtype);
             let w = rand(&dev, &[n, k], dtype);
             let b = rand(&dev, &[n], dtype);
+            // An f32 bias too: added in f32, not rounded to the layer's type first.
+            let b32 = rand(&dev, &[n], DType::F32);
             for act in Activation::ALL {
-                for bias in [None, Some(b.clone())] {
+                for bias in [None, Some(b.clone()), Some(b32.clone())] {
                     let layer = Linear::new(w.clone(), bias.clone())
                         .unwrap()
                         .with_activation(act);
@@ -519,7 +521,10 @@ fn linear_with_fused_bias_and_activation_matches_candle() {
                     let (bad, max, rel_rms) = compare(&ours, &reference, &mag, 2.0 * u, abs);
                     println!(
                         "{dtype:?} Linear {shape:?} x ({n}, {k}) {act}{}: max |diff| {max:.3e}, rms diff / rms {rel_rms:.2e}, {bad} outside the bound",
-                        if bias.is_some() { " + bias" } else { "" }
+                        match &bias {
+                            Some(b) => format!(" + {:?} bias", b.dtype()),
+                            None => String::new(),
+                        }
                     );
                     assert_eq!(bad, 0.0);
                 }
@@ -529,6 +534,9 @@ fn linear_with_fused_bias_and_activation_matches_candle() {
     // The layer refuses what it cannot serve, with a message.
     let w = rand(&dev, &[64, 32], DType::F32);
     assert!(Linear::new(w, None).is_err());
+    let w = rand(&dev, &[64, 32], DType::BF16);
+    assert!(Linear::new(w.clone(), Some(rand(&dev, &[64], DType::F16))).is_err());
+    assert!(Linear::new(w, Some(rand(&dev, &[63], DType::F32))).is_err());
 }
 
 /// `GatedLinear` (gate and up projections with SwiGLU / GeGLU in one GEMM) against candle's two
