@@ -624,7 +624,8 @@ fn linear_forward<C: CustomOp1>(
 /// (no extra pass over `y`): a drop-in for `candle_nn::Linear` followed by the activation, for bf16
 /// and f16. The weight `W (out_features, in_features)` and the bias `(out_features,)` are used as
 /// they are (made contiguous once); `x (…, in_features)` is flattened to rows. The bias is of the
-/// weight's type, or f32 (added in f32 before `y` is rounded: [`crate::Epilogue::with_f32_bias`]).
+/// weight's type, or f32 ([`crate::Epilogue::with_f32_bias`]: added before `y` is rounded where
+/// an f32-bias kernel or the decode GEMV runs the layer, else by a separate pass after `y`).
 pub struct Linear {
     op: LinearOp,
 }

@@ -265,8 +265,9 @@ fn epilogue() -> impl Strategy<Value = Epilogue> {
         select(&Activation::ALL[..]),
         any::<bool>(),
         any::<bool>(),
+        prop_oneof![3 => Just(false), 1 => Just(true)],
     )
-        .prop_map(|(bias, activation, rows, cols)| {
+        .prop_map(|(bias, activation, rows, cols, f32_bias)| {
             // Through the constructors a caller uses.
             let mut e = match (rows, cols, bias) {
                 (true, true, _) => Epilogue::rowwise(),
@@ -279,6 +280,9 @@ fn epilogue() -> impl Strategy<Value = Epilogue> {
             };
             if let Some(axis) = bias {
                 e = e.with_bias(axis);
+                if f32_bias {
+                    e = e.with_f32_bias();
+                }
             }
             e.with_activation(activation)
         })
@@ -379,10 +383,10 @@ fn plain_tn(p: &GemmProblem) -> bool {
         && p.beta.is_finite()
 }
 
-/// The fused epilogue with a bias of D's type (every part of [`Epilogue`]).
-fn fused_with_bias<TD: Element>() -> cutlass_gemm_catalog::Fusion {
+/// The fused kernels' epilogue for `e` with a D of type TD: a bias of its type (D's or f32).
+fn fused_for<TD: Element>(e: &Epilogue) -> cutlass_gemm_catalog::Fusion {
     cutlass_gemm_catalog::Fusion::ScaleBiasActivation {
-        bias: TD::DATA_TYPE,
+        bias: e.bias_type(TD::DATA_TYPE).unwrap_or(TD::DATA_TYPE),
     }
 }
 
@@ -565,10 +569,10 @@ fn check_blockwise<TA: Fp8, TB: Fp8, TD: Element>(
         }
         Err(err) => {
             typed(&err)?;
-            // A fused blockwise kernel for the types takes any epilogue of a plain TN problem.
-            let fused = built::<TA, TB, TD>(|s| {
-                s.blockwise.is_some() && s.fusion == fused_with_bias::<TD>()
-            });
+            // A fused blockwise kernel for the types (and the bias's) takes any epilogue of a
+            // plain TN problem.
+            let fused =
+                built::<TA, TB, TD>(|s| s.blockwise.is_some() && s.fusion == fused_for::<TD>(&e));
             prop_assert!(
                 !(fused && name.is_none() && device == H100 && plain_tn(p)),
                 "{:?} with {}: {}",
@@ -773,9 +777,9 @@ fn check_epilogue<TA: Element, TB: Element, TD: Element>(
         Ok(f) => f,
         Err(e) => {
             typed(&e)?;
-            // Where the build has a fused kernel for the types (with a bias of D's type), a plain
-            // TN problem on an H100 gets any epilogue.
-            let fused = built::<TA, TB, TD>(|s| s.fusion == fused_with_bias::<TD>());
+            // Where the build has a fused kernel for the types (with the epilogue's bias type), a
+            // plain TN problem on an H100 gets any epilogue.
+            let fused = built::<TA, TB, TD>(|s| s.fusion == fused_for::<TD>(&first));
             prop_assert!(
                 !(fused && name.is_none() && device == H100 && plain_tn(p)),
                 "{:?} with {}: {}",
@@ -787,12 +791,20 @@ fn check_epilogue<TA: Element, TB: Element, TD: Element>(
         }
     };
     prop_assert_eq!(f.epilogue(), first);
+    // (The 16-bit decode GEMV computes the epilogue itself, on whichever kernel is behind it.)
     prop_assert!(
-        first.is_none() || f.kernel_spec().fusion.is_fused() || f.epilogue_is_separate(),
+        first.is_none()
+            || f.kernel_spec().fusion.is_fused()
+            || f.epilogue_is_separate()
+            || f.is_gemv(),
         "{} for {}",
         f.kernel_name(),
         first.describe()
     );
+    // A fused kernel reads the epilogue's bias type.
+    if f.kernel_spec().fusion.is_fused() && !f.epilogue_is_separate() && first.bias.is_some() {
+        prop_assert_eq!(f.kernel_spec().fusion, fused_for::<TD>(&first));
+    }
     // A separate pass: a bias per column (or none) and an activation over a row-major 16-bit D
     // of one batch, after the plain plan's own kernel.
     if f.epilogue_is_separate() {
@@ -869,8 +881,12 @@ fn check_epilogue<TA: Element, TB: Element, TD: Element>(
         Ok(s) => {
             prop_assert_eq!(s.epilogue(), second);
             prop_assert!(
-                second.is_none() || s.kernel_spec().fusion.is_fused() || s.epilogue_is_separate()
+                second.is_none()
+                    || s.kernel_spec().fusion.is_fused()
+                    || s.epilogue_is_separate()
+                    || s.is_gemv()
             );
+            prop_assert!(!s.epilogue_is_separate() || !s.kernel_spec().fusion.is_fused());
         }
         Err(e) => typed(&e)?,
     }

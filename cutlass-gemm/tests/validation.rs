@@ -1441,8 +1441,10 @@ fn aux_output_plans_check_their_rules() {
 /// An f32 bias (`Epilogue::with_f32_bias`): 16-bit plans take it in any build, in the kernel where
 /// an f32-bias kernel is built (`catalog::f32_bias_epilogue`, not in the default set), through the
 /// decode GEMV, else as the separate pass after the plain kernel; plans that need a fused kernel
-/// (scales, a bias per row) without one built say which kernel to add; the gated and weight-only
-/// plans, whose kernels read a bias of D's type, refuse it by the kernel rule.
+/// (scales, a bias per row) without one built say which kernel to add, and so does a plan that
+/// insists on the kernel (`with_epilogue_in_kernel`); the gated plans, whose kernels read a bias of
+/// D's type, refuse it by the kernel rule (the weight-only ones: `tests/gpu/weight_only.rs`, which
+/// needs their feature); `Epilogue::is_none` ignores the element type of an absent bias.
 #[test]
 fn f32_bias_plans_take_the_kernel_the_decode_gemv_or_the_separate_pass() {
     use cutlass_gemm::numeric::E4M3;
@@ -1557,6 +1559,46 @@ fn f32_bias_plans_take_the_kernel_the_decode_gemv_or_the_separate_pass() {
         }) => assert_eq!((kernel, required), (DataType::Bf16, DataType::F32)),
         other => panic!("{:?}", other.map(|g| g.kernel_name())),
     }
+    // Insisting on the kernel: an f32-bias kernel, or NoKernel naming one.
+    let in_kernel = plan(&linear(4096, 4096, 4096))
+        .unwrap()
+        .with_epilogue_in_kernel(e);
+    match in_kernel {
+        Ok(g) => {
+            assert!(f32_kernels(DataType::Bf16));
+            assert_eq!(g.kernel_spec().fusion.bias_type(), Some(DataType::F32));
+        }
+        Err(Error::NoKernel {
+            build_with: BuildHint::Kernels(name),
+            ..
+        }) => {
+            assert!(!f32_kernels(DataType::Bf16));
+            assert!(name.contains("_evt_scale_biasf32_act"), "{name}");
+        }
+        Err(other) => panic!("{other}"),
+    }
+    // A fused plan (a bf16 bias) given an f32 bias instead, without an f32-bias kernel: the pass
+    // follows a plain kernel, not the fused one.
+    let fused = plan(&linear(4096, 4096, 4096))
+        .unwrap()
+        .with_epilogue(Epilogue::bias())
+        .unwrap();
+    assert!(fused.kernel_spec().fusion.is_fused());
+    let moved = fused.with_epilogue(e).unwrap();
+    if moved.epilogue_is_separate() {
+        assert!(
+            !moved.kernel_spec().fusion.is_fused(),
+            "{}",
+            moved.kernel_name()
+        );
+    } else {
+        assert_eq!(moved.kernel_spec().fusion.bias_type(), Some(DataType::F32));
+    }
+    let no_bias = Epilogue {
+        bias: None,
+        ..Epilogue::bias().with_f32_bias()
+    };
+    assert!(no_bias.is_none());
     // The gated kernels read a bias of D's type.
     let gated = GatedGemm::<bf16>::plan(
         H100,

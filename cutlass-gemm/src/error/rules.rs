@@ -285,6 +285,9 @@ pub enum ProblemRule {
         /// The vector.
         operand: OperandName,
     },
+    /// The launch gave a bias in both fields of [`crate::EpilogueOperands`] (`bias` and
+    /// `bias_f32`).
+    BiasGivenTwice,
     /// The launch gave a bias of another element type than the plan's epilogue reads
     /// ([`crate::BiasElement`]: [`crate::EpilogueOperands::bias`] holds D's type,
     /// [`crate::EpilogueOperands::bias_f32`] f32).
@@ -490,7 +493,11 @@ impl fmt::Display for ProblemRule {
             ),
             ProblemRule::EpilogueOperandNotTaken { operand } => write!(
                 f,
-                "the {operand} was given but the plan's epilogue has none, or it was given twice (plan it with with_epilogue; one bias, in EpilogueOperands::bias or bias_f32)"
+                "the {operand} was given but the plan's epilogue has none (plan it with with_epilogue)"
+            ),
+            ProblemRule::BiasGivenTwice => write!(
+                f,
+                "two biases were given: pass one, in EpilogueOperands::bias (D's type) or bias_f32 (f32)"
             ),
             ProblemRule::BiasElement { plan, given } => write!(
                 f,

@@ -10,8 +10,9 @@
 //! ```
 //!
 //! with `bias` one value per column of D (`bias[j]`, a Linear layer's) or per row (`bias[i]`), of
-//! D's type or f32 ([`Epilogue::with_f32_bias`]: the decode GEMV and the separate pass read an f32
-//! bias in any build, the fused kernels where the catalog's f32-bias kernels are built).
+//! D's type or f32 ([`Epilogue::with_f32_bias`]: the fused kernels where the catalog's f32-bias
+//! kernels are built, and in any build the 16-bit decode GEMV, or the separate pass after the plain
+//! kernel, which rounds D before it adds the bias).
 //! [`Epilogue`] says which of these a plan has ([`crate::Gemm::with_epilogue`]); the vectors come
 //! with each launch ([`EpilogueOperands`], [`crate::Gemm::run_fused`]), checked like A and B.
 //! Every part is optional, and one kernel serves every combination (the catalog's
@@ -147,8 +148,9 @@ pub enum BiasElement {
     /// or f16 weights. Given as [`EpilogueOperands::bias`].
     #[default]
     Output,
-    /// f32, whatever D's type: added to the f32 value before D is rounded, without being rounded
-    /// to D's type first. Given as [`EpilogueOperands::bias_f32`].
+    /// f32, whatever D's type, read as f32: in a kernel or the decode GEMV added to the f32 value
+    /// before D is rounded (a separate pass, [`crate::Gemm::epilogue_is_separate`], adds it to D
+    /// as the plain kernel rounded it). Given as [`EpilogueOperands::bias_f32`].
     F32,
 }
 
@@ -199,9 +201,12 @@ impl Epilogue {
     }
 
     /// This epilogue with its bias in f32 ([`BiasElement::F32`]; a bias per column unless one was
-    /// set): D = act(... + bias) with the f32 bias added before D is rounded, as cuBLASLt's
-    /// `CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE` of `CUDA_R_32F`. Which kernels compute it:
-    /// [`crate::Gemm::with_epilogue`].
+    /// set), as cuBLASLt's `CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE` of `CUDA_R_32F`. A fused kernel
+    /// with an f32 bias (not in the default set) or the 16-bit decode GEMV adds it before D is
+    /// rounded; without such a kernel, a bf16/f16 plan with a bias per column and a row-major D
+    /// of one batch runs the separate pass ([`crate::Gemm::with_epilogue`];
+    /// [`crate::Gemm::with_epilogue_in_kernel`] refuses that), and other plans get
+    /// [`crate::Error::NoKernel`] naming a kernel to add.
     pub fn with_f32_bias(self) -> Epilogue {
         Epilogue {
             bias: Some(self.bias.unwrap_or(BiasAxis::PerColumn)),
@@ -260,7 +265,11 @@ impl Epilogue {
 
     /// Whether this is a plain GEMM's epilogue.
     pub fn is_none(&self) -> bool {
-        *self == Epilogue::NONE
+        // (The bias's element type means nothing without a bias.)
+        Epilogue {
+            bias_element: BiasElement::Output,
+            ..*self
+        } == Epilogue::NONE
     }
 
     /// A short description, e.g. `bias(col)+gelu-tanh`, `bias(col,f32)` or `row-scales+col-scales`.
@@ -352,14 +361,20 @@ impl<'a, TD> EpilogueOperands<'a, TD> {
     }
 
     /// The rules checked before the vectors' addresses are taken, for a plan with epilogue `e` and
-    /// a D of type `td` on the device of `ordinal`: a bias of the plan's element type
-    /// ([`ProblemRule::BiasElement`]; at most one bias), and each vector on the plan's device.
+    /// a D of type `td` on the device of `ordinal`: at most one bias
+    /// ([`ProblemRule::BiasGivenTwice`]), of the plan's element type
+    /// ([`ProblemRule::BiasElement`]), and each vector on the plan's device.
     pub(crate) fn check(
         &self,
         e: &Epilogue,
         td: cutlass_gemm_catalog::DataType,
         ordinal: usize,
     ) -> Result<()> {
+        if self.bias.is_some() && self.bias_f32.is_some() {
+            return Err(Error::InvalidProblem {
+                reason: ProblemRule::BiasGivenTwice,
+            });
+        }
         if let Some(plan) = e.bias_type(td) {
             if let Some(given) = self
                 .bias_given(td)
@@ -371,13 +386,6 @@ impl<'a, TD> EpilogueOperands<'a, TD> {
                     reason: ProblemRule::BiasElement { plan, given },
                 });
             }
-        }
-        if self.bias.is_some() && self.bias_f32.is_some() {
-            return Err(Error::InvalidProblem {
-                reason: ProblemRule::EpilogueOperandNotTaken {
-                    operand: OperandName::Bias,
-                },
-            });
         }
         if let Some(v) = self.bias {
             require_device(OperandName::Bias, v, ordinal)?;

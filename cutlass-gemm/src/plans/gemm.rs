@@ -547,7 +547,8 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
         if let Some(gemv) = self.gemv.filter(|_| !epilogue.is_none()) {
             // The 16-bit decode GEMV computes the fused epilogue itself; the blockwise one has
             // none: named, it is refused; chosen, the problem is planned again among the CUTLASS
-            // kernels with one. Either way the CUTLASS kernel behind the plan is a fused one.
+            // kernels with one, and where none of this build serves the epilogue (an f32 bias in
+            // the default build) the 16-bit GEMV keeps the plan with the plain kernel behind it.
             if gemv == Gemv::Blockwise && self.pinned {
                 return Err(gemv.mismatch(GemvRule::Epilogue));
             }
@@ -609,6 +610,20 @@ impl<TA: Element, TB: Element, TD: Element> Gemm<TA, TB, TD> {
                 }
             };
         if separate {
+            // The pass follows a plain kernel: a plan that already runs a fused one (its bias of
+            // another type) is planned plainly first.
+            if self.kernel.spec.fusion.is_fused() {
+                let dependent_launch = self.dependent_launch;
+                return Self::plan_with(
+                    self.device,
+                    &self.problem,
+                    None,
+                    self.scaling,
+                    Epilogue::NONE,
+                )?
+                .with_programmatic_dependent_launch(dependent_launch)
+                .planned_with_epilogue(epilogue, may_separate);
+            }
             return self.keeping_kernel(epilogue, true);
         }
         Ok(fused?.with_programmatic_dependent_launch(self.dependent_launch))

@@ -488,7 +488,8 @@ fn linear_with_fused_bias_and_activation_matches_candle() {
             let x = rand(&dev, &shape, dtype);
             let w = rand(&dev, &[n, k], dtype);
             let b = rand(&dev, &[n], dtype);
-            // An f32 bias too: added in f32, not rounded to the layer's type first.
+            // An f32 bias too, read as f32 (one read as the layer's type would be far outside
+            // the bound; that it is not rounded first is f32_bias_is_added_before_rounding's).
             let b32 = rand(&dev, &[n], DType::F32);
             for act in Activation::ALL {
                 for bias in [None, Some(b.clone()), Some(b32.clone())] {

@@ -1326,9 +1326,19 @@ fn fused_epilogues_on_weight_only_kernels() {
                     Some(name) => WeightOnlyGemm::<bf16>::with_kernel(&ctx, &p, name),
                     None => WeightOnlyGemm::<bf16>::new(&ctx, &p),
                 }
-                .unwrap()
-                .with_epilogue(*e)
                 .unwrap();
+                // Their kernels and the GEMV read a bias of the activations' type: an f32 one is
+                // refused by the kernel rule.
+                if e.bias.is_some() {
+                    match plan.clone().with_epilogue(e.with_f32_bias()) {
+                        Err(Error::KernelMismatch {
+                            reason: cutlass_gemm::KernelRule::BiasType { kernel, required },
+                            ..
+                        }) => assert_eq!((kernel, required), (DataType::Bf16, DataType::F32)),
+                        other => panic!("{:?}", other.map(|g| g.kernel_name())),
+                    }
+                }
+                let plan = plan.with_epilogue(*e).unwrap();
                 // The library's choice: the GEMV up to its tokens, a fused kernel beyond.
                 let gemv = name == Some(WEIGHT_ONLY_GEMV) || (name.is_none() && m <= GEMV_TOKENS);
                 assert_eq!(plan.is_gemv(), gemv, "{}", e.describe());
