@@ -1496,6 +1496,16 @@ fn f32_bias_plans_take_the_kernel_the_decode_gemv_or_the_separate_pass() {
             d_typed.is_gemv() || d_typed.kernel_spec().fusion.bias_type() == Some(DataType::Bf16)
         );
     }
+    // FP8 tensor-wise (bf16 D) with a bias per column: the f32-bias kernel, or the separate pass.
+    let fp8 = Gemm::<E4M3, E4M3, bf16>::plan(H100, &linear(512, 4096, 1024), None)
+        .unwrap()
+        .with_epilogue(e)
+        .unwrap();
+    if f32_kernels(DataType::E4M3) {
+        assert_eq!(fp8.kernel_spec().fusion.bias_type(), Some(DataType::F32));
+    } else {
+        assert!(fp8.epilogue_is_separate(), "{}", fp8.kernel_name());
+    }
     // A bias per row (which the separate pass does not take) and FP8's rowwise scales need an
     // f32-bias kernel: without one, NoKernel names one to add.
     let needs_kernel = [
