@@ -753,34 +753,31 @@ impl LinearOp {
         // SAFETY: the GEMM writes every element of D before anything reads it.
         let mut d = unsafe { stream.alloc::<T>(m * n) }.map_err(|e| cerr(e.into()))?;
         let xv = x.slice(l.start_offset()..);
+        let mut run = |wv: &cudarc::driver::CudaView<'_, T>, ops: &EpilogueOperands<'_, T>| {
+            gemm.run_fused(&stream, &xv, wv, None, &mut d, ops, Workspace::Managed)
+                .map_err(cerr)
+        };
+        let op = "cutlass-linear";
         if f32_bias {
-            with_weight_and_bias::<T, f32, _>(
-                "cutlass-linear",
-                &self.weight,
-                self.bias.as_ref(),
-                |wv, bias| {
-                    let ops = EpilogueOperands {
+            with_weight_and_bias::<T, f32, _>(op, &self.weight, self.bias.as_ref(), |wv, bias| {
+                run(
+                    wv,
+                    &EpilogueOperands {
                         bias_f32: bias.map(|b| b as &dyn DevicePtr<f32>),
                         ..Default::default()
-                    };
-                    gemm.run_fused(&stream, &xv, wv, None, &mut d, &ops, Workspace::Managed)
-                        .map_err(cerr)
-                },
-            )?;
+                    },
+                )
+            })?;
         } else {
-            with_weight_and_bias::<T, T, _>(
-                "cutlass-linear",
-                &self.weight,
-                self.bias.as_ref(),
-                |wv, bias| {
-                    let ops = EpilogueOperands {
+            with_weight_and_bias::<T, T, _>(op, &self.weight, self.bias.as_ref(), |wv, bias| {
+                run(
+                    wv,
+                    &EpilogueOperands {
                         bias: bias.map(|b| b as &dyn DevicePtr<T>),
                         ..Default::default()
-                    };
-                    gemm.run_fused(&stream, &xv, wv, None, &mut d, &ops, Workspace::Managed)
-                        .map_err(cerr)
-                },
-            )?;
+                    },
+                )
+            })?;
         }
         Ok((
             CudaStorage::wrap_cuda_slice(d, s.device.clone()),
